@@ -1,0 +1,258 @@
+"""The engine: ONE async generator of events drives every run.
+
+``Runner.stream`` hands it to the caller; ``Runner.run`` drains it. Each event goes
+through the :class:`Emitter` first — tracing opens the phase's span and sets
+``event.span``, hooks run, tracing closes the span if the phase ended — and only then
+reaches the consumer. The stream never raises while iterating: every failure becomes
+exactly one terminal ``RunFailed``; the error is kept for ``await handle.result()``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from .. import events as ev
+from ..context import CancelToken, Mailbox, RunContext
+from ..errors import LoviaError, RunCancelled, RunError
+from ..result import RunResult
+from ..telemetry.tracer import RunTracer, make_run_tracer
+from ..transcript import Transcript
+from .checkpoint import finish_info
+from .finish import close_plugins, finish, write_session
+from .prepare import find_agent, load_snapshot, prepare, run_started
+from .state import CancelGuard, RunParams, RunState
+from .turn import finalize, resume_turn, turn
+
+__all__ = ["Outcome", "RunParams", "run_events"]
+
+logger = logging.getLogger("lovia.loop")
+
+
+@dataclass(slots=True)
+class Outcome:
+    """Where the driver leaves the run's result or error for ``handle.result()``."""
+
+    result: RunResult[Any] | None = None
+    error: BaseException | None = None
+    done: bool = False
+
+
+class Emitter:
+    """Tracing → hooks → tracing, for every event, before the consumer sees it."""
+
+    __slots__ = ("state", "tracer")
+
+    def __init__(self, state: RunState, tracer: RunTracer | None) -> None:
+        self.state = state
+        self.tracer = tracer
+
+    async def emit(self, event: ev.Event) -> ev.Event:
+        tracer = self.tracer
+        if tracer is not None:
+            span = tracer.start(event)
+            if span is not None:
+                object.__setattr__(event, "span", span)
+        state = self.state
+        hooks = state.active.hooks if state.active is not None else (
+            [state.params.agent.hooks] if state.params.agent.hooks else [])
+        try:
+            for h in hooks:
+                await h.dispatch(event, state.ctx)
+        finally:
+            if tracer is not None:
+                tracer.end(event)
+        return event
+
+
+def new_state(params: RunParams) -> RunState:
+    run_id = params.run_id or uuid.uuid4().hex
+    token = params.cancel_token or CancelToken()
+    transcript = Transcript()
+    ctx: RunContext[Any] = RunContext(
+        deps=params.deps, agent=params.agent, run_id=run_id, session_id=params.session_id,
+        entries=transcript.view(), workspace=params.workspace, cancel_token=token,
+        mailbox=params.mailbox or Mailbox(),
+    )
+    state = RunState(params=params, ctx=ctx, transcript=transcript, run_id=run_id,
+                     checkpointer=params.checkpointer, session=params.session,
+                     usage=ctx.usage)
+    state.guard = CancelGuard(token)
+    return state
+
+
+async def _phases(state: RunState, emitter: Emitter) -> AsyncIterator[ev.Event]:
+    """The run, phase by phase (seed order). Reason for length: it is the whole map."""
+    snapshot = await load_snapshot(state)
+    if snapshot is not None and snapshot.info.status == "completed":
+        state.completed_result = RunResult.from_stored(snapshot, state.params.agent, find_agent)
+        yield run_started(state, resumed=True)
+        async for event in write_session(state, state.completed_result.entries):
+            yield event  # idempotent: finishes a run that crashed before its session write
+        return
+    state.resumed = snapshot is not None
+    started = run_started(state, resumed=state.resumed)
+    yield started
+    if started.span is not None:
+        sc = started.span.get_span_context()
+        if sc.is_valid:
+            state.trace_ids = (f"{sc.trace_id:032x}", f"{sc.span_id:016x}")
+    async for event in prepare(state, snapshot):
+        yield event
+    if state.resume_calls:
+        async for event in resume_turn(state, state.resume_calls):
+            yield event
+    elif state.resumed and _ends_with_answer(state):
+        finalize(state, _last_response(state))
+    while not state.done:
+        async for event in turn(state):
+            yield event
+    async for event in finish(state):
+        yield event
+
+
+def _last_response(state: RunState) -> list[Any]:
+    entries = state.new_entries()
+    out: list[Any] = []
+    for entry in reversed(entries):
+        if entry.type in ("text", "reasoning") and entry.turn == state.turn:
+            out.append(entry)
+        else:
+            break
+    out.reverse()
+    return out
+
+
+def _ends_with_answer(state: RunState) -> bool:
+    entries = state.new_entries()
+    return bool(entries) and entries[-1].type == "text" and state.turn > 0
+
+
+def _run_error(state: RunState, exc: BaseException) -> BaseException:
+    """Turn an exception into the run's error (our own cancellation → RunCancelled)."""
+    if isinstance(exc, asyncio.CancelledError):
+        task = asyncio.current_task()
+        if state.ctx.cancel_token.cancelled and task is not None:
+            while task.cancelling():
+                task.uncancel()
+            exc = RunCancelled(
+                f"run {state.run_id} was cancelled at turn {state.turn} "
+                f"({state.ctx.cancel_token.reason})",
+                hint="Its checkpoint is resumable: run again with the same run_id.")
+        else:
+            return exc
+    if isinstance(exc, RunError):
+        exc.run_id = exc.run_id or state.run_id
+        exc.turn = exc.turn if exc.turn is not None else state.turn
+    return exc
+
+
+def _failed(state: RunState, error: BaseException) -> ev.RunFailed:
+    agent = state.active.agent.name if state.active else state.params.agent.name
+    message = error.message if isinstance(error, LoviaError) else str(error)
+    return ev.RunFailed(run_id=state.run_id, agent=agent, turn=state.turn,
+                        error_type=type(error).__name__, message=message, error=error,
+                        usage=state.usage.copy(), turns=state.turn,
+                        finish_reason=getattr(error, "finish_reason", "error"),
+                        duration_s=state.elapsed())
+
+
+def _completed(state: RunState) -> tuple[ev.RunCompleted, RunResult[Any]]:
+    result = state.completed_result or RunResult.from_state(state)
+    agent = result.final_agent.name
+    event = ev.RunCompleted(run_id=state.run_id, agent=agent, turn=result.turns,
+                            output=result.output, usage=result.usage, turns=result.turns,
+                            finish_reason=result.finish_reason, duration_s=state.elapsed())
+    return event, result
+
+
+async def _mark_failed(state: RunState, error: BaseException) -> None:
+    cp = state.checkpointer
+    if cp is None or state.completed_result is not None or state.active is None:
+        return
+    status = "paused" if getattr(error, "finish_reason", "") == "approval_pending" else "failed"
+    try:
+        await cp.append(state.run_id, state.pending)
+        state.pending = []
+        await cp.finish(finish_info(state, status, getattr(error, "finish_reason", "error"),
+                                    type(error).__name__), None)
+    except Exception:
+        logger.exception("could not record the failure of run %s", state.run_id)
+
+
+async def _release(state: RunState) -> None:
+    if state.checkpointer is not None and state.lease_owner is not None:
+        try:
+            await state.checkpointer.release(state.run_id, state.lease_owner)
+        except Exception:
+            logger.exception("could not release the lease of run %s", state.run_id)
+
+
+async def run_events(params: RunParams, outcome: Outcome) -> AsyncIterator[ev.Event]:
+    """Drive one run, yielding every event; ends with one RunCompleted or RunFailed."""
+    state = new_state(params)
+    emitter = Emitter(state, make_run_tracer(params.tracer_provider))
+    state.guard.token.add_listener(state.guard.fire)  # type: ignore[union-attr]
+    error: BaseException | None = None
+    try:
+        try:
+            async for event in _phases(state, emitter):
+                yield await emitter.emit(event)
+        except GeneratorExit:
+            raise
+        except BaseException as exc:  # noqa: BLE001 — every failure becomes RunFailed
+            error = _run_error(state, exc)
+            if isinstance(error, asyncio.CancelledError):
+                raise
+        async for event in _closing(state, emitter, error):
+            yield event
+        terminal, error = await _terminal(state, error, outcome)
+        try:
+            await emitter.emit(terminal)
+        except Exception:
+            logger.exception("a hook failed on the terminal event of run %s", state.run_id)
+        yield terminal
+    finally:
+        state.guard.token.remove_listener(state.guard.fire)  # type: ignore[union-attr]
+        await _cleanup(state)
+        outcome.done = True
+
+
+async def _closing(state: RunState, emitter: Emitter,
+                   error: BaseException | None) -> AsyncIterator[ev.Event]:
+    try:
+        async for event in close_plugins(state):
+            yield await emitter.emit(event)
+    except Exception:
+        logger.exception("closing plugins of run %s failed", state.run_id)
+    if error is not None:
+        await _mark_failed(state, error)
+
+
+async def _terminal(state: RunState, error: BaseException | None,
+                    outcome: Outcome) -> tuple[ev.Event, BaseException | None]:
+    if error is None:
+        try:
+            terminal, result = _completed(state)
+            outcome.result = result
+            return terminal, None
+        except Exception as exc:  # building the result failed: report it as the run's error
+            error = exc
+    outcome.error = error
+    return _failed(state, error), error
+
+
+async def _cleanup(state: RunState) -> None:
+    """Best effort when the consumer abandoned the stream or the run was torn down."""
+    while state.closers:
+        name, aclose = state.closers.pop()
+        try:
+            await aclose()
+        except Exception:
+            logger.exception("plugin %r failed to close (ignored)", name)
+    await _release(state)
+

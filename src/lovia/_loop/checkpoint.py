@@ -1,0 +1,126 @@
+"""Checkpoint writes and resume: the loop's only contact with the checkpointer.
+
+Progress is written as small append-only records after each model turn and each tool
+result. Resuming rebuilds the transcript, usage, turn counter and tool ledger from
+those records; what the crashed worker had completed is never redone.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from .. import events as ev
+from ..stores.base import RunInfo, RunSnapshot
+from ..transcript import ToolCallEntry, ToolResultEntry, TranscriptEntry, entry_from_dict
+from ..usage import Usage
+from .state import RunState
+
+__all__ = ["ResumePoint", "finish_info", "restore", "run_info", "save_progress"]
+
+
+def _store_name(state: RunState) -> str:
+    cp = state.checkpointer
+    url = getattr(cp, "url", "") or type(cp).__name__
+    return str(url).split(":", 1)[0]
+
+
+async def save_progress(state: RunState, kind: str = "progress") -> AsyncIterator[ev.Event]:
+    """Write queued records (if a checkpointer is configured) and emit CheckpointSaved."""
+    cp = state.checkpointer
+    if cp is None or not state.pending:
+        state.pending.clear()
+        return
+    records, state.pending = state.pending, []
+    t0 = time.perf_counter()
+    written = await cp.append(state.run_id, records)
+    assert state.active is not None
+    entries = sum(len(r.data.get("entries", ())) for r in records if r.kind == "entries")
+    yield ev.CheckpointSaved(run_id=state.run_id, agent=state.active.agent.name, turn=state.turn,
+                             entries=entries, bytes=written, kind=kind, store=_store_name(state),
+                             duration_s=time.perf_counter() - t0)
+
+
+def run_info(state: RunState, status: str = "running") -> RunInfo:
+    agent = state.active.agent.name if state.active else state.params.agent.name
+    return RunInfo(
+        run_id=state.run_id,
+        agent=agent,
+        session_id=state.params.session_id,
+        status=status,  # type: ignore[arg-type]
+        turns=state.turn,
+        input_tokens=state.usage.input_tokens,
+        output_tokens=state.usage.output_tokens,
+        cost_usd=state.usage.cost_usd,
+        started_at=state.started_wall,
+        trace_id=state.trace_ids[0] if state.trace_ids else None,
+        span_id=state.trace_ids[1] if state.trace_ids else None,
+        history_len=len(state.history),
+        extra={"first_agent": state.params.agent.name},
+    )
+
+
+def finish_info(state: RunState, status: str, finish_reason: str,
+                error_type: str | None = None) -> RunInfo:
+    info = run_info(state, status)
+    info.finish_reason = finish_reason
+    info.error_type = error_type
+    info.ended_at = time.time()
+    return info
+
+
+class ResumePoint:
+    """What a stored checkpoint says about where the run stopped."""
+
+    def __init__(self) -> None:
+        self.entries: list[TranscriptEntry] = []
+        self.ledger: dict[str, str] = {}
+        self.turn = 0
+        self.usage = Usage()
+        self.agent: str | None = None
+        self.trace_links: list[str] = []
+
+
+def restore(snapshot: RunSnapshot) -> ResumePoint:
+    """Fold a run's records into a resume point."""
+    point = ResumePoint()
+    for record in snapshot.records:
+        data: dict[str, Any] = record.data
+        if record.kind == "entries":
+            point.entries.extend(entry_from_dict(e) for e in data["entries"])
+        elif record.kind == "ledger":
+            point.ledger[str(data["call_id"])] = str(data["status"])
+        elif record.kind == "state":
+            point.turn = int(data.get("turn", point.turn))
+            point.usage = Usage.from_dict(data.get("usage", {}))
+            point.agent = data.get("agent", point.agent)
+            link = data.get("trace")
+            if link:
+                point.trace_links.append(str(link))
+    if snapshot.info.trace_id and snapshot.info.span_id:
+        point.trace_links.append(f"{snapshot.info.trace_id}:{snapshot.info.span_id}")
+    return point
+
+
+def open_calls(entries: list[TranscriptEntry]) -> list[ToolCallEntry]:
+    """Tool calls of the last model response that have no result yet."""
+    answered = {e.call_id for e in entries if isinstance(e, ToolResultEntry)}
+    last_calls: list[ToolCallEntry] = []
+    for entry in reversed(entries):
+        if isinstance(entry, ToolCallEntry):
+            last_calls.append(entry)
+        elif entry.type in ("text", "reasoning"):
+            continue
+        else:
+            break
+    last_calls.reverse()
+    if not last_calls:
+        # results may follow the calls: look back to the latest response's calls
+        msg = next((e for e in reversed(entries) if isinstance(e, ToolCallEntry)), None)
+        if msg is None:
+            return []
+        last_calls = [e for e in entries
+                      if isinstance(e, ToolCallEntry) and e.message_id == msg.message_id
+                      and e.turn == msg.turn]
+    return [c for c in last_calls if c.call_id not in answered]

@@ -1,0 +1,105 @@
+"""Run end: output guardrails → checkpoint marked complete → session segment.
+
+The order is fixed, so a crash never leaves a run both "completed" and "resumable":
+a crash after the checkpoint is complete but before the session write is finished by
+resubmitting the run_id (the stored result is returned and the segment written once).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+from .. import errors
+from .. import events as ev
+from ..guardrails import Guardrail
+from .checkpoint import finish_info, save_progress
+from .state import RunState
+
+__all__ = ["close_plugins", "finish", "run_guardrails", "write_session"]
+
+logger = logging.getLogger("lovia.loop")
+
+
+async def run_guardrails(state: RunState, kind: str, guards: Sequence[Guardrail],
+                         value: Any) -> AsyncIterator[ev.Event]:
+    """Run guardrails in order; a trip raises GuardrailTripped after its events."""
+    assert state.active is not None
+    base = {"run_id": state.run_id, "agent": state.active.agent.name, "turn": state.turn}
+    for guard in guards:
+        yield ev.GuardrailStarted(**base, kind=kind, guardrail=guard.name)  # type: ignore[arg-type]
+        result = await guard.check(state.ctx, value)
+        yield ev.GuardrailCompleted(**base, kind=kind, guardrail=guard.name,  # type: ignore[arg-type]
+                                    tripped=result.tripped, reason=result.reason)
+        if result.tripped:
+            yield ev.GuardrailTripped(**base, kind=kind, guardrail=guard.name,  # type: ignore[arg-type]
+                                      reason=result.reason)
+            raise errors.GuardrailTripped(
+                f"{kind} guardrail {guard.name!r} tripped: {result.reason}",
+                hint="The run ended without an answer and nothing was written to the session.",
+                guardrail=guard.name, reason=result.reason, kind=kind,
+            )
+
+
+def result_payload(state: RunState) -> dict[str, Any]:
+    assert state.active is not None and state.active.output is not None
+    return {
+        "output": state.active.output.dump(state.output),
+        "output_raw": state.output_raw,
+        "usage": state.usage.to_dict(),
+        "turns": state.turn,
+        "finish_reason": state.finish_reason,
+        "final_agent": state.active.agent.name,
+    }
+
+
+async def finish(state: RunState) -> AsyncIterator[ev.Event]:
+    assert state.active is not None
+    async for event in run_guardrails(state, "output", state.active.output_guardrails,
+                                      state.output):
+        yield event
+    state.undelivered = list(state.ctx.mailbox.drain())
+    cp = state.checkpointer
+    if cp is not None:
+        async for event in save_progress(state):
+            yield event
+        t0 = time.perf_counter()
+        await cp.finish(finish_info(state, "completed", state.finish_reason),
+                        result_payload(state))
+        yield ev.CheckpointSaved(run_id=state.run_id, agent=state.active.agent.name,
+                                 turn=state.turn, kind="complete",
+                                 store=str(getattr(cp, "url", "")).split(":", 1)[0],
+                                 duration_s=time.perf_counter() - t0)
+    async for event in write_session(state, state.new_entries()):
+        yield event
+
+
+async def write_session(state: RunState, entries: Sequence[Any]) -> AsyncIterator[ev.Event]:
+    session, session_id = state.session, state.params.session_id
+    if session is None or session_id is None:
+        return
+    t0 = time.perf_counter()
+    await session.append_segment(session_id, state.run_id, entries)
+    agent = state.active.agent.name if state.active else state.params.agent.name
+    yield ev.SessionWritten(run_id=state.run_id, agent=agent, turn=state.turn,
+                            session_id=session_id, entries=len(entries),
+                            store=str(getattr(session, "url", "")).split(":", 1)[0],
+                            duration_s=time.perf_counter() - t0)
+
+
+async def close_plugins(state: RunState) -> AsyncIterator[ev.Event]:
+    """Await every plugin's ``aclose`` in LIFO order; one failing does not stop the rest."""
+    agent = state.active.agent.name if state.active else state.params.agent.name
+    while state.closers:
+        name, aclose = state.closers.pop()
+        t0 = time.perf_counter()
+        error: BaseException | None = None
+        try:
+            await aclose()
+        except Exception as exc:
+            error = exc
+            logger.exception("plugin %r failed to close (ignored)", name)
+        yield ev.PluginClosed(run_id=state.run_id, agent=agent, turn=state.turn, plugin=name,
+                              duration_s=time.perf_counter() - t0, error=error)

@@ -1,0 +1,55 @@
+"""Phase 1 of a turn: limits. Hitting one ends the run with a typed failure, never a hang."""
+
+from __future__ import annotations
+
+from ..errors import BudgetExceeded, MaxTurnsExceeded, RunCancelled
+from .state import RunState
+
+__all__ = ["check_budget", "check_cancel", "check_limits"]
+
+
+def check_cancel(state: RunState) -> None:
+    token = state.ctx.cancel_token
+    if token.cancelled:
+        raise RunCancelled(
+            f"run {state.run_id} was cancelled at turn {state.turn} ({token.reason})",
+            hint="Its checkpoint is resumable: run again with the same run_id.",
+        )
+
+
+def check_budget(state: RunState, *, extra_tool_calls: int | None = None) -> None:
+    """Raise BudgetExceeded when a RunBudget limit is reached (before a call or tool)."""
+    budget = state.params.budget
+    if budget is None:
+        return
+    usage = state.usage
+    before = "model"
+    if extra_tool_calls is not None:  # before a tool call: count the calls planned so far
+        before = "tool"
+        usage = usage.copy()
+        usage.tool_calls += extra_tool_calls
+    hit = budget.exceeded(usage, state.turn, state.elapsed(), before=before)
+    if hit is not None:
+        name, used = hit
+        limit = getattr(budget, name)
+        raise BudgetExceeded(
+            f"run budget exceeded at turn {state.turn}: {name}={limit} (used {used:g}; "
+            f"tokens in/out {state.usage.input_tokens}/{state.usage.output_tokens}, "
+            f"tool calls {state.usage.tool_calls}, cost ${state.usage.cost_usd:.4f})",
+            hint=f"Raise RunBudget({name}=...) or make the task smaller.",
+            limit=name,
+            used=float(used),
+        )
+
+
+def check_limits(state: RunState) -> None:
+    """Before each turn: cancellation, max_turns, budget."""
+    check_cancel(state)
+    if state.turn >= state.params.max_turns:
+        raise MaxTurnsExceeded(
+            f"run {state.run_id} reached max_turns={state.params.max_turns} without a final "
+            "answer",
+            hint="Raise max_turns=..., or check why the model keeps calling tools "
+            "(lovia show RUN_ID).",
+        )
+    check_budget(state)

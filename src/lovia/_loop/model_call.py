@@ -1,0 +1,280 @@
+"""Phases 3–5 of a turn: build the view, stream the model's answer, record it.
+
+A context overflow before any content lets the strategy compact harder and retries the
+call (``MAX_OVERFLOW_RETRIES``); after that the overflow ends the run. Provider retries
+happen inside the provider and show up here as ``ProviderRetry`` events; they are not
+turns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+from .. import events as ev
+from ..errors import ContextOverflow, StreamInterrupted
+from ..providers.base import (
+    ModelRequest,
+    ModelResponse,
+    ReasoningChunk,
+    RetryNotice,
+    TextChunk,
+    ToolCallChunk,
+)
+from ..transcript import InputEntry, TranscriptEntry, entry_to_dict
+from ..view.base import BuiltView, ViewInput, ViewRecord
+from ..telemetry.pricing import price_usage
+from .checkpoint import save_progress
+from .state import ActiveAgent, RunState
+
+__all__ = ["MAX_OVERFLOW_RETRIES", "model_step", "stamp"]
+
+logger = logging.getLogger("lovia.loop")
+
+MAX_OVERFLOW_RETRIES = 1
+
+
+def stamp(state: RunState, entry: Any) -> Any:
+    """Give an entry this run's id, turn and active agent."""
+    assert state.active is not None
+    return entry.model_copy(
+        update={"run_id": state.run_id, "turn": state.turn, "agent": state.active.agent.name}
+    )
+
+
+async def model_step(state: RunState) -> AsyncIterator[ev.Event]:
+    """Build the view and call the model; on overflow compact harder and retry once."""
+    attempt = 1
+    while True:
+        request: list[ModelRequest] = []
+        async for event in _build_view(state, attempt, request):
+            yield event
+        try:
+            async for event in _call_model(state, request[0], attempt):
+                yield event
+        except ContextOverflow as exc:
+            if attempt > MAX_OVERFLOW_RETRIES or getattr(exc, "_lovia_partial", False):
+                raise _overflow_error(exc, attempt) from exc
+            attempt += 1
+            continue
+        break
+    async for event in _record_response(state):
+        yield event
+
+
+def _overflow_error(exc: ContextOverflow, attempts: int) -> ContextOverflow:
+    sizes = f" ({exc.tokens} tokens > limit {exc.limit})" if exc.tokens and exc.limit else ""
+    err = ContextOverflow(
+        f"the view still exceeds the model's context window after {attempts} attempt(s)"
+        f"{sizes}: {exc.message}",
+        hint="Use a model with a larger window, lower Compaction thresholds, or shorten "
+        "tool results (max_result_chars).",
+        tokens=exc.tokens,
+        limit=exc.limit,
+        status=exc.status,
+        provider=exc.provider,
+    )
+    return err
+
+
+async def _run_injectors(state: RunState, active: ActiveAgent) -> list[TranscriptEntry]:
+    out: list[TranscriptEntry] = []
+    for plugin_name, injector in active.injectors:
+        try:
+            result = injector(state.ctx)
+            if hasattr(result, "__await__"):
+                result = await result  # type: ignore[misc]
+        except Exception:
+            logger.exception("view injector of plugin %r failed; skipped this turn", plugin_name)
+            continue
+        for entry in result or ():  # type: ignore[union-attr]
+            out.append(_as_injected(state, entry))
+    return out
+
+
+def _as_injected(state: RunState, entry: Any) -> TranscriptEntry:
+    if isinstance(entry, str):
+        entry = InputEntry(role="user", content=entry, origin="injected")
+    elif isinstance(entry, InputEntry) and entry.origin == "input":
+        entry = entry.model_copy(update={"origin": "injected"})
+    return stamp(state, entry)
+
+
+async def _summarize(state: RunState, entries: Sequence[TranscriptEntry], prompt: str) -> str:
+    """Ask the active model for a summary (used by compaction strategies)."""
+    assert state.active is not None
+    request = ModelRequest(system=prompt, messages=list(entries))
+    text: list[str] = []
+    async for item in state.active.provider.stream(request):
+        if isinstance(item, ModelResponse):
+            text = [getattr(e, "text", "") for e in item.entries if e.type == "text"]
+            state.usage.add(item.usage)
+    return "".join(text)
+
+
+async def _build_view(
+    state: RunState, attempt: int, out: list[ModelRequest]
+) -> AsyncIterator[ev.Event]:
+    active = state.active
+    assert active is not None and active.strategy is not None
+    name = active.agent.name
+    yield ev.ViewStarted(run_id=state.run_id, agent=name, turn=state.turn, attempt=attempt)
+    inp = ViewInput(
+        entries=state.transcript.view(), system=active.system, agent_name=name,
+        profile=active.provider.profile, turn=state.turn, attempt=attempt,
+        last_input_tokens=state.last_input_tokens, last_view_size=state.last_view_size,
+    )
+
+    async def summarize(entries: Sequence[TranscriptEntry], prompt: str) -> str:
+        return await _summarize(state, entries, prompt)
+
+    built = await active.strategy.build(inp, active.strategy_state, summarize)
+    for kind, ids in built.compactions:
+        yield ev.CompactionApplied(run_id=state.run_id, agent=name, turn=state.turn,
+                                   kind=kind, entry_ids=ids)
+    injected = await _run_injectors(state, active)
+    request = _request(state, active, built, injected)
+    record = _record(state, active, built, injected, request, attempt)
+    state.last_view_size = len(request.messages)
+    out.append(request)
+    yield ev.ViewBuilt(run_id=state.run_id, agent=name, turn=state.turn,
+                       view_hash=record.hash, entries=len(request.messages),
+                       injected=len(injected), compacted=record.compacted, record=record,
+                       attempt=attempt)
+
+
+def _request(state: RunState, active: ActiveAgent, built: BuiltView,
+             injected: list[TranscriptEntry]) -> ModelRequest:
+    messages = list(built.messages)
+    if active.handoff_filter is not None:
+        messages = list(active.handoff_filter(messages))
+    messages.extend(injected)
+    specs = active.specs
+    if built.evicted and "recall_tool_result" not in active.tools:
+        from ..view import recall_tool
+
+        recall = recall_tool()
+        active.tools[recall.name] = recall
+        active.specs = specs = (*specs, recall.spec)
+    output = active.output
+    schema = output.schema if output is not None and output.native else None
+    return ModelRequest(system=active.system, messages=messages, tools=specs,
+                        settings=active.settings, output_schema=schema)
+
+
+def _record(state: RunState, active: ActiveAgent, built: BuiltView,
+            injected: list[TranscriptEntry], request: ModelRequest, attempt: int) -> ViewRecord:
+    compacted = bool(built.replaced) or built.summary is not None
+    record = ViewRecord.model_construct(
+        version=1, run_id=state.run_id, turn=state.turn, attempt=attempt,
+        agent=active.agent.name, system=active.system, order=list(built.order),
+        replaced={k: entry_to_dict(v) for k, v in built.replaced.items()},
+        summary=built.summary, injected=[entry_to_dict(e) for e in injected],
+        tools=[{"name": t.name, "description": t.description,
+                "parameters": dict(t.parameters), "strict": t.strict} for t in request.tools],
+        settings=request.settings.to_dict(),
+        output_schema=None if request.output_schema is None else {
+            "name": request.output_schema.name, "schema": dict(request.output_schema.schema),
+            "strict": request.output_schema.strict},
+        compacted=compacted, hash=state.hasher.hash(request),
+        model=active.provider.model, provider=active.provider.name,
+    )
+    if state.checkpointer is not None:
+        state.note("view", record.model_dump(mode="json"))
+    return record
+
+
+async def _call_model(state: RunState, request: ModelRequest, attempt: int
+                      ) -> AsyncIterator[ev.Event]:
+    """Stream one model call (phase 4). Reason for length: one place owns the stream."""
+    active = state.active
+    assert active is not None and state.guard is not None
+    provider, name, turn = active.provider, active.agent.name, state.turn
+    base: dict[str, Any] = {"run_id": state.run_id, "agent": name, "turn": turn}
+    yield ev.ModelCallStarted(
+        **base, model=provider.model, provider=provider.name, view_hash=state.hasher.hash(request),
+        stream=provider.profile.streaming, settings=request.settings.to_dict(),
+        server_address=getattr(provider, "server_address", None),
+        server_port=getattr(provider, "server_port", None),
+        compacted=attempt > 1, request=request)
+    t0 = time.perf_counter()
+    first: float | None = None
+    response: ModelResponse | None = None
+    stream = provider.stream(request)
+    guard = state.guard
+    try:
+        while True:
+            guard.arm()
+            try:
+                item = await anext(stream)
+            except StopAsyncIteration:
+                break
+            finally:
+                guard.disarm()
+            if isinstance(item, TextChunk):
+                first = first or time.perf_counter()
+                yield ev.TextDelta(**base, text=item.text)
+            elif isinstance(item, ToolCallChunk):
+                first = first or time.perf_counter()
+                yield ev.ToolCallDelta(**base, index=item.index, call_id=item.call_id,
+                                       name=item.name, arguments=item.arguments)
+            elif isinstance(item, ReasoningChunk):
+                first = first or time.perf_counter()
+                yield ev.ReasoningDelta(**base, text=item.text)
+            elif isinstance(item, RetryNotice):
+                yield ev.ProviderRetry(**base, attempt=item.attempt,
+                                       error_type=type(item.error).__name__,
+                                       message=str(item.error), delay_s=item.delay)
+            else:
+                response = item
+    except (Exception, asyncio.CancelledError) as exc:
+        await _close_quietly(stream)
+        if first is not None:
+            exc._lovia_partial = True  # type: ignore[attr-defined]
+        yield ev.ModelCallFailed(**base, model=provider.model, provider=provider.name,
+                                 error_type=type(exc).__name__, message=str(exc), error=exc,
+                                 duration_s=time.perf_counter() - t0)
+        raise
+    if response is None:
+        exc = StreamInterrupted("the provider's stream ended without a final response",
+                                hint="Check the provider adapter or server; this is a bug.")
+        yield ev.ModelCallFailed(**base, model=provider.model, provider=provider.name,
+                                 error_type=type(exc).__name__, message=str(exc), error=exc)
+        raise exc
+    state.response = (response, first - t0 if first else None, time.perf_counter() - t0)
+
+
+async def _close_quietly(stream: Any) -> None:
+    try:
+        await stream.aclose()
+    except BaseException:  # noqa: BLE001 — closing a broken stream must not mask its error
+        logger.debug("provider stream failed to close", exc_info=True)
+
+
+async def _record_response(state: RunState) -> AsyncIterator[ev.Event]:
+    """Phase 5: append the answer to the transcript, then checkpoint."""
+    active = state.active
+    assert active is not None
+    response, ttfc, duration = state.response
+    entries = [stamp(state, e) for e in response.entries]
+    state.transcript.extend(entries)
+    usage = response.usage
+    usage.cost_usd = price_usage(active.provider.name, response.model or active.provider.model,
+                                 usage)
+    state.usage.add(usage)
+    if not usage.missing:
+        state.last_input_tokens = usage.input_tokens
+    state.note_entries(entries)
+    state.note("state", {"turn": state.turn, "usage": state.usage.to_dict(),
+                         "agent": active.agent.name})
+    yield ev.MessageCompleted(
+        run_id=state.run_id, agent=active.agent.name, turn=state.turn, entries=entries,
+        usage=usage, finish_reason=response.finish_reason,
+        raw_finish_reason=response.raw_finish_reason, response_id=response.response_id,
+        response_model=response.model, model=active.provider.model,
+        provider=active.provider.name, time_to_first_chunk_s=ttfc, duration_s=duration)
+    async for event in save_progress(state):
+        yield event

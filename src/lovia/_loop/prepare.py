@@ -1,0 +1,147 @@
+"""Run start: resolve stores and resume state, activate the agent, build the transcript
+(system prompt + session history + this input), run input guardrails once."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+from .. import events as ev
+from ..agent import Agent
+from ..errors import RunLeaseHeld, UserError
+from ..stores.base import RunSnapshot
+from ..transcript import InputEntry, SystemEntry, TranscriptEntry
+from .activate import activate, resolve_provider
+from .checkpoint import ResumePoint, open_calls, restore, run_info, save_progress
+from .finish import run_guardrails
+from .model_call import stamp
+from .state import RunState
+from .turn import LEASE_TTL_S
+
+__all__ = ["load_snapshot", "prepare", "find_agent"]
+
+
+def input_entries(value: Any) -> list[InputEntry]:
+    """Normalize the run input: a str, an InputEntry, or a list of them."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [InputEntry(role="user", content=value)]
+    if isinstance(value, InputEntry):
+        return [value]
+    if isinstance(value, Sequence) and not isinstance(value, (bytes, bytearray)):
+        out: list[InputEntry] = []
+        for item in value:  # type: ignore[reportUnknownVariableType]
+            out.extend(input_entries(item))
+        return out
+    raise UserError(
+        f"cannot use {type(value).__name__} as run input",
+        hint="Pass a str, an InputEntry, or a list of them.",
+    )
+
+
+def find_agent(root: Agent[Any, Any], name: str) -> Agent[Any, Any] | None:
+    """The agent called ``name`` in ``root``'s handoff graph."""
+    seen: set[int] = set()
+    stack = [root]
+    while stack:
+        agent = stack.pop()
+        if id(agent) in seen:
+            continue
+        seen.add(id(agent))
+        if agent.name == name:
+            return agent
+        stack.extend(h.agent for h in agent.handoff_targets())
+    return None
+
+
+async def load_snapshot(state: RunState) -> RunSnapshot | None:
+    """Load the stored run for ``run_id`` and take its lease (None: a new run)."""
+    cp = state.checkpointer
+    if cp is None:
+        return None
+    snapshot = await cp.load(state.run_id)
+    if snapshot is not None and snapshot.info.status == "completed":
+        return snapshot
+    owner = f"{os.getpid()}:{id(state)}"
+    if not await cp.acquire(state.run_id, owner, LEASE_TTL_S):
+        raise RunLeaseHeld(
+            f"run {state.run_id} is being run by another worker right now",
+            hint="Wait for it to finish, or resubmit after its lease expires.",
+        )
+    state.lease_owner = owner
+    if snapshot is not None:
+        first = snapshot.info.extra.get("first_agent", snapshot.info.agent)
+        if first != state.params.agent.name:
+            raise UserError(
+                f"run {state.run_id} was started by agent {first!r}, not "
+                f"{state.params.agent.name!r}",
+                hint="Resume a run with the agent that started it, or use a new run_id.",
+            )
+    return snapshot
+
+
+def run_started(state: RunState, resumed: bool) -> ev.RunStarted:
+    provider = resolve_provider(state.params.agent)
+    return ev.RunStarted(run_id=state.run_id, agent=state.params.agent.name, turn=state.turn,
+                         session_id=state.params.session_id, model=provider.model,
+                         provider=provider.name, resumed=resumed,
+                         trace_links=state.trace_links)
+
+
+async def prepare(state: RunState, snapshot: RunSnapshot | None) -> AsyncIterator[ev.Event]:
+    """Everything before the first turn. The RunStarted event is emitted by the driver."""
+    if state.session is not None and state.params.session_id is not None:
+        history = await state.session.load_session(state.params.session_id)
+        if snapshot is not None:
+            history = history[: snapshot.info.history_len]
+        state.history = history
+        state.transcript.extend(history)
+    state.run_start = len(state.transcript)
+    if snapshot is not None:
+        async for event in _resume(state, snapshot):
+            yield event
+        return
+    async for event in activate(state, state.params.agent):
+        yield event
+    assert state.active is not None
+    state.repairs_left = state.params.agent.output_repairs
+    new: list[TranscriptEntry] = [stamp(state, SystemEntry(content=state.active.system))]
+    inputs = [stamp(state, e) for e in input_entries(state.params.input)]
+    new.extend(inputs)
+    state.transcript.extend(new)
+    if state.checkpointer is not None:
+        await state.checkpointer.begin(run_info(state))
+    state.note_entries(new)
+    async for event in save_progress(state, "start"):
+        yield event
+    async for event in run_guardrails(state, "input", state.active.input_guardrails, inputs):
+        yield event
+
+
+async def _resume(state: RunState, snapshot: RunSnapshot) -> AsyncIterator[ev.Event]:
+    point: ResumePoint = restore(snapshot)
+    state.transcript.extend(point.entries)
+    state.ledger.update(point.ledger)
+    state.turn = point.turn
+    state.usage.add(point.usage)
+    agent = find_agent(state.params.agent, point.agent or state.params.agent.name)
+    if agent is None:
+        raise UserError(f"run {state.run_id} stopped in agent {point.agent!r}, which is not "
+                        "reachable from this agent's handoffs",
+                        hint="Resume with the same agent graph the run started with.")
+    async for event in activate(state, state.params.agent):
+        yield event
+    if agent is not state.params.agent:
+        async for event in activate(state, agent):
+            yield event
+    state.repairs_left = agent.output_repairs
+    extra = input_entries(state.params.input)
+    if extra:
+        state.ctx.mailbox.put(extra[0]) if len(extra) == 1 else [
+            state.ctx.mailbox.put(e) for e in extra]
+    if state.trace_ids:
+        state.note("state", {"turn": state.turn, "usage": state.usage.to_dict(),
+                             "agent": agent.name, "trace": ":".join(state.trace_ids)})
+    state.resume_calls = open_calls(state.new_entries())

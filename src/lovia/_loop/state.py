@@ -1,0 +1,166 @@
+"""RunState: the mutable record of one run. Created at run start, dropped at the end.
+
+Nothing here lives on the Agent, the Runner or a plugin object.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..agent import Agent, Handoff
+from ..context import RunContext
+from ..guardrails import Guardrail
+from ..hooks import AgentHooks
+from ..output import OutputMode
+from ..plugins.base import ViewInjector
+from ..providers.base import ModelSettings, Provider, ToolSpec
+from ..stores.base import SCHEMA_VERSION, CheckpointRecord, Checkpointer, SessionStore
+from ..tools import Tool
+from ..transcript import Transcript, TranscriptEntry, entry_to_dict
+from ..usage import RunBudget, Usage
+from ..view.base import ContextStrategy, ViewHasher
+
+__all__ = ["ActiveAgent", "CancelGuard", "RunParams", "RunState"]
+
+DEFAULT_MAX_TURNS = 50
+
+
+@dataclass(slots=True, kw_only=True)
+class RunParams:
+    """Everything ``Runner.run`` / ``stream`` was called with."""
+
+    agent: Agent[Any, Any]
+    input: Any
+    deps: Any = None
+    session: SessionStore | None = None
+    session_id: str | None = None
+    run_id: str | None = None
+    checkpointer: Checkpointer | None = None
+    max_turns: int = DEFAULT_MAX_TURNS
+    budget: RunBudget | None = None
+    extra_instructions: str | None = None
+    cancel_token: Any = None
+    mailbox: Any = None
+    workspace: Any = None
+    approvals: Mapping[str, Any] | None = None
+    approval: Any = None
+    settings: ModelSettings | None = None
+    tracer_provider: Any = None
+
+
+@dataclass(slots=True, kw_only=True)
+class ActiveAgent:
+    """The active agent, resolved: provider, merged tools, prompt, plugin contributions."""
+
+    agent: Agent[Any, Any]
+    provider: Provider
+    system: str = ""
+    tools: dict[str, Tool] = field(default_factory=dict[str, Tool])
+    specs: tuple[ToolSpec, ...] = ()
+    handoffs: dict[str, Handoff] = field(default_factory=dict[str, Handoff])
+    injectors: list[tuple[str, ViewInjector]] = field(default_factory=list[tuple[str, ViewInjector]])
+    hooks: list[AgentHooks] = field(default_factory=list[AgentHooks])
+    input_guardrails: list[Guardrail] = field(default_factory=list[Guardrail])
+    output_guardrails: list[Guardrail] = field(default_factory=list[Guardrail])
+    output: OutputMode | None = None
+    strategy: ContextStrategy | None = None
+    strategy_state: Any = None
+    settings: ModelSettings = field(default_factory=ModelSettings)
+    handoff_filter: Any = None
+
+
+class CancelGuard:
+    """Turns a cancel token into ``task.cancel()`` — only while the loop awaits its own I/O.
+
+    Armed around provider reads and tool waits; never while user code (a stream
+    consumer) runs, so cancelling never interrupts the caller's own code.
+    """
+
+    MESSAGE = "lovia-cancel"
+
+    __slots__ = ("_loop", "_task", "token")
+
+    def __init__(self, token: Any) -> None:
+        self.token = token
+        self._task: asyncio.Task[Any] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def arm(self) -> None:
+        self._task = asyncio.current_task()
+        self._loop = asyncio.get_running_loop()
+
+    def disarm(self) -> None:
+        self._task = None
+
+    def fire(self) -> None:
+        task, loop = self._task, self._loop
+        if task is not None and loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(task.cancel, self.MESSAGE)
+
+
+@dataclass(slots=True, kw_only=True)
+class RunState:
+    """Mutable per-run state shared by the phase functions."""
+
+    params: RunParams
+    ctx: RunContext[Any]
+    transcript: Transcript
+    run_id: str
+    active: ActiveAgent | None = None
+    run_start: int = 0
+    """Index in the transcript of this run's first entry (after session history)."""
+    turn: int = 0
+    usage: Usage = field(default_factory=Usage)
+    started: float = field(default_factory=time.monotonic)
+    started_wall: float = field(default_factory=time.time)
+    checkpointer: Checkpointer | None = None
+    session: SessionStore | None = None
+    ledger: dict[str, str] = field(default_factory=dict[str, str])
+    closers: list[tuple[str, Any]] = field(default_factory=list[tuple[str, Any]])
+    activated: dict[int, ActiveAgent] = field(default_factory=dict[int, ActiveAgent])
+    """Agents already set up in this run (plugins are set up once per run per agent)."""
+    hasher: ViewHasher = field(default_factory=ViewHasher)
+    pending: list[CheckpointRecord] = field(default_factory=list[CheckpointRecord])
+    """Checkpoint records waiting for the next write."""
+    last_input_tokens: int | None = None
+    last_view_size: int = 0
+    pending_handoff: Handoff | None = None
+    repairs_left: int = 0
+    done: bool = False
+    output: Any = None
+    output_raw: str = ""
+    finish_reason: str = "stop"
+    resumed: bool = False
+    resume_calls: list[Any] = field(default_factory=list[Any])
+    """Resuming inside a turn's tool phase: the stored calls that have no result yet."""
+    guard: CancelGuard | None = None
+    trace_ids: tuple[str, str] | None = None
+    trace_links: tuple[str, ...] = ()
+    history: Sequence[TranscriptEntry] = ()
+    undelivered: list[Any] = field(default_factory=list[Any])
+    lease_owner: str | None = None
+    completed_result: Any = None
+    """Set when the run_id was already completed: the stored RunResult."""
+    response: Any = None
+    """The latest ModelResponse (set by the model-call phase)."""
+    tool_calls_in_turn: int = 0
+
+    def note(self, kind: str, data: dict[str, Any]) -> None:
+        """Queue a checkpoint record (dropped when the run has no checkpointer)."""
+        if self.checkpointer is not None:
+            self.pending.append(CheckpointRecord.model_construct(
+                version=SCHEMA_VERSION, kind=kind, data=data))  # type: ignore[arg-type]
+
+    def note_entries(self, entries: Sequence[TranscriptEntry]) -> None:
+        if self.checkpointer is not None and entries:
+            self.note("entries", {"entries": [entry_to_dict(e) for e in entries]})
+
+    def new_entries(self) -> list[TranscriptEntry]:
+        return list(self.transcript)[self.run_start :]
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started

@@ -1,0 +1,288 @@
+"""Phase 6 of a turn: the model asked for tools.
+
+First every call is pre-checked in the model's request order (budget, unknown tool,
+handoff, argument validation, approval). Only then do they run: consecutive
+concurrency-safe calls in parallel, the others one at a time, in order. Each result is
+appended as it completes and checkpointed, with a ledger entry before the call starts,
+so a crash never re-runs a completed call. A tool's ordinary exception becomes an
+``is_error`` result the model can react to; it does not end the run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import time
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+
+from .. import events as ev
+from ..agent import Handoff
+from ..errors import ApprovalPending, ToolError
+from ..tools import Tool, ToolArgumentsError, serialize_result
+from ..transcript import HandoffEntry, ToolCallEntry, ToolResultEntry
+from .checkpoint import save_progress
+from .limits import check_budget
+from .model_call import stamp
+from .state import RunState
+
+__all__ = ["tool_phase"]
+
+logger = logging.getLogger("lovia.tools")
+
+UNKNOWN_OUTCOME = (
+    "The outcome of this tool call is unknown: the run crashed while it was running, and "
+    "the tool is not marked idempotent, so it was not run again. Check its effects "
+    "before retrying."
+)
+
+
+@dataclass(slots=True)
+class Plan:
+    """What to do with one call after its pre-checks."""
+
+    call: ToolCallEntry
+    tool: Tool | None = None
+    kwargs: dict[str, Any] | None = None
+    refusal: str | None = None
+    """An error result decided without running the tool."""
+    handoff: Handoff | None = None
+
+
+async def tool_phase(state: RunState, calls: Sequence[ToolCallEntry]) -> AsyncIterator[ev.Event]:
+    plans: list[Plan] = []
+    waiting: list[ToolCallEntry] = []
+    for call in calls:
+        if state.ledger.get(call.call_id) in ("completed", "failed"):
+            continue
+        plans.append(await _precheck(state, call, len(plans), waiting))
+    if waiting:
+        async for event in save_progress(state):
+            yield event
+        raise ApprovalPending(
+            f"{len(waiting)} tool call(s) wait for approval: "
+            + ", ".join(f"{c.name} ({c.call_id})" for c in waiting),
+            hint="Resume with Runner.run(agent, None, run_id=..., approvals={call_id: True "
+            "or False or 'reason to deny'}), or pass an approval policy.",
+            pending=tuple(waiting),
+        )
+    for group in _groups(state, plans):
+        if len(group) == 1:
+            async for event in _run_one(state, group[0]):
+                yield event
+        else:
+            async for event in _run_parallel(state, group):
+                yield event
+
+
+async def _precheck(state: RunState, call: ToolCallEntry, index: int,
+                    waiting: list[ToolCallEntry]) -> Plan:
+    active = state.active
+    assert active is not None
+    check_budget(state, extra_tool_calls=index)
+    handoff = active.handoffs.get(call.name)
+    if handoff is not None:
+        if state.pending_handoff is not None:
+            return Plan(call, refusal="Only one handoff per turn; the conversation is already "
+                        f"being transferred to {state.pending_handoff.agent.name}.")
+        state.pending_handoff = handoff
+        return Plan(call, handoff=handoff)
+    t = active.tools.get(call.name)
+    if t is None:
+        names = ", ".join(sorted(active.tools)) or "(none)"
+        return Plan(call, refusal=f"Unknown tool {call.name!r}. Available tools: {names}.")
+    try:
+        kwargs = t.validate(call.arguments)
+    except ToolArgumentsError as exc:
+        return Plan(call, t, refusal=str(exc))
+    if state.ledger.get(call.call_id) == "started" and not t.idempotent:
+        return Plan(call, t, refusal=UNKNOWN_OUTCOME)
+    decision = await _approval(state, t, call)
+    if decision is None:
+        waiting.append(call)
+        return Plan(call, t, kwargs)
+    if decision is not True:
+        return Plan(call, t, refusal=f"The call was denied: {decision}")
+    return Plan(call, t, kwargs)
+
+
+async def _approval(state: RunState, t: Tool, call: ToolCallEntry) -> Any:
+    """True = run; a str = denied with that reason; None = wait for a human."""
+    needs = t.requires_approval
+    if callable(needs):
+        needs = needs(state.ctx, call)
+        if inspect.isawaitable(needs):
+            needs = await needs
+    if not needs:
+        return True
+    decisions = state.params.approvals or {}
+    if call.call_id in decisions:
+        return _decision(decisions[call.call_id])
+    policy = state.params.approval or (state.active.agent.approval if state.active else None)
+    if policy is None:
+        return None
+    verdict = policy(state.ctx, call)
+    if inspect.isawaitable(verdict):
+        verdict = await verdict
+    return _decision(verdict)
+
+
+def _decision(value: Any) -> Any:
+    if value is True or value == "approve":
+        return True
+    if value is False or value is None or value == "deny":
+        return "denied by the approver."
+    return str(value)
+
+
+def _groups(state: RunState, plans: list[Plan]) -> list[list[Plan]]:
+    """Consecutive concurrency-safe calls form one parallel group; others run alone."""
+    groups: list[list[Plan]] = []
+    for plan in plans:
+        safe = plan.tool is not None and plan.tool.concurrency_safe and plan.refusal is None
+        if safe and groups and groups[-1][-1].tool is not None and _safe(groups[-1][-1]):
+            groups[-1].append(plan)
+        else:
+            groups.append([plan])
+    return groups
+
+
+def _safe(plan: Plan) -> bool:
+    return plan.tool is not None and plan.tool.concurrency_safe and plan.refusal is None
+
+
+def _started(state: RunState, plan: Plan) -> ev.ToolCallStarted:
+    assert state.active is not None
+    return ev.ToolCallStarted(run_id=state.run_id, agent=state.active.agent.name,
+                              turn=state.turn, call=plan.call,
+                              idempotency_key=f"{state.run_id}:{plan.call.call_id}",
+                              description=plan.tool.description if plan.tool else "")
+
+
+def _ledger(state: RunState, plan: Plan, status: str) -> None:
+    state.ledger[plan.call.call_id] = status
+    state.note("ledger", {"call_id": plan.call.call_id, "status": status,
+                          "key": f"{state.run_id}:{plan.call.call_id}"})
+
+
+async def _run_one(state: RunState, plan: Plan) -> AsyncIterator[ev.Event]:
+    if plan.refusal is not None or plan.handoff is not None:
+        async for event in _complete(state, plan, _decided(plan), 0.0, started=False):
+            yield event
+        return
+    started = _started(state, plan)
+    yield started
+    _ledger(state, plan, "started")
+    async for event in save_progress(state, "ledger"):
+        yield event
+    assert state.guard is not None
+    t0 = time.perf_counter()
+    state.guard.arm()
+    try:
+        outcome = await _execute(state, plan, started.span)
+    finally:
+        state.guard.disarm()
+    async for event in _complete(state, plan, outcome, time.perf_counter() - t0):
+        yield event
+
+
+async def _run_parallel(state: RunState, group: list[Plan]) -> AsyncIterator[ev.Event]:
+    assert state.active is not None and state.guard is not None
+    tasks: dict[asyncio.Task[tuple[str, bool, str | None]], tuple[Plan, float]] = {}
+    limit = asyncio.Semaphore(max(1, state.active.agent.max_parallel_tools))
+    for plan in group:
+        started = _started(state, plan)
+        yield started
+        _ledger(state, plan, "started")
+        tasks[asyncio.ensure_future(_limited(limit, state, plan, started.span))] = (
+            plan, time.perf_counter())
+    async for event in save_progress(state, "ledger"):
+        yield event
+    order = {id(p): i for i, p in enumerate(group)}
+    try:
+        while tasks:
+            state.guard.arm()
+            try:
+                done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                state.guard.disarm()
+            for task in sorted(done, key=lambda t: order[id(tasks[t][0])]):
+                plan, t0 = tasks.pop(task)
+                async for event in _complete(state, plan, task.result(),
+                                             time.perf_counter() - t0):
+                    yield event
+    finally:
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def _limited(limit: asyncio.Semaphore, state: RunState, plan: Plan,
+                   span: Any) -> tuple[str, bool, str | None]:
+    async with limit:
+        return await _execute(state, plan, span)
+
+
+def _decided(plan: Plan) -> tuple[str, bool, str | None]:
+    if plan.handoff is not None:
+        return f"Transferred to {plan.handoff.agent.name}.", False, None
+    return plan.refusal or "", True, "refused"
+
+
+async def _execute(state: RunState, plan: Plan, span: Any) -> tuple[str, bool, str | None]:
+    """Run the tool with timeout and retries; return (content, is_error, error_type)."""
+    t = plan.tool
+    assert t is not None and plan.kwargs is not None
+    token = otel_context.attach(trace.set_span_in_context(span)) if span is not None else None
+    try:
+        ctx = state.ctx.for_call(plan.call)
+        for attempt in range(t.retries + 1):
+            try:
+                async with asyncio.timeout(t.timeout):
+                    value = await t.invoke(ctx, plan.kwargs)
+                return serialize_result(value), False, None
+            except ToolError as exc:
+                return exc.message, True, "ToolError"
+            except TimeoutError:
+                return f"Tool {t.name!r} timed out after {t.timeout} s.", True, "TimeoutError"
+            except Exception as exc:
+                if attempt < t.retries:
+                    logger.info("tool %s failed (%s); retrying", t.name, exc)
+                    continue
+                return f"Tool {t.name!r} failed: {type(exc).__name__}: {exc}", True, \
+                    type(exc).__name__
+        raise AssertionError("unreachable")  # pragma: no cover
+    finally:
+        if token is not None:
+            otel_context.detach(token)
+
+
+async def _complete(state: RunState, plan: Plan, outcome: tuple[str, bool, str | None],
+                    duration: float, *, started: bool = True) -> AsyncIterator[ev.Event]:
+    """Append the result (and handoff), checkpoint it, and emit ToolCallCompleted."""
+    assert state.active is not None
+    content, is_error, error_type = outcome
+    result = stamp(state, ToolResultEntry(call_id=plan.call.call_id, name=plan.call.name,
+                                          content=content, is_error=is_error))
+    new = [result]
+    if plan.handoff is not None:
+        new.append(stamp(state, HandoffEntry(from_agent=state.active.agent.name,
+                                             to_agent=plan.handoff.agent.name,
+                                             call_id=plan.call.call_id)))
+    state.transcript.extend(new)
+    state.usage.tool_calls += 1 if started else 0
+    state.note_entries(new)
+    if started or plan.handoff is not None:
+        _ledger(state, plan, "failed" if is_error else "completed")
+    yield ev.ToolCallCompleted(run_id=state.run_id, agent=state.active.agent.name,
+                               turn=state.turn, call=plan.call, result=result,
+                               is_error=is_error, error_type=error_type, duration_s=duration,
+                               started=started)
+    async for event in save_progress(state, "tool_result"):
+        yield event

@@ -1,0 +1,140 @@
+"""One turn: limits → TurnStarted → mailbox → view → model → append → tools or final
+output → TurnEnded → pending handoff. The order is the seed's and is fixed."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+
+from .. import events as ev
+from ..errors import ModelBehaviorError, OutputValidationError
+from ..output import OutputParseError
+from ..transcript import InputEntry, SystemEntry, TextEntry, ToolCallEntry, TranscriptEntry
+from .activate import activate
+from .limits import check_cancel, check_limits
+from .model_call import model_step, stamp
+from .state import RunState
+from .tool_calls import tool_phase
+
+__all__ = ["finalize", "resume_turn", "turn"]
+
+
+def _base(state: RunState) -> dict[str, object]:
+    assert state.active is not None
+    return {"run_id": state.run_id, "agent": state.active.agent.name, "turn": state.turn}
+
+
+def drain_mailbox(state: RunState) -> None:
+    mail = [stamp(state, m) for m in state.ctx.mailbox.drain()]
+    if mail:
+        state.transcript.extend(mail)
+        state.note_entries(mail)
+
+
+async def turn(state: RunState) -> AsyncIterator[ev.Event]:
+    """Run one full turn (phases 1–8)."""
+    check_limits(state)
+    await _renew_lease(state)
+    state.turn += 1
+    state.ctx.turn = state.turn
+    before = state.usage.copy()
+    yield ev.TurnStarted(**_base(state))  # type: ignore[arg-type]
+    drain_mailbox(state)
+    async for event in model_step(state):
+        yield event
+    response = state.response[0]
+    start = len(state.transcript) - len(response.entries)
+    entries = [state.transcript[i] for i in range(start, len(state.transcript))]
+    calls = [e for e in entries if isinstance(e, ToolCallEntry)]
+    async for event in _after_response(state, entries, calls, before):
+        yield event
+
+
+async def resume_turn(state: RunState, calls: Sequence[ToolCallEntry]) -> AsyncIterator[ev.Event]:
+    """Finish a turn whose model response was stored before a crash or a pause."""
+    state.ctx.turn = state.turn
+    before = state.usage.copy()
+    yield ev.TurnStarted(**_base(state))  # type: ignore[arg-type]
+    async for event in _after_response(state, [], list(calls), before):
+        yield event
+
+
+async def _after_response(state: RunState, entries: Sequence[TranscriptEntry],
+                          calls: list[ToolCallEntry], before: object) -> AsyncIterator[ev.Event]:
+    if calls:
+        async for event in tool_phase(state, calls):
+            yield event
+    else:
+        finalize(state, entries)
+    check_cancel(state)
+    turn_usage = state.usage.copy()
+    _subtract(turn_usage, before)
+    yield ev.TurnEnded(**_base(state), usage=turn_usage,  # type: ignore[arg-type]
+                       tool_calls=len(calls))
+    if state.pending_handoff is not None:
+        async for event in switch_agent(state):
+            yield event
+
+
+def _subtract(usage: object, before: object) -> None:
+    for name in ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens",
+                 "reasoning_tokens", "requests", "tool_calls", "cost_usd"):
+        setattr(usage, name, getattr(usage, name) - getattr(before, name))
+
+
+def finalize(state: RunState, entries: Sequence[TranscriptEntry]) -> None:
+    """Phase 7: parse the final output; an invalid structured output gets a repair turn."""
+    active = state.active
+    assert active is not None and active.output is not None
+    texts = [e for e in entries if isinstance(e, TextEntry)]
+    text = "".join(e.text for e in texts)
+    response = state.response[0] if state.response else None
+    if any(e.refusal for e in texts) and not active.output.is_text:
+        raise ModelBehaviorError(f"the model refused to answer: {text[:200]}",
+                                 hint="Rephrase the request or relax the output type.")
+    try:
+        state.output = active.output.parse(text)
+    except OutputParseError as exc:
+        if state.repairs_left > 0:
+            state.repairs_left -= 1
+            repair = stamp(state, InputEntry(role="user", origin="repair", content=(
+                f"Your answer did not match the required output format: {exc.errors}. "
+                "Answer again with only the corrected JSON.")))
+            state.transcript.append(repair)
+            state.note_entries([repair])
+            return
+        raise OutputValidationError(
+            f"the final answer does not validate as {active.output.output_type!r}: "
+            f"{exc.errors}",
+            hint="Raise Agent(output_repairs=...) or simplify the output type.",
+            raw=text, errors=exc.errors,
+        ) from None
+    state.output_raw = text
+    state.finish_reason = response.finish_reason if response else "stop"
+    state.done = True
+
+
+async def switch_agent(state: RunState) -> AsyncIterator[ev.Event]:
+    """Phase 8: the pending handoff makes its target the active agent."""
+    handoff = state.pending_handoff
+    assert handoff is not None and state.active is not None
+    state.pending_handoff = None
+    from_name = state.active.agent.name
+    async for event in activate(state, handoff.agent):
+        yield event
+    state.active.handoff_filter = handoff.input_filter
+    system = stamp(state, SystemEntry(content=state.active.system))
+    state.transcript.append(system)
+    state.note_entries([system])
+    state.note("state", {"turn": state.turn, "usage": state.usage.to_dict(),
+                         "agent": handoff.agent.name})
+    yield ev.HandoffOccurred(**_base(state), from_agent=from_name,  # type: ignore[arg-type]
+                             to_agent=handoff.agent.name)
+
+
+async def _renew_lease(state: RunState) -> None:
+    cp = state.checkpointer
+    if cp is not None and state.lease_owner is not None and state.turn % 5 == 4:
+        await cp.acquire(state.run_id, state.lease_owner, LEASE_TTL_S)
+
+
+LEASE_TTL_S = 300.0

@@ -1,0 +1,148 @@
+"""``Agent``: immutable configuration of an agent. It holds no conversation state.
+
+The same instance can serve any number of concurrent runs. ``agent.clone(**changes)``
+derives a new one; ``@agent.instruction`` registering a dynamic instruction fragment is
+the only mutation allowed.
+"""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from .errors import UserError
+from .guardrails import Guardrail
+from .hooks import AgentHooks
+from .providers.base import ModelSettings, Provider
+from .tools import Tool
+
+if TYPE_CHECKING:
+    from .context import RunContext
+    from .plugins.base import Plugin
+    from .view.base import ContextStrategy
+
+__all__ = ["Agent", "Handoff", "InstructionFn"]
+
+DepsT = TypeVar("DepsT")
+OutputT = TypeVar("OutputT")
+
+InstructionFn = Callable[["RunContext[Any]"], "str | None | Awaitable[str | None]"]
+"""A dynamic instruction fragment: ``fn(ctx) -> str | None``, sync or async."""
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class Handoff:
+    """A handoff target with options; a bare ``Agent`` in ``handoffs`` works too."""
+
+    agent: Agent[Any, Any]
+    description: str | None = None
+    """Shown to the model in the handoff tool's description."""
+    tool_name: str | None = None
+    """Defaults to ``transfer_to_<agent name>``."""
+    input_filter: Callable[[Sequence[Any]], Sequence[Any]] | None = None
+    """Filters the view entries the target agent sees (the transcript is unchanged)."""
+
+    @property
+    def name(self) -> str:
+        if self.tool_name:
+            return self.tool_name
+        safe = "".join(c if c.isalnum() or c in "_-" else "_" for c in self.agent.name)
+        return f"transfer_to_{safe}"[:64]
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class Agent(Generic[DepsT, OutputT]):
+    """Declarative configuration: name, instructions, model, tools, plugins and policies."""
+
+    name: str
+    """Identifies the agent in transcripts, spans and metrics (keep it stable)."""
+    instructions: str = ""
+    """Static system prompt text."""
+    model: str | Provider | None = None
+    """``"openai:gpt-4.1-mini"``, ``"anthropic:claude-sonnet-4-5"``… or a Provider."""
+    description: str = ""
+    """What this agent does (used when another agent hands off to it)."""
+    tools: Sequence[Tool] = ()
+    plugins: Sequence[Plugin] = ()
+    handoffs: Sequence[Agent[Any, Any] | Handoff] = ()
+    output_type: Any = str
+    """``str`` (default), a pydantic model, dataclass, TypedDict, union or scalar."""
+    output_repairs: int = 1
+    """Repair turns after an invalid structured output (0 = fail at once)."""
+    input_guardrails: Sequence[Guardrail | Callable[..., Any]] = ()
+    output_guardrails: Sequence[Guardrail | Callable[..., Any]] = ()
+    hooks: AgentHooks | None = None
+    context: ContextStrategy | None = None
+    """How the view is built each turn (default: ``Compaction()``)."""
+    model_settings: ModelSettings | None = None
+    approval: Callable[..., Any] | None = None
+    """Approval policy ``(ctx, call) -> bool | str`` for tools that require approval."""
+    max_parallel_tools: int = 8
+    """Concurrency-safe tools of one turn run in parallel, at most this many at once."""
+    _fragments: list[InstructionFn] = field(default_factory=list[InstructionFn], repr=False)
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Agent[Any, Any]:
+        if args:
+            raise UserError(
+                "Agent takes keyword arguments only",
+                hint='Write Agent(name="...", instructions="...", model="...").',
+            )
+        known = {f.name for f in fields(cls)} - {"_fragments"}
+        for key in kwargs:
+            if key not in known:
+                close = difflib.get_close_matches(key, sorted(known), n=1)
+                hint = f"Did you mean {close[0]!r}?" if close else f"Known: {sorted(known)}."
+                raise UserError(f"Agent got an unknown option {key!r}", hint=hint)
+        return super().__new__(cls)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name.strip():
+            raise UserError("Agent needs a non-empty name", hint='Agent(name="support", ...)')
+        for t in self.tools:
+            if not isinstance(t, Tool):
+                raise UserError(
+                    f"agent {self.name!r}: {t!r} is not a tool",
+                    hint="Decorate the function with @tool before passing it in tools=[...].",
+                )
+        object.__setattr__(self, "tools", tuple(self.tools))
+        object.__setattr__(self, "plugins", tuple(self.plugins))
+        object.__setattr__(self, "handoffs", tuple(self.handoffs))
+        if self.output_repairs < 0:
+            raise UserError("output_repairs must be >= 0")
+
+    def clone(self, **changes: Any) -> Agent[DepsT, OutputT]:
+        """A new agent with ``changes`` applied; dynamic instructions are carried over."""
+        values = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "_fragments"}
+        values.update(changes)
+        new: Agent[DepsT, OutputT] = type(self)(**values)
+        new._fragments.extend(self._fragments)
+        return new
+
+    def instruction(self, fn: InstructionFn) -> InstructionFn:
+        """Register a dynamic instruction fragment, rendered at run start, in order."""
+        if not callable(fn):
+            raise UserError("@agent.instruction needs a function (ctx) -> str | None")
+        self._fragments.append(fn)
+        return fn
+
+    @property
+    def instruction_fragments(self) -> tuple[InstructionFn, ...]:
+        return tuple(self._fragments)
+
+    def handoff_targets(self) -> tuple[Handoff, ...]:
+        return tuple(h if isinstance(h, Handoff) else Handoff(agent=h) for h in self.handoffs)
+
+
+async def render_fragments(agent: Agent[Any, Any], ctx: RunContext[Any]) -> list[str]:
+    """Render the agent's dynamic instruction fragments, skipping ``None``/empty."""
+    out: list[str] = []
+    for fn in agent.instruction_fragments:
+        value = fn(ctx)
+        if inspect.isawaitable(value):
+            value = await value
+        if value:
+            out.append(str(value))
+    return out

@@ -1,0 +1,186 @@
+"""The live handle tools, hooks, guardrails, plugins and instructions receive.
+
+``RunContext`` is created per run by the loop and shared by everything in that run;
+nothing in it lives on the ``Agent``. ``CancelToken`` and ``Mailbox`` are the two ways
+to steer a run from the inside (a tool, a hook) or the outside (the stream handle).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from .transcript import InputEntry, ToolCallEntry, TranscriptEntry
+from .usage import Usage
+
+if TYPE_CHECKING:
+    from .agent import Agent
+
+__all__ = ["CancelToken", "Mailbox", "RunContext"]
+
+DepsT = TypeVar("DepsT")
+
+
+class CancelToken:
+    """Request cancellation of a run; the loop checks it at every phase boundary.
+
+    Setting it also interrupts an in-flight model stream and running tools. Safe to call
+    from any thread.
+    """
+
+    __slots__ = ("_callbacks", "_listeners", "_lock", "_reason")
+
+    def __init__(self) -> None:
+        self._reason: str | None = None
+        self._callbacks: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = []
+        self._listeners: list[Callable[[], None]] = []
+        self._lock = threading.Lock()
+
+    def add_listener(self, fn: Callable[[], None]) -> None:
+        """Call ``fn()`` (from the cancelling thread) when the token is cancelled."""
+        with self._lock:
+            fire = self._reason is not None
+            if not fire:
+                self._listeners.append(fn)
+        if fire:
+            fn()
+
+    def remove_listener(self, fn: Callable[[], None]) -> None:
+        with self._lock:
+            if fn in self._listeners:
+                self._listeners.remove(fn)
+
+    @property
+    def cancelled(self) -> bool:
+        return self._reason is not None
+
+    @property
+    def reason(self) -> str | None:
+        return self._reason
+
+    def cancel(self, reason: str = "cancelled") -> None:
+        """Cancel the run(s) using this token; later calls keep the first reason."""
+        with self._lock:
+            if self._reason is not None:
+                return
+            self._reason = reason
+            waiters = list(self._callbacks)
+            listeners = list(self._listeners)
+        for fn in listeners:
+            fn()
+        for loop, event in waiters:
+            if loop.is_closed():
+                continue
+            try:
+                running = asyncio.get_running_loop()
+            except RuntimeError:
+                running = None
+            if running is loop:
+                event.set()
+            else:
+                loop.call_soon_threadsafe(event.set)
+
+    async def wait(self) -> str:
+        """Wait until cancelled; return the reason."""
+        if self._reason is not None:
+            return self._reason
+        event = asyncio.Event()
+        entry = (asyncio.get_running_loop(), event)
+        with self._lock:
+            if self._reason is not None:
+                return self._reason
+            self._callbacks.append(entry)
+        try:
+            await event.wait()
+        finally:
+            with self._lock:
+                if entry in self._callbacks:
+                    self._callbacks.remove(entry)
+        return self._reason or "cancelled"
+
+
+class Mailbox:
+    """Messages for the model, delivered as user entries at the start of the next turn.
+
+    ``put`` is safe from any thread and from outside the run (the stream handle holds
+    the same mailbox). Messages put after the final answer are reported in
+    ``RunResult.undelivered``, never lost.
+    """
+
+    __slots__ = ("_queue",)
+
+    def __init__(self) -> None:
+        self._queue: deque[InputEntry] = deque()
+
+    def put(self, message: str | InputEntry) -> None:
+        if isinstance(message, str):
+            message = InputEntry(role="user", content=message, origin="mailbox")
+        elif message.origin == "input":
+            message = message.model_copy(update={"origin": "mailbox"})
+        self._queue.append(message)
+
+    def drain(self) -> list[InputEntry]:
+        """Take every queued message (oldest first)."""
+        out: list[InputEntry] = []
+        while self._queue:
+            out.append(self._queue.popleft())
+        return out
+
+    def __len__(self) -> int:
+        return len(self._queue)
+
+
+@dataclass(slots=True, kw_only=True)
+class RunContext(Generic[DepsT]):
+    """State of one run, as seen by tools, hooks, guardrails, plugins and instructions.
+
+    Treat ``entries`` as read-only; it is a live view of the transcript.
+    """
+
+    deps: DepsT
+    """Your dependencies, passed as ``Runner.run(..., deps=...)``."""
+    agent: Agent[Any, Any]
+    """The agent active right now (changes on handoff)."""
+    run_id: str
+    """Unique id of this run; resubmitting it returns or resumes the run."""
+    session_id: str | None = None
+    """The conversation this run belongs to, when a session is used."""
+    entries: Sequence[TranscriptEntry] = ()
+    """Live read-only view of the transcript (session history + this run)."""
+    usage: Usage = field(default_factory=Usage)
+    """Usage so far in this run (live)."""
+    workspace: Any = None
+    """The run's workspace (a folder the agent works in), if any."""
+    cancel_token: CancelToken = field(default_factory=CancelToken)
+    mailbox: Mailbox = field(default_factory=Mailbox)
+    turn: int = 0
+    """Current turn (1-based; 0 before the first)."""
+    tool_call: ToolCallEntry | None = None
+    """Inside a tool: the call being executed."""
+
+    @property
+    def idempotency_key(self) -> str | None:
+        """Inside a tool: ``run_id:call_id``, stable across retries and resume."""
+        if self.tool_call is None:
+            return None
+        return f"{self.run_id}:{self.tool_call.call_id}"
+
+    def for_call(self, call: ToolCallEntry) -> RunContext[DepsT]:
+        """A copy of this context for one tool call (shares everything else)."""
+        return RunContext(
+            deps=self.deps,
+            agent=self.agent,
+            run_id=self.run_id,
+            session_id=self.session_id,
+            entries=self.entries,
+            usage=self.usage,
+            workspace=self.workspace,
+            cancel_token=self.cancel_token,
+            mailbox=self.mailbox,
+            turn=self.turn,
+            tool_call=call,
+        )

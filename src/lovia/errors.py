@@ -1,0 +1,253 @@
+"""Every exception lovia raises, and nothing else.
+
+Each error says what happened (``message``) and what to do about it (``hint``).
+Logging and redaction happen where errors are handled, never here.
+
+```
+LoviaError                      base: .message, .hint
+├── UserError                   a configuration or usage mistake (fix your code)
+├── ToolError                   raised by a tool to send a chosen error text to the model
+├── RunError                    a run ended without an answer; .run_id, .turn
+│   ├── MaxTurnsExceeded        the model kept calling tools past max_turns
+│   ├── BudgetExceeded          a RunBudget limit (.limit) was hit
+│   ├── RunCancelled            the cancel token was set
+│   ├── GuardrailTripped        an input/output guardrail said no (.guardrail, .reason)
+│   ├── ApprovalPending         tool calls wait for approval (.pending); resumable
+│   ├── OutputValidationError   the final output failed output_type validation (.raw, .errors)
+│   └── ModelBehaviorError      the model answered with something unusable
+├── ProviderError               the model API failed (.status, .retryable, .provider)
+│   ├── RateLimited             429; .retry_after seconds when the API said so
+│   ├── ProviderOverloaded      529 / 503: the provider is busy
+│   ├── AuthenticationError     401 / 403: the API key is wrong or missing rights
+│   ├── ModelNotFound           404 / unknown model
+│   ├── BadRequest              400: the request was rejected
+│   │   └── ContextOverflow     the view is larger than the model's context window
+│   ├── ProviderServerError     5xx
+│   └── StreamInterrupted       the connection or stream broke (.partial kept)
+└── StoreError                  a session/checkpoint store failed
+    ├── SchemaVersionError      a record was written by a newer lovia
+    ├── RunNotFound             no such run_id in the store
+    └── RunLeaseHeld            another worker is running this run_id
+```
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "ApprovalPending",
+    "AuthenticationError",
+    "BadRequest",
+    "BudgetExceeded",
+    "ContextOverflow",
+    "GuardrailTripped",
+    "LoviaError",
+    "MaxTurnsExceeded",
+    "ModelBehaviorError",
+    "ModelNotFound",
+    "OutputValidationError",
+    "ProviderError",
+    "ProviderOverloaded",
+    "ProviderServerError",
+    "RateLimited",
+    "RunCancelled",
+    "RunError",
+    "RunLeaseHeld",
+    "RunNotFound",
+    "SchemaVersionError",
+    "StoreError",
+    "StreamInterrupted",
+    "ToolError",
+    "UserError",
+]
+
+
+class LoviaError(Exception):
+    """Base of every lovia error: ``message`` says what happened, ``hint`` what to do."""
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        if self.hint:
+            return f"{self.message}\n  hint: {self.hint}"
+        return self.message
+
+
+class UserError(LoviaError):
+    """A mistake in how lovia is configured or called; fix the calling code."""
+
+
+class ToolError(LoviaError):
+    """Raise from a tool to send ``message`` to the model as an error result."""
+
+
+class RunError(LoviaError):
+    """A run ended without a final answer."""
+
+    run_id: str | None = None
+    turn: int | None = None
+    finish_reason: str = "error"
+
+
+class MaxTurnsExceeded(RunError):
+    """The run reached ``max_turns`` model steps without a final answer."""
+
+    finish_reason = "max_turns"
+
+
+class BudgetExceeded(RunError):
+    """A :class:`~lovia.RunBudget` limit was reached."""
+
+    finish_reason = "budget"
+
+    def __init__(
+        self, message: str, hint: str | None = None, *, limit: str = "", used: float = 0
+    ) -> None:
+        super().__init__(message, hint)
+        self.limit = limit
+        self.used = used
+
+
+class RunCancelled(RunError):
+    """The run's cancel token was set; the checkpoint stays resumable."""
+
+    finish_reason = "cancelled"
+
+
+class GuardrailTripped(RunError):
+    """A guardrail's tripwire fired; nothing was written to the session."""
+
+    finish_reason = "guardrail"
+
+    def __init__(
+        self,
+        message: str,
+        hint: str | None = None,
+        *,
+        guardrail: str = "",
+        reason: str = "",
+        kind: str = "input",
+    ) -> None:
+        super().__init__(message, hint)
+        self.guardrail = guardrail
+        self.reason = reason
+        self.kind = kind
+
+
+class ApprovalPending(RunError):
+    """Tool calls wait for a human decision; resume with ``approvals=``."""
+
+    finish_reason = "approval_pending"
+
+    def __init__(
+        self, message: str, hint: str | None = None, *, pending: tuple[Any, ...] = ()
+    ) -> None:
+        super().__init__(message, hint)
+        self.pending = pending
+
+
+class OutputValidationError(RunError):
+    """The final answer did not validate against ``output_type`` (after repair turns)."""
+
+    def __init__(
+        self, message: str, hint: str | None = None, *, raw: str = "", errors: Any = None
+    ) -> None:
+        super().__init__(message, hint)
+        self.raw = raw
+        self.errors = errors
+
+
+class ModelBehaviorError(RunError):
+    """The model produced something the run cannot use (e.g. an empty answer)."""
+
+
+class ProviderError(LoviaError):
+    """The model API call failed."""
+
+    def __init__(
+        self,
+        message: str,
+        hint: str | None = None,
+        *,
+        status: int | None = None,
+        retryable: bool = False,
+        provider: str = "",
+        code: str | None = None,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(message, hint)
+        self.status = status
+        self.retryable = retryable
+        self.provider = provider
+        self.code = code
+        self.retry_after = retry_after
+
+
+class RateLimited(ProviderError):
+    """HTTP 429: slow down; ``retry_after`` says how long when the API told us."""
+
+
+class ProviderOverloaded(ProviderError):
+    """The provider is overloaded (Anthropic 529, 503)."""
+
+
+class AuthenticationError(ProviderError):
+    """The API key is missing, wrong, or lacks permission."""
+
+
+class ModelNotFound(ProviderError):
+    """The model name is unknown to the provider."""
+
+
+class BadRequest(ProviderError):
+    """The provider rejected the request as malformed."""
+
+
+class ContextOverflow(BadRequest):
+    """The request is larger than the model's context window."""
+
+    def __init__(
+        self,
+        message: str,
+        hint: str | None = None,
+        *,
+        tokens: int | None = None,
+        limit: int | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(message, hint, **kwargs)
+        self.tokens = tokens
+        self.limit = limit
+
+
+class ProviderServerError(ProviderError):
+    """The provider answered with a 5xx error."""
+
+
+class StreamInterrupted(ProviderError):
+    """The connection or the event stream broke; ``partial`` holds what arrived."""
+
+    def __init__(self, message: str, hint: str | None = None, **kwargs: Any) -> None:
+        partial = kwargs.pop("partial", None)
+        super().__init__(message, hint, **kwargs)
+        self.partial: Any = partial
+
+
+class StoreError(LoviaError):
+    """A session or checkpoint store failed."""
+
+
+class SchemaVersionError(StoreError):
+    """A stored record was written by a newer lovia than this one."""
+
+
+class RunNotFound(StoreError):
+    """No run with that id is in the store."""
+
+
+class RunLeaseHeld(StoreError):
+    """Another worker holds the lease on this run_id."""

@@ -1,0 +1,313 @@
+"""Typed events, one per phase boundary of the agent loop.
+
+``Runner.stream`` yields them, hooks receive them, and lovia's own tracing is built
+on them. Each event is frozen and carries ``run_id``, ``agent`` and ``turn``, plus
+``span``: the live OpenTelemetry span of its phase (``None`` when tracing is off), so
+a hook can enrich or scrub it before it is exported.
+
+Phase pairs (``*Started`` … ``*Completed`` / ``*Failed``) open and close one span each;
+see ``lovia.telemetry`` for the single table that maps events to spans.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .transcript import ToolCallEntry, ToolResultEntry, TranscriptEntry
+from .usage import Usage
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Span
+
+__all__ = [
+    "CheckpointSaved",
+    "CompactionApplied",
+    "Event",
+    "GuardrailCompleted",
+    "GuardrailStarted",
+    "GuardrailTripped",
+    "HandoffOccurred",
+    "MessageCompleted",
+    "ModelCallFailed",
+    "ModelCallStarted",
+    "PluginClosed",
+    "PluginSetup",
+    "ProviderRetry",
+    "ReasoningDelta",
+    "RunCompleted",
+    "RunFailed",
+    "RunStarted",
+    "SessionWritten",
+    "TextDelta",
+    "ToolCallCompleted",
+    "ToolCallDelta",
+    "ToolCallStarted",
+    "TurnEnded",
+    "TurnStarted",
+    "ViewBuilt",
+    "ViewStarted",
+]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Event:
+    """Base of every event."""
+
+    run_id: str
+    agent: str
+    turn: int = 0
+    span: Span | None = field(default=None, compare=False, repr=False)
+    """The live span of this event's phase, while hooks run (``None`` if not traced)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunStarted(Event):
+    """A run began (or resumed from its checkpoint)."""
+
+    session_id: str | None = None
+    model: str = ""
+    provider: str = ""
+    resumed: bool = False
+    trace_links: tuple[str, ...] = ()
+    """``trace_id:span_id`` of earlier attempts of this run (set when resuming)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PluginSetup(Event):
+    """A plugin's ``setup`` finished for the active agent (``error`` if it failed)."""
+
+    plugin: str
+    duration_s: float = 0.0
+    error: BaseException | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PluginClosed(Event):
+    """A plugin's ``aclose`` finished at run end (``error`` if it failed)."""
+
+    plugin: str
+    duration_s: float = 0.0
+    error: BaseException | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GuardrailStarted(Event):
+    kind: str
+    """``input`` or ``output``."""
+    guardrail: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GuardrailCompleted(Event):
+    kind: str
+    guardrail: str
+    tripped: bool = False
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GuardrailTripped(Event):
+    """A guardrail's tripwire fired; the run will end with ``GuardrailTripped``."""
+
+    kind: str
+    guardrail: str
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnStarted(Event):
+    """A new turn begins (limits were checked, the mailbox is about to be drained)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ViewStarted(Event):
+    """The context strategy is about to build this turn's view."""
+
+    attempt: int = 1
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ViewBuilt(Event):
+    """The view for one model call is ready (strategy + injectors)."""
+
+    view_hash: str
+    entries: int
+    injected: int = 0
+    compacted: bool = False
+    record: Any = field(default=None, compare=False, repr=False)
+    """The :class:`~lovia.view.ViewRecord` that makes this view reproducible."""
+    attempt: int = 1
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CompactionApplied(Event):
+    """The strategy changed the view (evicted, cleared or summarized entries)."""
+
+    kind: str
+    """``evict`` | ``clear`` | ``summarize``."""
+    entry_ids: tuple[str, ...] = ()
+    tokens_before: int | None = None
+    tokens_after: int | None = None
+    duration_s: float = 0.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelCallStarted(Event):
+    """A model call begins (one per call; provider retries happen inside it)."""
+
+    model: str
+    provider: str
+    view_hash: str = ""
+    stream: bool = True
+    settings: Mapping[str, Any] = field(default_factory=dict[str, Any])
+    server_address: str | None = None
+    server_port: int | None = None
+    compacted: bool = False
+    request: Any = field(default=None, compare=False, repr=False)
+    """The :class:`~lovia.providers.ModelRequest` (for content capture; may be None)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProviderRetry(Event):
+    """The provider is retrying the call after a retryable error, before any content."""
+
+    attempt: int
+    error_type: str
+    message: str
+    delay_s: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TextDelta(Event):
+    text: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReasoningDelta(Event):
+    text: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCallDelta(Event):
+    index: int
+    call_id: str | None = None
+    name: str | None = None
+    arguments: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MessageCompleted(Event):
+    """The model's response is complete and appended to the transcript."""
+
+    entries: Sequence[TranscriptEntry] = ()
+    usage: Usage = field(default_factory=Usage)
+    finish_reason: str = "stop"
+    raw_finish_reason: str | None = None
+    response_id: str | None = None
+    response_model: str | None = None
+    model: str = ""
+    provider: str = ""
+    time_to_first_chunk_s: float | None = None
+    duration_s: float = 0.0
+
+    @property
+    def text(self) -> str:
+        return "".join(getattr(e, "text", "") for e in self.entries if e.type == "text")
+
+    @property
+    def tool_calls(self) -> tuple[ToolCallEntry, ...]:
+        return tuple(e for e in self.entries if isinstance(e, ToolCallEntry))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelCallFailed(Event):
+    """The model call failed (after the provider's retries)."""
+
+    model: str
+    provider: str
+    error_type: str
+    message: str
+    error: BaseException | None = field(default=None, compare=False, repr=False)
+    duration_s: float = 0.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCallStarted(Event):
+    """A tool call passed its pre-checks and is about to run."""
+
+    call: ToolCallEntry
+    idempotency_key: str = ""
+    description: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCallCompleted(Event):
+    """A tool call finished; ``is_error`` results go back to the model as errors."""
+
+    call: ToolCallEntry
+    result: ToolResultEntry
+    is_error: bool = False
+    error_type: str | None = None
+    duration_s: float = 0.0
+    started: bool = True
+    """False when it never ran (refused by a pre-check, denied, or unknown tool)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HandoffOccurred(Event):
+    from_agent: str
+    to_agent: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CheckpointSaved(Event):
+    """Progress was written to the checkpointer."""
+
+    entries: int = 0
+    bytes: int = 0
+    kind: str = "progress"
+    store: str = ""
+    duration_s: float = 0.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SessionWritten(Event):
+    """The run's new entries were written to the session as one segment."""
+
+    session_id: str
+    entries: int = 0
+    store: str = ""
+    duration_s: float = 0.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnEnded(Event):
+    usage: Usage = field(default_factory=Usage)
+    """Usage of this turn."""
+    tool_calls: int = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunCompleted(Event):
+    """Terminal event: the run produced its final output."""
+
+    output: Any = None
+    usage: Usage = field(default_factory=Usage)
+    turns: int = 0
+    finish_reason: str = "stop"
+    duration_s: float = 0.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunFailed(Event):
+    """Terminal event: the run ended without an output (the error is in ``result()``)."""
+
+    error_type: str
+    message: str
+    error: BaseException | None = field(default=None, compare=False, repr=False)
+    usage: Usage = field(default_factory=Usage)
+    turns: int = 0
+    finish_reason: str = "error"
+    duration_s: float = 0.0

@@ -1,0 +1,128 @@
+"""``AgentHooks``: typed handlers for run events.
+
+```python
+hooks = AgentHooks()
+
+@hooks.on(events.ToolCallCompleted)
+def track(ev: events.ToolCallCompleted, ctx: RunContext[Any]) -> None: ...
+```
+
+Handlers may be sync or async; for one event they run in registration order, agent
+hooks before plugin hooks. A handler registered for a base class (``events.Event``)
+sees every event.
+
+A failing handler does not corrupt the run: by default the exception is logged (logger
+``lovia.hooks``) and the run goes on; ``AgentHooks(strict=True)`` makes it fail the
+run instead (useful in tests).
+
+The same object doubles as an OpenTelemetry span processor: register it with
+``tracer_provider.add_span_processor(hooks)`` and every lovia span that ends in the
+process is turned back into its typed event and delivered to the handlers, with
+``ctx=None`` (see ``lovia.telemetry``).
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from .events import Event
+
+__all__ = ["AgentHooks", "Handler"]
+
+logger = logging.getLogger("lovia.hooks")
+
+E = TypeVar("E", bound=Event)
+Handler = Callable[[Any, Any], "None | Awaitable[None]"]
+
+
+class AgentHooks:
+    """A registry of event handlers; share it between agents freely (it holds no run state)."""
+
+    def __init__(self, *, strict: bool = False) -> None:
+        self.strict = strict
+        self._handlers: list[tuple[type[Event], Handler, bool]] = []
+        self._cache: dict[type[Event], tuple[tuple[Handler, bool], ...]] = {}
+
+    def on(self, event_type: type[E]) -> Callable[[Callable[[E, Any], Any]], Callable[[E, Any], Any]]:
+        """Register the decorated function for ``event_type`` (and its subclasses)."""
+        if not (isinstance(event_type, type) and issubclass(event_type, Event)):
+            from .errors import UserError
+
+            raise UserError(
+                f"hooks.on() needs an event class from lovia.events, got {event_type!r}",
+                hint="Write @hooks.on(events.ToolCallCompleted).",
+            )
+
+        def register(fn: Callable[[E, Any], Any]) -> Callable[[E, Any], Any]:
+            is_async = inspect.iscoroutinefunction(fn)
+            self._handlers.append((event_type, fn, is_async))
+            self._cache.clear()
+            return fn
+
+        return register
+
+    def handlers_for(self, event_type: type[Event]) -> tuple[tuple[Handler, bool], ...]:
+        found = self._cache.get(event_type)
+        if found is None:
+            found = tuple((fn, a) for t, fn, a in self._handlers if issubclass(event_type, t))
+            self._cache[event_type] = found
+        return found
+
+    def __bool__(self) -> bool:
+        return bool(self._handlers)
+
+    async def dispatch(self, event: Event, ctx: Any) -> None:
+        """Deliver ``event`` to every matching handler, in registration order."""
+        for fn, is_async in self.handlers_for(type(event)):
+            try:
+                if is_async:
+                    await fn(event, ctx)  # type: ignore[misc]
+                else:
+                    result = fn(event, ctx)
+                    if inspect.isawaitable(result):
+                        await result
+            except Exception:
+                if self.strict:
+                    raise
+                logger.exception(
+                    "hook %s failed on %s (run %s); the run continues",
+                    getattr(fn, "__qualname__", fn),
+                    type(event).__name__,
+                    event.run_id,
+                )
+
+    def dispatch_sync(self, event: Event, ctx: Any) -> None:
+        """Deliver ``event`` to sync handlers only (used from span processors)."""
+        for fn, is_async in self.handlers_for(type(event)):
+            if is_async:
+                continue
+            try:
+                fn(event, ctx)
+            except Exception:
+                logger.exception(
+                    "hook %s failed on %s", getattr(fn, "__qualname__", fn), type(event).__name__
+                )
+
+    # -- OpenTelemetry SpanProcessor protocol (see lovia.telemetry.processor) --
+
+    def on_start(self, span: Any, parent_context: Any = None) -> None:
+        return None
+
+    def _on_ending(self, span: Any) -> None:
+        return None
+
+    def on_end(self, span: Any) -> None:
+        from .telemetry.processor import event_from_span
+
+        event = event_from_span(span)
+        if event is not None:
+            self.dispatch_sync(event, None)
+
+    def shutdown(self) -> None:
+        return None
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return True

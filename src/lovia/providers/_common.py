@@ -1,0 +1,280 @@
+"""What the three adapters share: entry grouping, keys, profiles, the base class.
+
+- :func:`group_entries` turns the view's flat entries into conversation turns: a user
+  (or other role) input, one assistant message (consecutive model entries sharing a
+  ``message_id``), or a run of tool results. Adapters map turns, not entries.
+- :func:`resolve_api_key` applies the official SDKs' environment defaults.
+- ``*_profile`` functions hold model-family facts as data.
+- :class:`HttpProvider` holds the properties every adapter exposes.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Self
+
+import httpx
+
+from ..errors import UserError
+from ..transcript import (
+    InputEntry,
+    ReasoningEntry,
+    TextEntry,
+    ToolCallEntry,
+    ToolResultEntry,
+    TranscriptEntry,
+    new_id,
+)
+from ..usage import Usage
+from ._http import HttpSeam, RetryPolicy, StreamDecoder
+from .base import ModelProfile, ModelRequest, ModelResponse, ResponseEntry, StreamItem
+
+__all__ = [
+    "AssistantTurn",
+    "HttpProvider",
+    "InputTurn",
+    "ToolResultsTurn",
+    "Turn",
+    "anthropic_profile",
+    "compat_profile",
+    "group_entries",
+    "is_local",
+    "openai_profile",
+    "resolve_api_key",
+]
+
+log = logging.getLogger("lovia.providers")
+
+
+# --------------------------------------------------------------------------- turns
+
+
+@dataclass(slots=True)
+class InputTurn:
+    role: str
+    content: str
+
+
+@dataclass(slots=True)
+class AssistantTurn:
+    message_id: str
+    entries: list[ResponseEntry] = field(default_factory=list[ResponseEntry])
+
+
+@dataclass(slots=True)
+class ToolResultsTurn:
+    results: list[ToolResultEntry] = field(default_factory=list[ToolResultEntry])
+
+
+Turn = InputTurn | AssistantTurn | ToolResultsTurn
+
+
+def group_entries(entries: Sequence[TranscriptEntry]) -> list[Turn]:
+    """Group entries into turns; system and handoff entries are not messages."""
+    turns: list[Turn] = []
+    for entry in entries:
+        last = turns[-1] if turns else None
+        if isinstance(entry, InputEntry):
+            turns.append(InputTurn(entry.role, entry.content))
+        elif isinstance(entry, TextEntry | ReasoningEntry | ToolCallEntry):
+            if isinstance(last, AssistantTurn) and last.message_id == entry.message_id:
+                last.entries.append(entry)
+            else:
+                turns.append(AssistantTurn(entry.message_id, [entry]))
+        elif isinstance(entry, ToolResultEntry):
+            if isinstance(last, ToolResultsTurn):
+                last.results.append(entry)
+            else:
+                turns.append(ToolResultsTurn([entry]))
+    return turns
+
+
+def same_provider(entry: ReasoningEntry, provider: str) -> bool:
+    """Reasoning is only sent back to the provider that produced it."""
+    if entry.provider == provider:
+        return True
+    log.debug(
+        "dropping reasoning entry %s from provider %r when calling %r",
+        entry.id,
+        entry.provider,
+        provider,
+    )
+    return False
+
+
+def partial_response(
+    text: str, calls: Sequence[ToolCallEntry], message_id: str, model: str | None
+) -> ModelResponse:
+    """What arrived before a stream broke: text so far and the complete tool calls."""
+    entries: list[ResponseEntry] = []
+    if text:
+        entries.append(TextEntry(text=text, message_id=message_id))
+    entries.extend(calls)
+    return ModelResponse(
+        entries=tuple(entries),
+        usage=Usage(missing=True, requests=1),
+        finish_reason="error",
+        raw_finish_reason=None,
+        response_id=message_id or None,
+        model=model,
+    )
+
+
+def new_message_id() -> str:
+    return new_id("msg")
+
+
+# --------------------------------------------------------------------------- keys, urls
+
+
+def is_local(base_url: str) -> bool:
+    """True for servers on this machine (local compatible servers need no key)."""
+    host = httpx.URL(base_url).host
+    return host in {"localhost", "127.0.0.1", "::1", "0.0.0.0"} or host.endswith(".localhost")
+
+
+def resolve_api_key(explicit: str | None, env_var: str, base_url: str, what: str) -> str | None:
+    key = explicit if explicit is not None else os.environ.get(env_var)
+    if key or is_local(base_url):
+        return key or None
+    raise UserError(
+        f"No API key for {what} at {base_url}.",
+        f"Set the {env_var} environment variable or pass api_key=...",
+    )
+
+
+# --------------------------------------------------------------------------- profiles
+
+_OPENAI_FAMILIES: tuple[tuple[str, ModelProfile], ...] = (
+    ("gpt-4.1", ModelProfile(native_json_schema=True, context_window=1_047_576, max_output_tokens=32_768)),
+    ("gpt-4o", ModelProfile(native_json_schema=True, context_window=128_000, max_output_tokens=16_384)),
+    ("gpt-5", ModelProfile(native_json_schema=True, reasoning=True, context_window=400_000, max_output_tokens=128_000)),
+    ("o1", ModelProfile(native_json_schema=True, reasoning=True, context_window=200_000, max_output_tokens=100_000)),
+    ("o3", ModelProfile(native_json_schema=True, reasoning=True, context_window=200_000, max_output_tokens=100_000)),
+    ("o4", ModelProfile(native_json_schema=True, reasoning=True, context_window=200_000, max_output_tokens=100_000)),
+    ("gpt-4-turbo", ModelProfile(context_window=128_000, max_output_tokens=4_096)),
+    ("gpt-3.5-turbo", ModelProfile(context_window=16_385, max_output_tokens=4_096)),
+)
+
+
+def openai_profile(model: str) -> ModelProfile:
+    """Facts about an OpenAI model family (unknown names: JSON schema on, no window)."""
+    for prefix, profile in _OPENAI_FAMILIES:
+        if model.startswith(prefix):
+            return profile
+    return ModelProfile(native_json_schema=True)
+
+
+def compat_profile(model: str) -> ModelProfile:
+    """Conservative defaults for an OpenAI-compatible server; override with ``profile=``."""
+    del model
+    return ModelProfile(native_json_schema=False, parallel_tool_calls=False)
+
+
+def anthropic_profile(model: str) -> ModelProfile:
+    """Claude: no native JSON schema (prompted contract), extended thinking from 3.7 on."""
+    older = model.startswith(("claude-3-", "claude-2", "claude-instant")) and not model.startswith(
+        "claude-3-7"
+    )
+    return ModelProfile(
+        native_json_schema=False, reasoning=not older, context_window=200_000
+    )
+
+
+# --------------------------------------------------------------------------- base class
+
+
+class HttpProvider:
+    """Shared surface of the HTTP adapters (name, model, profile, address, closing)."""
+
+    _kind = "provider"
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        name: str,
+        profile: ModelProfile,
+        stream: bool,
+        seam: HttpSeam,
+    ) -> None:
+        if not model:
+            raise UserError(f"{type(self).__name__} needs a model name.", "Pass model='...'.")
+        self._model = model
+        self._name = name
+        self._profile = profile
+        self._stream = stream
+        self._seam = seam
+
+    @property
+    def name(self) -> str:
+        """``gen_ai.provider.name``."""
+        return self._name
+
+    @property
+    def model(self) -> str:
+        return self._model
+
+    @property
+    def profile(self) -> ModelProfile:
+        return self._profile
+
+    @property
+    def base_url(self) -> str:
+        return self._seam.base_url
+
+    @property
+    def server_address(self) -> str:
+        """Host of the API (``server.address`` span attribute)."""
+        return self._seam.url.host
+
+    @property
+    def server_port(self) -> int:
+        """Port of the API (``server.port``), defaulting by scheme."""
+        url = self._seam.url
+        return url.port or (443 if url.scheme == "https" else 80)
+
+    @property
+    def retry(self) -> RetryPolicy:
+        return self._seam.retry
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(model={self._model!r}, name={self._name!r}, "
+            f"base_url={self._seam.base_url!r}, stream={self._stream})"
+        )
+
+    async def aclose(self) -> None:
+        """Close the HTTP client if this provider created it."""
+        await self._seam.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    # Subclasses supply these four.
+    _path: str = ""
+
+    def render_request(self, request: ModelRequest) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _decoder(self) -> StreamDecoder:
+        raise NotImplementedError
+
+    def _parse(self, data: dict[str, Any]) -> ModelResponse:
+        raise NotImplementedError
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
+        """Stream one call: chunks, retry notices, then exactly one ModelResponse."""
+        return self._seam.call(
+            self._path,
+            self.render_request(request),
+            streaming=self._stream,
+            decoder=self._decoder,
+            parse=self._parse,
+        )

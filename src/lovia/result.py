@@ -1,0 +1,85 @@
+"""``RunResult``: what a finished run returns."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from .transcript import TranscriptEntry, entry_from_dict
+from .usage import Usage
+
+if TYPE_CHECKING:
+    from ._loop.state import RunState
+    from .agent import Agent
+    from .stores.base import RunSnapshot
+
+__all__ = ["RunResult"]
+
+OutputT = TypeVar("OutputT")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunResult(Generic[OutputT]):
+    """The outcome of one run."""
+
+    output: OutputT
+    """The final text, or the validated ``output_type`` object."""
+    usage: Usage
+    turns: int
+    """Model steps taken (provider retries are not turns)."""
+    finish_reason: str
+    final_agent: Agent[Any, Any]
+    """The agent active at the end (differs from the first after a handoff)."""
+    entries: Sequence[TranscriptEntry]
+    """Only the entries this run added (not the session history)."""
+    run_id: str
+    session_id: str | None = None
+    undelivered: Sequence[Any] = field(default_factory=tuple[Any, ...])
+    """Mailbox messages put after the final answer (never delivered to the model)."""
+    replayed: bool = False
+    """True when the run_id was already completed and the stored result was returned."""
+
+    @classmethod
+    def from_state(cls, state: RunState) -> RunResult[Any]:
+        assert state.active is not None
+        return cls(
+            output=state.output,
+            usage=state.usage.copy(),
+            turns=state.turn,
+            finish_reason=state.finish_reason,
+            final_agent=state.active.agent,
+            entries=tuple(state.new_entries()),
+            run_id=state.run_id,
+            session_id=state.params.session_id,
+            undelivered=tuple(state.undelivered),
+        )
+
+    @classmethod
+    def from_stored(
+        cls,
+        snapshot: RunSnapshot,
+        agent: Agent[Any, Any],
+        find: Callable[[Agent[Any, Any], str], Agent[Any, Any] | None],
+    ) -> RunResult[Any]:
+        """Rebuild a completed run's result from the store (no model call)."""
+        from .output import output_mode
+
+        data = snapshot.result or {}
+        final = find(agent, str(data.get("final_agent", agent.name))) or agent
+        mode = output_mode(final.output_type, native=False)
+        entries: list[TranscriptEntry] = []
+        for record in snapshot.records:
+            if record.kind == "entries":
+                entries.extend(entry_from_dict(e) for e in record.data["entries"])
+        return cls(
+            output=mode.load(data.get("output")),
+            usage=Usage.from_dict(data.get("usage", {})),
+            turns=int(data.get("turns", 0)),
+            finish_reason=str(data.get("finish_reason", "stop")),
+            final_agent=final,
+            entries=tuple(entries),
+            run_id=snapshot.info.run_id,
+            session_id=snapshot.info.session_id,
+            replayed=True,
+        )

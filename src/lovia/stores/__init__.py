@@ -1,0 +1,56 @@
+"""Session and checkpoint stores, addressed by URL.
+
+``store("memory://")``, ``store("sqlite:///path/to.db")`` (the embedded default),
+``store("postgresql://user@host/db")`` (extra ``postgres``).
+"""
+
+from __future__ import annotations
+
+from .base import (
+    SCHEMA_VERSION,
+    Checkpointer,
+    CheckpointRecord,
+    RunInfo,
+    RunSnapshot,
+    SessionStore,
+    Store,
+)
+from .memory import MemoryStore
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "CheckpointRecord",
+    "Checkpointer",
+    "MemoryStore",
+    "RunInfo",
+    "RunSnapshot",
+    "SessionStore",
+    "Store",
+    "store",
+]
+
+DEFAULT_URL = "sqlite:///.lovia/lovia.db"
+
+
+def store(url: str | None = None) -> Store:
+    """Open the store at ``url`` (default: ``$LOVIA_STORE`` or ``sqlite:///.lovia/lovia.db``)."""
+    import os
+
+    from ..errors import UserError
+
+    url = url or os.environ.get("LOVIA_STORE") or DEFAULT_URL
+    scheme = url.split(":", 1)[0].lower()
+    if scheme == "memory":
+        return MemoryStore(url)
+    if scheme == "sqlite":
+        from .sqlite import SQLiteStore
+
+        return SQLiteStore(url)
+    if scheme in ("postgres", "postgresql"):
+        from .postgres import PostgresStore
+
+        return PostgresStore(url)
+    raise UserError(
+        f"unknown store URL scheme in {url!r}",
+        hint="Use memory://, sqlite:///path/to/lovia.db or postgresql://user@host/db.",
+    )

@@ -1,0 +1,151 @@
+"""Encoding shared by the persistent stores: JSON text for payloads, flat rows for runs.
+
+Every payload (a record's ``data``, a segment's entries, a run's ``extra`` and
+``result``) is stored as compact UTF-8 JSON text written by ``pydantic_core`` (the
+fastest encoder at hand). Strings may hold any Unicode scalar value, NUL and U+2028
+included; lone surrogates cannot be encoded as UTF-8 and are refused with a
+:class:`~lovia.errors.StoreError` before anything is written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pydantic_core
+
+from ..errors import StoreError
+from ..transcript import TranscriptEntry, dump_entries, load_entries
+from .base import CheckpointRecord, RunInfo, check_version
+
+__all__ = [
+    "RUN_COLUMNS",
+    "EncodedRecord",
+    "decode_record",
+    "dump_json",
+    "encode_entries",
+    "encode_records",
+    "info_from_row",
+    "info_row",
+    "join_segments",
+    "load_json",
+]
+
+RUN_COLUMNS = (
+    "run_id",
+    "agent",
+    "session_id",
+    "status",
+    "finish_reason",
+    "error_type",
+    "turns",
+    "input_tokens",
+    "output_tokens",
+    "cost_usd",
+    "started_at",
+    "ended_at",
+    "trace_id",
+    "span_id",
+    "history_len",
+    "version",
+    "extra",
+)
+"""Columns of the runs table that mirror :class:`RunInfo`, in its field order."""
+
+EncodedRecord = tuple[str, int, str]
+"""``(kind, version, data JSON)`` of one checkpoint record, ready for an INSERT."""
+
+
+def dump_json(value: Any, what: str) -> str:
+    """Encode ``value`` as compact JSON text; :class:`StoreError` when it cannot be."""
+    try:
+        return pydantic_core.to_json(value).decode()
+    except (pydantic_core.PydanticSerializationError, UnicodeError, ValueError) as exc:
+        raise StoreError(
+            f"cannot store {what}: {exc}",
+            hint="Stored text must be valid Unicode (no lone surrogates) and data must "
+            "be JSON-serializable.",
+        ) from exc
+
+
+def load_json(text: str | bytes) -> Any:
+    """Decode JSON text written by :func:`dump_json`."""
+    return pydantic_core.from_json(text)
+
+
+def encode_records(
+    run_id: str, records: Sequence[CheckpointRecord]
+) -> tuple[list[EncodedRecord], int]:
+    """Check versions and encode records; return the rows and the payload bytes."""
+    rows: list[EncodedRecord] = []
+    size = 0
+    for record in records:
+        check_version(record.version, f"checkpoint record of run {run_id}")
+        data = dump_json(record.data, f"a {record.kind} record of run {run_id}")
+        size += len(data.encode())
+        rows.append((record.kind, record.version, data))
+    return rows, size
+
+
+def decode_record(run_id: str, version: int, kind: str, data: str | bytes) -> CheckpointRecord:
+    """Rebuild one stored record, refusing versions newer than this lovia."""
+    check_version(version, f"checkpoint record of run {run_id}")
+    return CheckpointRecord.model_validate(
+        {"version": version, "kind": kind, "data": load_json(data)}
+    )
+
+
+def encode_entries(session_id: str, entries: Sequence[TranscriptEntry]) -> str:
+    """Encode a session segment as a JSON array of entries."""
+    try:
+        return dump_entries(entries).decode()
+    except (pydantic_core.PydanticSerializationError, UnicodeError, ValueError) as exc:
+        raise StoreError(
+            f"cannot store a segment of session {session_id}: {exc}",
+            hint="Stored text must be valid Unicode (no lone surrogates).",
+        ) from exc
+
+
+def join_segments(session_id: str, rows: Sequence[tuple[int, str]]) -> list[TranscriptEntry]:
+    """Parse ``(version, entries JSON array)`` segments, in order, with one parse call."""
+    parts: list[str] = []
+    for version, text in rows:
+        check_version(version, f"a segment of session {session_id}")
+        inner = text.strip()[1:-1]
+        if inner.strip():
+            parts.append(inner)
+    if not parts:
+        return []
+    return load_entries("[" + ",".join(parts) + "]")
+
+
+def info_row(info: RunInfo) -> tuple[Any, ...]:
+    """The values of :data:`RUN_COLUMNS` for ``info`` (``extra`` as JSON text)."""
+    check_version(info.version, f"run {info.run_id}")
+    values = [getattr(info, name) for name in RUN_COLUMNS[:-1]]
+    return (*values, dump_json(info.extra, f"extra of run {info.run_id}"))
+
+
+def info_from_row(row: Sequence[Any]) -> RunInfo:
+    """Rebuild a :class:`RunInfo` from the :data:`RUN_COLUMNS` of a row."""
+    check_version(int(row[15]), f"run {row[0]}")
+    extra = row[16]
+    return RunInfo(
+        run_id=row[0],
+        agent=row[1],
+        session_id=row[2],
+        status=row[3],
+        finish_reason=row[4],
+        error_type=row[5],
+        turns=row[6],
+        input_tokens=row[7],
+        output_tokens=row[8],
+        cost_usd=row[9],
+        started_at=row[10],
+        ended_at=row[11],
+        trace_id=row[12],
+        span_id=row[13],
+        history_len=row[14],
+        version=row[15],
+        extra=load_json(extra) if extra else {},
+    )

@@ -1,0 +1,398 @@
+"""PostgreSQL store for many workers (``asyncpg``; install ``lovia[postgres]``).
+
+URL: ``postgresql://user:password@host:5432/db`` plus lovia's own query options,
+removed before the rest goes to asyncpg:
+
+- ``schema=NAME`` — keep the tables in this schema (created if missing; default
+  ``public``), e.g. one schema per test session or per tenant
+- ``pool_min=N`` / ``pool_max=N`` — connection pool bounds (default 1 / 10)
+
+Tables are created on first use (``lovia_meta``, ``lovia_runs``, ``lovia_records``,
+``lovia_leases``, ``lovia_sessions``) under an advisory lock, so many workers may
+start at once. Payloads use the ``json`` type rather than ``jsonb``: ``jsonb`` cannot
+hold ``\\u0000`` (transcripts may) and re-orders keys, while ``json`` keeps the exact
+text that was written and still works with ``->``/``->>`` in SQL.
+
+Every statement is a single round trip and atomic on its own: an append locks its run
+row to take the next sequence numbers and inserts the records in the same statement;
+a lease is one ``INSERT ... ON CONFLICT DO UPDATE ... WHERE`` judged by the server's
+clock, so workers on hosts with skewed clocks still agree on expiry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import re
+import time
+from collections.abc import AsyncIterator, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Any, Protocol
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from ..errors import RunNotFound, StoreError, UserError
+from ..transcript import TranscriptEntry
+from ._codec import (
+    RUN_COLUMNS,
+    decode_record,
+    dump_json,
+    encode_entries,
+    encode_records,
+    info_from_row,
+    info_row,
+    join_segments,
+    load_json,
+)
+from .base import SCHEMA_VERSION, CheckpointRecord, RunInfo, RunSnapshot, check_version
+
+__all__ = ["PostgresStore"]
+
+_COLS = ", ".join(RUN_COLUMNS)
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
+_LOCK_KEY = 0x6C6F766961  # "lovia": serializes schema creation across workers
+_NOW = "extract(epoch FROM clock_timestamp())::float8"
+_DDL = """
+CREATE SCHEMA IF NOT EXISTS {s};
+CREATE TABLE IF NOT EXISTS {s}.lovia_meta (key text PRIMARY KEY, value text NOT NULL);
+CREATE TABLE IF NOT EXISTS {s}.lovia_runs (
+    run_id text PRIMARY KEY, agent text NOT NULL, session_id text,
+    status text NOT NULL, finish_reason text, error_type text,
+    turns integer NOT NULL DEFAULT 0, input_tokens bigint NOT NULL DEFAULT 0,
+    output_tokens bigint NOT NULL DEFAULT 0, cost_usd float8 NOT NULL DEFAULT 0,
+    started_at float8 NOT NULL, ended_at float8, trace_id text, span_id text,
+    history_len integer NOT NULL DEFAULT 0, version integer NOT NULL,
+    extra json NOT NULL DEFAULT '{{}}', result json,
+    n_records bigint NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS lovia_runs_started ON {s}.lovia_runs (started_at);
+CREATE INDEX IF NOT EXISTS lovia_runs_session ON {s}.lovia_runs (session_id, started_at);
+CREATE INDEX IF NOT EXISTS lovia_runs_trace ON {s}.lovia_runs (trace_id);
+CREATE INDEX IF NOT EXISTS lovia_runs_ended ON {s}.lovia_runs (ended_at);
+CREATE TABLE IF NOT EXISTS {s}.lovia_records (
+    run_id text NOT NULL, seq bigint NOT NULL, version integer NOT NULL,
+    kind text NOT NULL, data json NOT NULL, PRIMARY KEY (run_id, seq)
+);
+CREATE TABLE IF NOT EXISTS {s}.lovia_leases (
+    run_id text PRIMARY KEY, owner text NOT NULL, expires_at float8 NOT NULL
+);
+CREATE TABLE IF NOT EXISTS {s}.lovia_sessions (
+    seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    session_id text NOT NULL, run_id text NOT NULL, version integer NOT NULL,
+    entries json NOT NULL, created_at float8 NOT NULL, UNIQUE (session_id, run_id)
+);
+"""
+
+
+class _Conn(Protocol):
+    """The part of ``asyncpg.Connection`` (and ``Pool``) this module uses."""
+
+    async def execute(self, query: str, *args: Any) -> str: ...
+    async def fetch(self, query: str, *args: Any) -> list[Any]: ...
+    async def fetchrow(self, query: str, *args: Any) -> Any: ...
+    async def fetchval(self, query: str, *args: Any) -> Any: ...
+
+
+class _Pool(_Conn, Protocol):
+    def acquire(self) -> AbstractAsyncContextManager[Any]: ...
+    async def close(self) -> None: ...
+    def terminate(self) -> None: ...
+
+
+def _import_asyncpg() -> Any:
+    try:
+        return importlib.import_module("asyncpg")
+    except ImportError as exc:
+        raise UserError(
+            "the PostgreSQL store needs asyncpg", hint="pip install 'lovia[postgres]'"
+        ) from exc
+
+
+def _parse_url(url: str) -> tuple[str, str, dict[str, int]]:
+    """Split lovia's options off a postgres URL: ``(dsn, schema, pool options)``."""
+    parts = urlsplit(url)
+    query: list[tuple[str, str]] = []
+    schema = "public"
+    pool = {"min_size": 1, "max_size": 10}
+    for key, value in parse_qsl(parts.query, keep_blank_values=True):
+        if key == "schema":
+            schema = value
+        elif key in ("pool_min", "pool_max"):
+            pool["min_size" if key == "pool_min" else "max_size"] = int(value)
+        else:
+            query.append((key, value))
+    if not _NAME.match(schema):
+        raise UserError(
+            f"invalid schema name {schema!r} in the store URL",
+            hint="Use letters, digits and underscores (e.g. ?schema=lovia_test).",
+        )
+    dsn = urlunsplit(parts._replace(query=urlencode(query)))
+    return dsn, schema, pool
+
+
+class _Sql:
+    """Statements with this store's schema-qualified table names."""
+
+    def __init__(self, schema: str) -> None:
+        s = f'"{schema}"'
+        runs, records = f"{s}.lovia_runs", f"{s}.lovia_records"
+        leases, sessions = f"{s}.lovia_leases", f"{s}.lovia_sessions"
+        self.ddl = _DDL.format(s=s)
+        self.meta = f"{s}.lovia_meta"
+        self.runs = runs
+        marks = ", ".join(f"${i}" for i in range(1, len(RUN_COLUMNS) + 1))
+        self.begin = (
+            f"INSERT INTO {runs} ({_COLS}) VALUES ({marks.replace('$17', '$17::json')}) "
+            "ON CONFLICT DO NOTHING"
+        )
+        updates = ", ".join(f"{c} = excluded.{c}" for c in (*RUN_COLUMNS[1:], "result"))
+        self.finish = (
+            f"INSERT INTO {runs} ({_COLS}, result) "
+            f"VALUES ({marks.replace('$17', '$17::json')}, $18::json) "
+            f"ON CONFLICT (run_id) DO UPDATE SET {updates}"
+        )
+        self.append = (
+            f"WITH run AS (UPDATE {runs} SET n_records = n_records + cardinality($2::text[]) "
+            "WHERE run_id = $1 RETURNING n_records - cardinality($2::text[]) AS start) "
+            f"INSERT INTO {records} (run_id, seq, kind, version, data) "
+            "SELECT $1, run.start + r.ord, r.kind, r.version, r.data::json FROM run, "
+            "unnest($2::text[], $3::int[], $4::text[]) WITH ORDINALITY AS r(kind, version, data, ord)"
+        )
+        self.load_run = f"SELECT {_COLS}, result, n_records FROM {runs} WHERE run_id = $1"
+        self.load_records = (
+            f"SELECT version, kind, data FROM {records} WHERE run_id = $1 AND seq <= $2 "
+            "ORDER BY seq"
+        )
+        self.acquire = (
+            f"INSERT INTO {leases} AS l (run_id, owner, expires_at) "
+            f"VALUES ($1, $2, {_NOW} + $3::float8) ON CONFLICT (run_id) DO UPDATE "
+            "SET owner = excluded.owner, expires_at = excluded.expires_at "
+            f"WHERE l.owner = excluded.owner OR l.expires_at <= {_NOW} RETURNING 1"
+        )
+        self.release = f"DELETE FROM {leases} WHERE run_id = $1 AND owner = $2"
+        self.delete = (
+            f"WITH gone AS (DELETE FROM {runs} WHERE {{where}} RETURNING run_id), "
+            f"r AS (DELETE FROM {records} WHERE run_id IN (SELECT run_id FROM gone)), "
+            f"l AS (DELETE FROM {leases} WHERE run_id IN (SELECT run_id FROM gone)) "
+            "SELECT count(*) FROM gone"
+        )
+        self.by_trace = (
+            f"SELECT {_COLS} FROM {runs} WHERE trace_id = $1 ORDER BY started_at DESC LIMIT 1"
+        )
+        self.load_session = (
+            f"SELECT version, entries FROM {sessions} WHERE session_id = $1 ORDER BY seq"
+        )
+        self.append_segment = (
+            f"INSERT INTO {sessions} (session_id, run_id, version, entries, created_at) "
+            "VALUES ($1, $2, $3, $4::json, $5) ON CONFLICT (session_id, run_id) DO NOTHING"
+        )
+
+
+class PostgresStore:
+    """Session and checkpoint store in PostgreSQL (see the module docs)."""
+
+    def __init__(self, url: str) -> None:
+        self._asyncpg = _import_asyncpg()
+        self.url = url
+        self._dsn, self.schema, self._pool_options = _parse_url(url)
+        self._sql = _Sql(self.schema)
+        self._errors: tuple[type[BaseException], ...] = (
+            OSError,
+            self._asyncpg.PostgresError,
+            self._asyncpg.InterfaceError,
+        )
+        self._pool: _Pool | None = None
+        self._pool_loop: asyncio.AbstractEventLoop | None = None
+        self._lock: asyncio.Lock | None = None
+        self._lock_loop: asyncio.AbstractEventLoop | None = None
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"PostgresStore(schema={self.schema!r})"
+
+    # -- plumbing -----------------------------------------------------------------
+
+    @asynccontextmanager
+    async def _db(self) -> AsyncIterator[_Conn]:
+        """The pool (created on first use in this event loop), errors as StoreError."""
+        try:
+            yield await self._get_pool()
+        except self._errors as exc:
+            raise StoreError(
+                f"PostgreSQL store failed: {exc}",
+                hint="Check that the server is reachable and the URL is right.",
+            ) from exc
+
+    async def _get_pool(self) -> _Pool:
+        if self._closed:
+            raise StoreError(f"{self!r} is closed")
+        loop = asyncio.get_running_loop()
+        if self._pool is not None and self._pool_loop is loop:
+            return self._pool
+        if self._lock is None or self._lock_loop is not loop:
+            self._lock, self._lock_loop = asyncio.Lock(), loop
+        async with self._lock:
+            if self._pool is not None and self._pool_loop is loop:
+                return self._pool
+            self._drop_pool()
+            pool: _Pool = await self._asyncpg.create_pool(
+                self._dsn, timeout=10, **self._pool_options
+            )
+            try:
+                await self._create_schema(pool)
+            except BaseException:
+                pool.terminate()
+                raise
+            self._pool, self._pool_loop = pool, loop
+            return pool
+
+    def _drop_pool(self) -> None:
+        """Forget a pool made in another (finished) event loop."""
+        if self._pool is not None:
+            try:
+                self._pool.terminate()
+            except Exception:  # its loop is gone; the connections die with it
+                pass
+        self._pool = self._pool_loop = None
+
+    async def _create_schema(self, pool: _Pool) -> None:
+        async with pool.acquire() as conn, conn.transaction():
+            await conn.execute("SELECT pg_advisory_xact_lock($1)", _LOCK_KEY)
+            await conn.execute(self._sql.ddl)
+            found = await conn.fetchval(
+                f"SELECT value FROM {self._sql.meta} WHERE key = 'schema_version'"
+            )
+            if found is None:
+                await conn.execute(
+                    f"INSERT INTO {self._sql.meta} (key, value) VALUES ('schema_version', $1)",
+                    str(SCHEMA_VERSION),
+                )
+            else:
+                check_version(int(found), f"PostgreSQL schema {self.schema!r}")
+
+    # -- checkpointer -------------------------------------------------------------
+
+    async def begin(self, info: RunInfo) -> None:
+        """Create the run; a no-op when it already exists (resume)."""
+        row = info_row(info)
+        async with self._db() as db:
+            await db.execute(self._sql.begin, *row)
+
+    async def append(self, run_id: str, records: Sequence[CheckpointRecord]) -> int:
+        """Append records in order after the run's last one; return payload bytes."""
+        rows, size = encode_records(run_id, records)
+        if not rows:
+            return size
+        kinds, versions, datas = (list(column) for column in zip(*rows, strict=True))
+        async with self._db() as db:
+            status = await db.execute(self._sql.append, run_id, kinds, versions, datas)
+        if status.split()[-1] == "0":
+            raise RunNotFound(f"no run {run_id!r} to append to", hint="Call begin() first.")
+        return size
+
+    async def load(self, run_id: str) -> RunSnapshot | None:
+        """The run, its records in order and its result; None when unknown."""
+        async with self._db() as db:
+            run = await db.fetchrow(self._sql.load_run, run_id)
+            if run is None:
+                return None
+            info = info_from_row(run)
+            n_records = run[len(RUN_COLUMNS) + 1]
+            rows = await db.fetch(self._sql.load_records, run_id, n_records)
+        records = [decode_record(run_id, *row) for row in rows]
+        result = run[len(RUN_COLUMNS)]
+        return RunSnapshot(
+            info=info, records=records, result=None if result is None else load_json(result)
+        )
+
+    async def finish(self, info: RunInfo, result: dict[str, Any] | None) -> None:
+        """Record the run's outcome and result (creates the run if it was never begun)."""
+        row = info_row(info)
+        data = None if result is None else dump_json(result, f"result of run {info.run_id}")
+        async with self._db() as db:
+            await db.execute(self._sql.finish, *row, data)
+
+    async def acquire(self, run_id: str, owner: str, ttl_s: float) -> bool:
+        """Take or renew the lease; False while another owner's lease is unexpired."""
+        async with self._db() as db:
+            return await db.fetchval(self._sql.acquire, run_id, owner, float(ttl_s)) is not None
+
+    async def release(self, run_id: str, owner: str) -> None:
+        """Drop the lease if ``owner`` holds it."""
+        async with self._db() as db:
+            await db.execute(self._sql.release, run_id, owner)
+
+    async def list_runs(
+        self,
+        *,
+        session_id: str | None = None,
+        agent: str | None = None,
+        status: str | None = None,
+        limit: int = 50,
+    ) -> list[RunInfo]:
+        """Runs matching every given filter, newest first."""
+        clauses: list[str] = []
+        params: list[Any] = []
+        for column, value in (("session_id", session_id), ("agent", agent), ("status", status)):
+            if value is not None:
+                params.append(value)
+                clauses.append(f"{column} = ${len(params)}")
+        where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+        params.append(limit)
+        sql = (
+            f"SELECT {_COLS} FROM {self._sql.runs} {where} "
+            f"ORDER BY started_at DESC, run_id DESC LIMIT ${len(params)}"
+        )
+        async with self._db() as db:
+            rows = await db.fetch(sql, *params)
+        return [info_from_row(row) for row in rows]
+
+    async def find_run_by_trace(self, trace_id: str) -> RunInfo | None:
+        """The newest run recorded with this trace id, if any."""
+        async with self._db() as db:
+            row = await db.fetchrow(self._sql.by_trace, trace_id)
+        return None if row is None else info_from_row(row)
+
+    async def delete_run(self, run_id: str) -> None:
+        """Remove the run, its records and its lease (its session segment stays)."""
+        async with self._db() as db:
+            await db.fetchval(self._sql.delete.format(where="run_id = $1"), run_id)
+
+    async def prune(self, older_than_s: float) -> int:
+        """Delete completed/failed runs that ended over ``older_than_s`` ago; return count."""
+        where = "status IN ('completed', 'failed') AND ended_at < $1"
+        async with self._db() as db:
+            count = await db.fetchval(
+                self._sql.delete.format(where=where), time.time() - older_than_s
+            )
+        return int(count)
+
+    # -- sessions -----------------------------------------------------------------
+
+    async def load_session(self, session_id: str) -> list[TranscriptEntry]:
+        """Every segment's entries, in the order the segments were written."""
+        async with self._db() as db:
+            rows = await db.fetch(self._sql.load_session, session_id)
+        return join_segments(session_id, [(row[0], row[1]) for row in rows])
+
+    async def append_segment(
+        self, session_id: str, run_id: str, entries: Sequence[TranscriptEntry]
+    ) -> bool:
+        """Write the run's segment once; False (nothing written) when it exists."""
+        text = encode_entries(session_id, entries)
+        async with self._db() as db:
+            status = await db.execute(
+                self._sql.append_segment, session_id, run_id, SCHEMA_VERSION, text, time.time()
+            )
+        return status.split()[-1] != "0"
+
+    async def aclose(self) -> None:
+        """Close the pool; later calls fail."""
+        self._closed = True
+        pool, loop = self._pool, self._pool_loop
+        self._pool = self._pool_loop = None
+        if pool is None:
+            return
+        if loop is asyncio.get_running_loop():
+            await pool.close()
+        else:
+            pool.terminate()

@@ -1,0 +1,37 @@
+"""Test your agents without a real model.
+
+- :class:`ScriptedModel` — a strict script of replies: fails on an unexpected extra call,
+  reports unconsumed steps, records every request it got.
+- :class:`FunctionModel` — a function decides each reply from the request.
+- :func:`block_network` — makes any real (non-loopback) HTTP request fail, so a test
+  can never call a paid API by accident.
+
+Steps are plain values: a ``str`` (text answer), ``call(name, **args)`` (one tool call),
+a list of calls (parallel calls), ``reply(...)`` (text + calls + reasoning + usage), or
+an exception instance (the call fails with it).
+"""
+
+from ._models import (
+    FunctionModel,
+    Reply,
+    ScriptedModel,
+    ScriptError,
+    Step,
+    ToolCallSpec,
+    call,
+    reply,
+)
+from ._network import NetworkBlocked, block_network
+
+__all__ = [
+    "FunctionModel",
+    "NetworkBlocked",
+    "Reply",
+    "ScriptError",
+    "ScriptedModel",
+    "Step",
+    "ToolCallSpec",
+    "block_network",
+    "call",
+    "reply",
+]

@@ -1,0 +1,242 @@
+"""The transcript: the authoritative, append-only record of a run.
+
+Every entry is a frozen pydantic model discriminated by ``type``, with a stable ``id``,
+the ``run_id`` and ``turn`` it belongs to, the ``agent`` that was active, and a
+timestamp. Entries built by user code (``InputEntry(role="user", content=...)``) leave
+those fields empty; the loop stamps them when it appends.
+
+Pairing is by id, never by position: a :class:`ToolResultEntry` names its
+:class:`ToolCallEntry` through ``call_id``; consecutive model entries of one response
+share a ``message_id``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Annotated, Any, Literal, overload
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+__all__ = [
+    "EntriesView",
+    "HandoffEntry",
+    "InputEntry",
+    "ReasoningEntry",
+    "SystemEntry",
+    "TextEntry",
+    "ToolCallEntry",
+    "ToolResultEntry",
+    "Transcript",
+    "TranscriptEntry",
+    "dump_entries",
+    "load_entries",
+    "new_id",
+]
+
+
+def new_id(prefix: str = "e") -> str:
+    """A new random id such as ``e_3f9c0a1b2c3d4e5f``."""
+    return f"{prefix}_{os.urandom(8).hex()}"
+
+
+class _Entry(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str = Field(default_factory=new_id)
+    """Stable id of this entry."""
+    run_id: str = ""
+    """The run that appended it (empty until the loop stamps it)."""
+    turn: int = 0
+    """Turn index (1-based; 0 = before the first turn)."""
+    agent: str = ""
+    """Name of the agent that was active."""
+    ts: float = Field(default_factory=time.time)
+    """Unix time when it was created."""
+
+
+class SystemEntry(_Entry):
+    """The system prompt the active agent runs with (again after each handoff)."""
+
+    type: Literal["system"] = "system"
+    content: str
+
+
+class InputEntry(_Entry):
+    """A message into the conversation: the user's input, a mailbox message, a reminder.
+
+    ``origin`` says where it came from: ``input`` (the run's input), ``mailbox``
+    (steering during the run), ``repair`` (structured-output repair request),
+    ``injected`` (a view injector; never persisted), ``summary`` (a compaction summary
+    in a view; never persisted), ``history`` (given by the caller as prior messages).
+    """
+
+    type: Literal["input"] = "input"
+    role: Literal["user", "system", "assistant", "developer"] = "user"
+    content: str
+    origin: str = "input"
+
+
+class TextEntry(_Entry):
+    """Text the model answered with."""
+
+    type: Literal["text"] = "text"
+    text: str
+    message_id: str = ""
+    refusal: bool = False
+
+
+class ReasoningEntry(_Entry):
+    """Model reasoning, with the provider's signature / encrypted content kept verbatim."""
+
+    type: Literal["reasoning"] = "reasoning"
+    text: str = ""
+    signature: str | None = None
+    encrypted: str | None = None
+    redacted: bool = False
+    provider: str = ""
+    """Provider that produced it; reasoning is only sent back to the same provider."""
+    message_id: str = ""
+    details: dict[str, Any] | None = None
+    """Provider-specific fields needed to round-trip it (e.g. a Responses item id)."""
+
+
+class ToolCallEntry(_Entry):
+    """A tool call requested by the model; ``arguments`` is the JSON text as sent."""
+
+    type: Literal["tool_call"] = "tool_call"
+    call_id: str
+    name: str
+    arguments: str = "{}"
+    message_id: str = ""
+
+    @property
+    def key(self) -> str:
+        """Idempotency key of this call: ``run_id:call_id`` (stable across resume)."""
+        return f"{self.run_id}:{self.call_id}"
+
+
+class ToolResultEntry(_Entry):
+    """The result of a tool call, paired with it by ``call_id``."""
+
+    type: Literal["tool_result"] = "tool_result"
+    call_id: str
+    name: str
+    content: str
+    is_error: bool = False
+
+
+class HandoffEntry(_Entry):
+    """The active agent changed from ``from_agent`` to ``to_agent``."""
+
+    type: Literal["handoff"] = "handoff"
+    from_agent: str
+    to_agent: str
+    call_id: str = ""
+
+
+TranscriptEntry = Annotated[
+    SystemEntry
+    | InputEntry
+    | TextEntry
+    | ReasoningEntry
+    | ToolCallEntry
+    | ToolResultEntry
+    | HandoffEntry,
+    Field(discriminator="type"),
+]
+"""Any transcript entry (a discriminated union on ``type``)."""
+
+_ENTRY = TypeAdapter[TranscriptEntry](TranscriptEntry)
+_ENTRIES = TypeAdapter[list[TranscriptEntry]](list[TranscriptEntry])
+
+
+def dump_entries(entries: Iterable[TranscriptEntry]) -> bytes:
+    """Serialize entries to JSON bytes (lossless; see :func:`load_entries`)."""
+    return _ENTRIES.dump_json(list(entries))
+
+
+def load_entries(data: bytes | str) -> list[TranscriptEntry]:
+    """Parse entries written by :func:`dump_entries`."""
+    return _ENTRIES.validate_json(data)
+
+
+def entry_to_dict(entry: TranscriptEntry) -> dict[str, Any]:
+    return entry.model_dump(mode="json")
+
+
+def entry_from_dict(data: dict[str, Any]) -> TranscriptEntry:
+    return _ENTRY.validate_python(data)
+
+
+class EntriesView(Sequence[TranscriptEntry]):
+    """A read-only live view of a transcript's entries (what ``ctx.entries`` returns)."""
+
+    __slots__ = ("_items", "_start")
+
+    def __init__(self, items: list[TranscriptEntry], start: int = 0) -> None:
+        self._items = items
+        self._start = start
+
+    def __len__(self) -> int:
+        return len(self._items) - self._start
+
+    @overload
+    def __getitem__(self, index: int) -> TranscriptEntry: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[TranscriptEntry]: ...
+    def __getitem__(self, index: int | slice) -> TranscriptEntry | Sequence[TranscriptEntry]:
+        if isinstance(index, slice):
+            return self._items[self._start :][index]
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError(index)
+        return self._items[self._start + index]
+
+    def __iter__(self) -> Iterator[TranscriptEntry]:
+        items = self._items
+        for i in range(self._start, len(items)):
+            yield items[i]
+
+    def __repr__(self) -> str:
+        return f"EntriesView({len(self)} entries)"
+
+
+class Transcript:
+    """Append-only list of entries. There is no way to change or remove an entry."""
+
+    __slots__ = ("_by_call", "_items")
+
+    def __init__(self, entries: Iterable[TranscriptEntry] = ()) -> None:
+        self._items: list[TranscriptEntry] = []
+        self._by_call: dict[str, ToolCallEntry] = {}
+        for entry in entries:
+            self.append(entry)
+
+    def append(self, entry: TranscriptEntry) -> TranscriptEntry:
+        self._items.append(entry)
+        if isinstance(entry, ToolCallEntry):
+            self._by_call[entry.call_id] = entry
+        return entry
+
+    def extend(self, entries: Iterable[TranscriptEntry]) -> None:
+        for entry in entries:
+            self.append(entry)
+
+    def call(self, call_id: str) -> ToolCallEntry | None:
+        """The tool call with this id, if any."""
+        return self._by_call.get(call_id)
+
+    def view(self, start: int = 0) -> EntriesView:
+        return EntriesView(self._items, start)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __iter__(self) -> Iterator[TranscriptEntry]:
+        return iter(self._items)
+
+    def __getitem__(self, index: int) -> TranscriptEntry:
+        return self._items[index]
