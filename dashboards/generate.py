@@ -1,0 +1,672 @@
+"""Generate lovia's Grafana dashboards (dashboards/*.json).
+
+The JSON files are the source of truth that Grafana provisions; this script only keeps
+the PromQL consistent (environment join, label filters, Jaeger links). Edit here, then
+run ``python dashboards/generate.py`` and commit both. ``tests/ops`` checks that the JSON
+matches this script's output, that every expression parses and that every expression
+returns data from a real Prometheus scraping lovia's metrics.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+PROM = {"type": "prometheus", "uid": "prometheus"}
+JAEGER_UID = "jaeger"
+RI = "$__rate_interval"
+AGENT = 'gen_ai_agent_name=~"$agent"'
+MODEL = 'gen_ai_request_model=~"$model"'
+AGENT_MODEL = f"{AGENT}, {MODEL}"
+NO_ERROR = 'error_type=""'
+ERROR = 'error_type!=""'
+CACHE_READ = f'{AGENT_MODEL}, gen_ai_token_type="cache_read"'
+INPUT = f'{AGENT_MODEL}, gen_ai_token_type="input"'
+
+
+def env(vector: str) -> str:
+    """Keep only series whose resource (target_info) matches $environment."""
+    return (
+        f"{vector} * on (job, instance) group_left (deployment_environment_name) "
+        'target_info{deployment_environment_name=~"$environment"}'
+    )
+
+
+def rate(metric: str, selector: str, window: str = RI) -> str:
+    return env(f"rate({metric}{{{selector}}}[{window}])")
+
+
+def sum_rate(by: str, metric: str, selector: str, window: str = RI) -> str:
+    group = f"sum by ({by}) " if by else "sum "
+    return f"{group}({rate(metric, selector, window)})"
+
+
+def ratio(by: str, metric: str, bad: str, total: str, window: str = RI) -> str:
+    """bad/total; 0 (not "no data") when there is traffic but nothing bad."""
+    num = sum_rate(by, metric, f"{total}, {bad}" if total else bad, window)
+    den = sum_rate(by, metric, total, window)
+    return f"({num} or {den} * 0) / {den}"
+
+
+def tool_error_ratio(by: str) -> str:
+    calls = sum_rate(by, "lovia_tool_calls_total", AGENT)
+    return f"({sum_rate(by, 'lovia_tool_errors_total', AGENT)} or {calls} * 0) / {calls}"
+
+
+def quantile(q: float, by: str, metric: str, selector: str) -> str:
+    group = ", ".join(["le", *([by] if by else [])])
+    return f"histogram_quantile({q}, sum by ({group}) ({rate(metric + '_bucket', selector)}))"
+
+
+SERIES_AGENT = "${__field.labels.gen_ai_agent_name}"  # time series: label of the clicked series
+TABLE_AGENT = "${__data.fields.gen_ai_agent_name}"  # table: column of the clicked row
+
+
+def jaeger_links(errors_only: bool = False, agent: str = SERIES_AGENT) -> list[dict]:
+    """Data links to the `invoke_agent {agent}` spans of the clicked agent in Jaeger.
+
+    Only for panels whose series carry `gen_ai_agent_name`.
+    """
+    query = {"queryType": "search", "service": "${service}", "refId": "A"}
+    query["operation"] = f"invoke_agent {agent}"
+    url = "${jaeger_url}/search?service=${service}&operation=invoke_agent%20" + agent
+    if errors_only:
+        query["tags"] = "error=true"
+        url += "&tags=%7B%22error%22%3A%22true%22%7D"
+    url += "&start=${__from}000&end=${__to}000&limit=50"
+    return [
+        {
+            "title": f"Traces of invoke_agent {agent} (Grafana Explore, Jaeger)",
+            "url": "",
+            "internal": {"datasourceUid": JAEGER_UID, "datasourceName": "Jaeger", "query": query},
+        },
+        {"title": f"Traces of invoke_agent {agent} (Jaeger UI)", "url": url, "targetBlank": True},
+    ]
+
+
+class Board:
+    """Accumulates panels on a 24-column grid."""
+
+    def __init__(self, uid: str, title: str, description: str) -> None:
+        self.uid, self.title, self.description = uid, title, description
+        self.panels: list[dict] = []
+        self.x = self.y = self.row_h = 0
+
+    def add(self, kind: str, title: str, targets: list[tuple[str, str]], **opts) -> None:
+        width, height = opts.pop("w", 12), opts.pop("h", 8)
+        if self.x + width > 24:
+            self.x, self.y = 0, self.y + self.row_h
+            self.row_h = 0
+        panel = {
+            "id": len(self.panels) + 1,
+            "type": kind,
+            "title": title,
+            "description": opts.pop("description", ""),
+            "datasource": PROM,
+            "gridPos": {"x": self.x, "y": self.y, "w": width, "h": height},
+            "targets": [_target(i, expr, legend, opts) for i, (expr, legend) in enumerate(targets)],
+            "fieldConfig": {"defaults": _defaults(opts), "overrides": []},
+            "options": _options(kind, opts),
+        }
+        self.panels.append(panel)
+        self.x += width
+        self.row_h = max(self.row_h, height)
+
+    def json(self) -> dict:
+        return {
+            "uid": self.uid,
+            "title": self.title,
+            "description": self.description,
+            "tags": ["lovia"],
+            "schemaVersion": 39,
+            "version": 1,
+            "editable": True,
+            "graphTooltip": 1,
+            "refresh": "30s",
+            "time": {"from": "now-6h", "to": "now"},
+            "timezone": "",
+            "annotations": {"list": []},
+            "links": [
+                {
+                    "title": "lovia dashboards",
+                    "type": "dashboards",
+                    "tags": ["lovia"],
+                    "asDropdown": True,
+                    "includeVars": True,
+                    "keepTime": True,
+                },
+                {
+                    "title": "Jaeger",
+                    "type": "link",
+                    "url": "${jaeger_url}/search?service=${service}",
+                    "targetBlank": True,
+                    "icon": "external link",
+                },
+            ],
+            "templating": {"list": _variables()},
+            "panels": self.panels,
+        }
+
+
+def _target(index: int, expr: str, legend: str, opts: dict) -> dict:
+    target = {"refId": chr(ord("A") + index), "datasource": PROM, "expr": expr}
+    target["legendFormat"] = legend or "__auto"
+    if opts.get("table"):
+        target.update(instant=True, range=False, format="table")
+    return target
+
+
+def _defaults(opts: dict) -> dict:
+    defaults: dict = {"unit": opts.get("unit", "short"), "links": opts.get("links", [])}
+    if "min" in opts:
+        defaults["min"] = opts["min"]
+    if "max" in opts:
+        defaults["max"] = opts["max"]
+    steps = [{"color": "green", "value": None}]
+    if "threshold" in opts:
+        steps.append({"color": "red", "value": opts["threshold"]})
+        defaults["custom"] = {"thresholdsStyle": {"mode": "line+area"}}
+    defaults["thresholds"] = {"mode": "absolute", "steps": steps}
+    return defaults
+
+
+def _options(kind: str, opts: dict) -> dict:
+    if kind == "stat":
+        return {
+            "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
+            "colorMode": "value",
+            "graphMode": "area",
+        }
+    if kind == "table":
+        return {"showHeader": True, "sortBy": [{"displayName": "Value", "desc": True}]}
+    return {
+        "legend": {"displayMode": "table", "placement": "bottom", "calcs": ["mean", "max"]},
+        "tooltip": {"mode": "multi", "sort": "desc"},
+    }
+
+
+def _query_var(name: str, label: str, query: str) -> dict:
+    return {
+        "type": "query",
+        "name": name,
+        "label": label,
+        "datasource": PROM,
+        "definition": query,
+        "query": {"query": query, "refId": f"{name}-variable"},
+        "refresh": 2,
+        "includeAll": True,
+        "multi": True,
+        "allValue": ".*",
+        "current": {"selected": True, "text": ["All"], "value": ["$__all"]},
+        "sort": 1,
+    }
+
+
+def _text_var(name: str, label: str, value: str) -> dict:
+    current = {"selected": False, "text": value, "value": value}
+    return {"type": "textbox", "name": name, "label": label, "query": value, "current": current}
+
+
+def _variables() -> list[dict]:
+    return [
+        _query_var(
+            "environment",
+            "Environment",
+            "label_values(target_info, deployment_environment_name)",
+        ),
+        _query_var("agent", "Agent", "label_values(lovia_runs_total, gen_ai_agent_name)"),
+        _query_var(
+            "model",
+            "Model",
+            "label_values(gen_ai_client_operation_duration_seconds_count, gen_ai_request_model)",
+        ),
+        _text_var("service", "Service (OTEL_SERVICE_NAME, for Jaeger links)", "lovia"),
+        _text_var("jaeger_url", "Jaeger UI URL", "http://localhost:16686"),
+    ]
+
+
+def overview() -> dict:
+    b = Board(
+        "lovia-overview", "lovia / Overview", "Runs, latency, tools and retries of lovia agents."
+    )
+    runs = "lovia_runs_total"
+    run_hist = "gen_ai_invoke_agent_duration_seconds"
+    chat_hist = "gen_ai_client_operation_duration_seconds"
+    b.add("stat", "Runs/s", [(sum_rate("", runs, AGENT), "runs/s")], w=6, h=4, unit="reqps")
+    b.add(
+        "stat",
+        "Run failure ratio",
+        [(ratio("", runs, ERROR, AGENT), "failed")],
+        w=6,
+        h=4,
+        unit="percentunit",
+        threshold=0.01,
+    )
+    b.add(
+        "stat",
+        "p95 run duration",
+        [(quantile(0.95, "", run_hist, AGENT), "p95")],
+        w=6,
+        h=4,
+        unit="s",
+    )
+    b.add(
+        "stat",
+        "Tool error ratio",
+        [(tool_error_ratio(""), "tool errors")],
+        w=6,
+        h=4,
+        unit="percentunit",
+    )
+    b.add(
+        "timeseries",
+        "Runs/s by agent and outcome",
+        [
+            (
+                sum_rate("gen_ai_agent_name, lovia_run_outcome", runs, AGENT),
+                "{{gen_ai_agent_name}} {{lovia_run_outcome}}",
+            )
+        ],
+        unit="reqps",
+        links=jaeger_links(),
+    )
+    b.add(
+        "timeseries",
+        "Run failure ratio by agent",
+        [(ratio("gen_ai_agent_name", runs, ERROR, AGENT), "{{gen_ai_agent_name}}")],
+        unit="percentunit",
+        min=0,
+        threshold=0.01,
+        links=jaeger_links(errors_only=True),
+    )
+    b.add(
+        "timeseries",
+        "Run duration p50 / p95 / p99",
+        [(quantile(q, "", run_hist, AGENT), f"p{int(q * 100)}") for q in (0.5, 0.95, 0.99)],
+        unit="s",
+    )
+    b.add(
+        "timeseries",
+        "Turns per run (p50 / p95 / mean) by agent",
+        [
+            (quantile(0.5, "gen_ai_agent_name", "lovia_turns", AGENT), "p50 {{gen_ai_agent_name}}"),
+            (
+                quantile(0.95, "gen_ai_agent_name", "lovia_turns", AGENT),
+                "p95 {{gen_ai_agent_name}}",
+            ),
+            (
+                f"{sum_rate('gen_ai_agent_name', 'lovia_turns_sum', AGENT)} / "
+                f"{sum_rate('gen_ai_agent_name', 'lovia_turns_count', AGENT)}",
+                "mean {{gen_ai_agent_name}}",
+            ),
+        ],
+        unit="short",
+        links=jaeger_links(),
+    )
+    b.add(
+        "timeseries",
+        "Model-call latency p50 / p95 by model",
+        [
+            (
+                quantile(0.5, "gen_ai_request_model", chat_hist, AGENT_MODEL),
+                "p50 {{gen_ai_request_model}}",
+            ),
+            (
+                quantile(0.95, "gen_ai_request_model", chat_hist, AGENT_MODEL),
+                "p95 {{gen_ai_request_model}}",
+            ),
+        ],
+        unit="s",
+    )
+    b.add(
+        "timeseries",
+        "Time to first chunk p50 / p95 by model (streaming)",
+        [
+            (
+                quantile(
+                    q,
+                    "gen_ai_request_model",
+                    "gen_ai_client_operation_time_to_first_chunk_seconds",
+                    AGENT_MODEL,
+                ),
+                f"p{int(q * 100)} {{{{gen_ai_request_model}}}}",
+            )
+            for q in (0.5, 0.95)
+        ],
+        unit="s",
+    )
+    b.add(
+        "timeseries",
+        "Model calls/s by model and error type",
+        [
+            (
+                sum_rate("gen_ai_request_model, error_type", f"{chat_hist}_count", AGENT_MODEL),
+                "{{gen_ai_request_model}} {{error_type}}",
+            )
+        ],
+        unit="reqps",
+    )
+    b.add(
+        "timeseries",
+        "Provider retries/s by provider, model and error type",
+        [
+            (
+                sum_rate(
+                    "gen_ai_provider_name, gen_ai_request_model, error_type",
+                    "lovia_provider_retries_total",
+                    MODEL,
+                ),
+                "{{gen_ai_provider_name}} {{gen_ai_request_model}} {{error_type}}",
+            )
+        ],
+        unit="reqps",
+    )
+    b.add(
+        "timeseries",
+        "Tool calls/s by tool",
+        [(sum_rate("gen_ai_tool_name", "lovia_tool_calls_total", AGENT), "{{gen_ai_tool_name}}")],
+        unit="reqps",
+    )
+    b.add(
+        "timeseries",
+        "Tool error ratio by tool",
+        [(tool_error_ratio("gen_ai_tool_name"), "{{gen_ai_tool_name}}")],
+        unit="percentunit",
+        min=0,
+    )
+    b.add(
+        "timeseries",
+        "Tool duration p95 by tool",
+        [
+            (
+                quantile(0.95, "gen_ai_tool_name", "gen_ai_execute_tool_duration_seconds", AGENT),
+                "{{gen_ai_tool_name}}",
+            )
+        ],
+        unit="s",
+    )
+    b.add(
+        "timeseries",
+        "Compactions/s by agent and kind",
+        [
+            (
+                sum_rate(
+                    "gen_ai_agent_name, lovia_compaction_kind", "lovia_compactions_total", AGENT
+                ),
+                "{{gen_ai_agent_name}} {{lovia_compaction_kind}}",
+            )
+        ],
+        unit="reqps",
+    )
+    return b.json()
+
+
+def cost() -> dict:
+    b = Board("lovia-cost", "lovia / Cost", "Spend (USD) and tokens of lovia agents.")
+    c, t = "lovia_cost_total", "lovia_tokens_total"
+    by_model = "gen_ai_provider_name, gen_ai_request_model"
+    spend_range = f"sum({env(f'increase({c}{{{AGENT_MODEL}}}[$__range])')})"
+    cache = f"{sum_rate('', t, CACHE_READ)} / {sum_rate('', t, INPUT)}"
+    per_run = f"{sum_rate('', c, AGENT_MODEL)} / {sum_rate('', 'lovia_runs_total', AGENT)}"
+    b.add("stat", "Spend in time range", [(spend_range, "USD")], w=6, h=4, unit="currencyUSD")
+    b.add(
+        "stat",
+        "USD per hour (now)",
+        [(f"{sum_rate('', c, AGENT_MODEL)} * 3600", "USD/h")],
+        w=6,
+        h=4,
+        unit="currencyUSD",
+    )
+    b.add(
+        "stat",
+        "Cache hit ratio (cache_read / input)",
+        [(cache, "hit ratio")],
+        w=6,
+        h=4,
+        unit="percentunit",
+    )
+    b.add("stat", "Cost per run", [(per_run, "USD/run")], w=6, h=4, unit="currencyUSD")
+    b.add(
+        "timeseries",
+        "USD per hour by agent",
+        [(f"{sum_rate('gen_ai_agent_name', c, AGENT_MODEL)} * 3600", "{{gen_ai_agent_name}}")],
+        unit="currencyUSD",
+        links=jaeger_links(),
+    )
+    b.add(
+        "timeseries",
+        "USD per hour by model",
+        [
+            (
+                f"{sum_rate(by_model, c, AGENT_MODEL)} * 3600",
+                "{{gen_ai_provider_name}} {{gen_ai_request_model}}",
+            )
+        ],
+        unit="currencyUSD",
+    )
+    b.add(
+        "timeseries",
+        "USD per day (rolling 24 h) by agent",
+        [
+            (
+                f"sum by (gen_ai_agent_name) ({env(f'increase({c}{{{AGENT_MODEL}}}[1d])')})",
+                "{{gen_ai_agent_name}}",
+            )
+        ],
+        unit="currencyUSD",
+    )
+    b.add(
+        "timeseries",
+        "USD per day (rolling 24 h) by model",
+        [
+            (
+                f"sum by ({by_model}) ({env(f'increase({c}{{{AGENT_MODEL}}}[1d])')})",
+                "{{gen_ai_provider_name}} {{gen_ai_request_model}}",
+            )
+        ],
+        unit="currencyUSD",
+    )
+    b.add(
+        "timeseries",
+        "Tokens/s by type",
+        [(sum_rate("gen_ai_token_type", t, AGENT_MODEL), "{{gen_ai_token_type}}")],
+        description="cache_read/cache_write are subsets of input; reasoning is a subset of output.",
+        unit="short",
+    )
+    b.add(
+        "timeseries",
+        "Cache hit ratio by model (cache_read / input)",
+        [
+            (
+                f"{sum_rate(by_model, t, CACHE_READ)} / {sum_rate(by_model, t, INPUT)}",
+                "{{gen_ai_request_model}}",
+            )
+        ],
+        unit="percentunit",
+        min=0,
+        max=1,
+    )
+    b.add(
+        "timeseries",
+        "Cost per run by agent",
+        [
+            (
+                f"{sum_rate('gen_ai_agent_name', c, AGENT_MODEL)} / "
+                f"{sum_rate('gen_ai_agent_name', 'lovia_runs_total', AGENT)}",
+                "{{gen_ai_agent_name}}",
+            )
+        ],
+        unit="currencyUSD",
+        links=jaeger_links(),
+    )
+    b.add(
+        "timeseries",
+        "Tokens per model call p95 by model and type",
+        [
+            (
+                quantile(
+                    0.95,
+                    "gen_ai_request_model, gen_ai_token_type",
+                    "gen_ai_client_token_usage",
+                    AGENT_MODEL,
+                ),
+                "{{gen_ai_request_model}} {{gen_ai_token_type}}",
+            )
+        ],
+        unit="short",
+    )
+    b.add(
+        "table",
+        "Top spenders in time range (agent x model)",
+        [
+            (
+                f"topk(10, sum by (gen_ai_agent_name, {by_model}) "
+                f"({env(f'increase({c}{{{AGENT_MODEL}}}[$__range])')}))",
+                "",
+            )
+        ],
+        w=24,
+        unit="currencyUSD",
+        table=True,
+        links=jaeger_links(agent=TABLE_AGENT),
+    )
+    return b.json()
+
+
+def _burn(window: str) -> str:
+    return (
+        f"lovia:run_failure:ratio_rate{window}{{{AGENT}}} / scalar(1 - lovia:run_success:objective)"
+    )
+
+
+def slo() -> dict:
+    b = Board(
+        "lovia-slo",
+        "lovia / SLO",
+        "Run success SLO (objective from the recording rule "
+        "lovia:run_success:objective, 99 % by default) and error-budget burn rates.",
+    )
+    runs = "lovia_runs_total"
+    success_30d = f"1 - {ratio('', runs, ERROR, AGENT, '30d')}"
+    budget_30d = (
+        f"1 - ({ratio('', runs, ERROR, AGENT, '30d')}) / scalar(1 - lovia:run_success:objective)"
+    )
+    b.add(
+        "stat", "Run success ratio (30 d)", [(success_30d, "success")], w=6, h=4, unit="percentunit"
+    )
+    b.add(
+        "stat",
+        "Objective",
+        [("lovia:run_success:objective", "objective")],
+        w=6,
+        h=4,
+        unit="percentunit",
+    )
+    b.add(
+        "stat",
+        "Error budget remaining (30 d)",
+        [(budget_30d, "remaining")],
+        w=6,
+        h=4,
+        unit="percentunit",
+    )
+    b.add(
+        "table",
+        "Firing / pending lovia alerts",
+        [
+            (
+                "sum by (alertname, alertstate, gen_ai_agent_name, severity) "
+                '(ALERTS{alertname=~"Lovia.*"})',
+                "",
+            )
+        ],
+        w=6,
+        h=4,
+        table=True,
+    )
+    b.add(
+        "timeseries",
+        "Run success ratio vs objective by agent",
+        [
+            (f"1 - {ratio('gen_ai_agent_name', runs, ERROR, AGENT)}", "{{gen_ai_agent_name}}"),
+            ("lovia:run_success:objective", "objective"),
+        ],
+        unit="percentunit",
+        max=1,
+        links=jaeger_links(errors_only=True),
+    )
+    b.add(
+        "timeseries",
+        "Error budget remaining (30 d) by agent",
+        [
+            (
+                f"1 - ({ratio('gen_ai_agent_name', runs, ERROR, AGENT, '30d')}) / "
+                "scalar(1 - lovia:run_success:objective)",
+                "{{gen_ai_agent_name}}",
+            )
+        ],
+        unit="percentunit",
+        max=1,
+    )
+    pairs = (
+        ("1h", "5m", 14.4, "page"),
+        ("6h", "30m", 6, "page"),
+        ("1d", "2h", 3, "ticket"),
+        ("3d", "6h", 1, "ticket"),
+    )
+    for long, short, burn, severity in pairs:
+        b.add(
+            "timeseries",
+            f"Burn rate {long} & {short} ({severity} at {burn}x)",
+            [
+                (_burn(long), f"{{{{gen_ai_agent_name}}}} {long}"),
+                (_burn(short), f"{{{{gen_ai_agent_name}}}} {short}"),
+            ],
+            description="Burn rate = failure ratio / (1 - objective). Both windows above "
+            f"{burn} for one agent (with at least 20 runs in {long}) fire the alert. "
+            "From the recording rules the alerts use: per agent, all environments.",
+            unit="short",
+            min=0,
+            threshold=burn,
+            w=6,
+            links=jaeger_links(errors_only=True),
+        )
+    b.add(
+        "timeseries",
+        "Failed runs/s by error type",
+        [
+            (
+                sum_rate("gen_ai_agent_name, error_type", runs, f"{AGENT}, {ERROR}"),
+                "{{gen_ai_agent_name}} {{error_type}}",
+            )
+        ],
+        unit="reqps",
+        links=jaeger_links(errors_only=True),
+    )
+    b.add(
+        "timeseries",
+        "Runs/s by finish reason",
+        [(sum_rate("lovia_run_finish_reason", runs, AGENT), "{{lovia_run_finish_reason}}")],
+        unit="reqps",
+    )
+    return b.json()
+
+
+BOARDS = {"lovia-overview.json": overview, "lovia-cost.json": cost, "lovia-slo.json": slo}
+
+
+def render() -> dict[str, str]:
+    return {name: json.dumps(build(), indent=2) + "\n" for name, build in BOARDS.items()}
+
+
+def main() -> int:
+    here = Path(__file__).resolve().parent
+    for name, text in render().items():
+        (here / name).write_text(text)
+        print(f"wrote {here / name}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,171 @@
+"""Grafana dashboards: structure, datasources, variables, Jaeger links, PromQL syntax."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from pathlib import Path
+
+import pytest
+from ops_helpers import (
+    DASHBOARDS,
+    SUBSTITUTIONS,
+    Query,
+    dashboard_queries,
+    datasource_uids,
+    iter_panels,
+    load_dashboards,
+    promtool_check_exprs,
+    rule_queries,
+)
+
+EXPECTED = {"lovia-overview.json", "lovia-cost.json", "lovia-slo.json"}
+RAW_METRIC = re.compile(r"\b(lovia_[a-z_]+|gen_ai_[a-z_]+)\{")
+
+
+def _walk(node, path=""):
+    """Yield (path, dict) for every dict nested in a JSON document."""
+    if isinstance(node, dict):
+        yield path, node
+        for key, value in node.items():
+            yield from _walk(value, f"{path}.{key}")
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            yield from _walk(value, f"{path}[{index}]")
+
+
+@pytest.fixture(scope="module")
+def dashboards() -> dict[str, dict]:
+    return load_dashboards()
+
+
+def test_expected_dashboards_exist(dashboards: dict[str, dict]) -> None:
+    assert set(dashboards) >= EXPECTED
+    uids = [d["uid"] for d in dashboards.values()]
+    assert len(uids) == len(set(uids))
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_dashboard_structure(dashboards: dict[str, dict], name: str) -> None:
+    dashboard = dashboards[name]
+    assert dashboard["schemaVersion"] >= 39
+    panels = iter_panels(dashboard)
+    assert len(panels) >= 8
+    ids = [p["id"] for p in panels]
+    assert len(ids) == len(set(ids)), f"duplicate panel ids in {name}"
+    for panel in panels:
+        grid = panel["gridPos"]
+        assert grid["x"] >= 0, panel["title"]
+        assert grid["x"] + grid["w"] <= 24, panel["title"]
+        assert panel["targets"], f"{name}: panel {panel['title']!r} has no targets"
+        ref_ids = [t["refId"] for t in panel["targets"]]
+        assert len(ref_ids) == len(set(ref_ids)), panel["title"]
+        for target in panel["targets"]:
+            assert target.get("expr", "").strip(), f"{name}: {panel['title']} has an empty expr"
+            assert target["datasource"]["uid"] == "prometheus"
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_template_variables(dashboards: dict[str, dict], name: str) -> None:
+    variables = {v["name"]: v for v in dashboards[name]["templating"]["list"]}
+    assert {"agent", "model", "environment"} <= set(variables)
+    environment = variables["environment"]["definition"]
+    assert environment == "label_values(target_info, deployment_environment_name)"
+    for key in ("agent", "model", "environment"):
+        assert variables[key]["includeAll"]
+        assert variables[key]["allValue"] == ".*"
+
+
+def test_every_datasource_uid_is_provisioned(dashboards: dict[str, dict]) -> None:
+    provisioned = datasource_uids()
+    assert provisioned >= {"prometheus", "jaeger"}
+    seen = set()
+    for name, dashboard in dashboards.items():
+        for path, node in _walk(dashboard):
+            uid = node.get("uid") if path.endswith(".datasource") else node.get("datasourceUid")
+            if uid is not None:
+                assert uid in provisioned, f"{name}{path}: unknown datasource uid {uid!r}"
+                seen.add(uid)
+    assert seen == {"prometheus", "jaeger"}
+
+
+def test_raw_metric_queries_filter_by_environment() -> None:
+    for query in dashboard_queries():
+        if RAW_METRIC.search(query.expr):
+            assert 'target_info{deployment_environment_name=~"$environment"}' in query.expr, (
+                query.source
+            )
+            assert "$agent" in query.expr or "$model" in query.expr, query.source
+
+
+def test_only_known_template_variables_are_used() -> None:
+    known = set(SUBSTITUTIONS)
+    for query in dashboard_queries():
+        used = set(re.findall(r"\$[_a-zA-Z]+", query.expr))
+        assert used <= known, f"{query.source}: {used - known}"
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_jaeger_data_links(dashboards: dict[str, dict], name: str) -> None:
+    internal, external = [], []
+    for panel in iter_panels(dashboards[name]):
+        for link in panel["fieldConfig"]["defaults"].get("links", []):
+            if "internal" in link:
+                internal.append(link["internal"])
+            else:
+                external.append(link["url"])
+    assert internal, f"{name} has no panel linking to the Jaeger datasource"
+    for link in internal:
+        assert link["datasourceUid"] == "jaeger"
+        assert link["query"]["service"] == "${service}"
+        assert link["query"]["operation"].startswith("invoke_agent ")
+    assert all(url.startswith("${jaeger_url}/search?service=${service}") for url in external)
+
+
+def test_dashboards_cover_required_metrics() -> None:
+    exprs = " ".join(q.expr for q in dashboard_queries())
+    for metric in (
+        "lovia_runs_total",
+        "lovia_turns_bucket",
+        "lovia_cost_total",
+        "lovia_tokens_total",
+        "lovia_tool_calls_total",
+        "lovia_tool_errors_total",
+        "lovia_provider_retries_total",
+        "lovia_compactions_total",
+        "gen_ai_client_token_usage_bucket",
+        "gen_ai_client_operation_duration_seconds_bucket",
+        "gen_ai_client_operation_time_to_first_chunk_seconds_bucket",
+        "gen_ai_invoke_agent_duration_seconds_bucket",
+        "gen_ai_execute_tool_duration_seconds_bucket",
+        "lovia:run_failure:ratio_rate5m",
+        "lovia:run_failure:ratio_rate3d",
+        "topk(",
+    ):
+        assert metric in exprs, metric
+    for token_type in ("cache_read", "input"):
+        assert f'gen_ai_token_type="{token_type}"' in exprs
+
+
+def test_every_expression_parses(promtool: str, tmp_path: Path) -> None:
+    queries = dashboard_queries() + rule_queries()
+    errors = promtool_check_exprs(promtool, queries, tmp_path)
+    assert not errors, errors
+
+
+def test_expression_check_detects_bad_promql(promtool: str, tmp_path: Path) -> None:
+    first = dashboard_queries()[0]
+    bad = [Query(first.source, first.expr + " +")]
+    assert "parse error" in promtool_check_exprs(promtool, bad, tmp_path)
+
+
+def test_json_matches_generator() -> None:
+    spec = importlib.util.spec_from_file_location("lovia_dash_gen", DASHBOARDS / "generate.py")
+    assert spec
+    assert spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    for name, text in module.render().items():
+        assert (DASHBOARDS / name).read_text() == text, (
+            f"run python dashboards/generate.py ({name})"
+        )

@@ -1,0 +1,233 @@
+"""Synthetic lovia workload exposing metrics on a Prometheus scrape endpoint.
+
+Run as a separate process by ``test_prometheus_live.py``::
+
+    python tests/ops/workload.py --port 9464
+
+``LOVIA_OPS_WORKLOAD`` selects the source of the telemetry:
+
+* ``sdk`` (default): emit lovia's metric contract with the OpenTelemetry SDK directly
+  (``emit_with_sdk``), so dashboards and rules can be tested before lovia's telemetry
+  module exists.
+* ``lovia``: run scripted lovia agents (``emit_with_lovia``) - not implemented yet.
+
+The workload keeps emitting until it is terminated. 20 % of runs fail (a few others
+pause for approval), so every SLO burn-rate alert (thresholds 14.4 %, 6 %, 3 % and 1 %
+at a 99 % objective) fires against it; runs also produce tool calls, tool errors,
+provider retries, compactions, cost and tokens.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from opentelemetry.metrics import Counter, Histogram, Meter
+
+AGENTS = ("triage", "researcher")
+MODELS = (("openai", "gpt-4o-mini"), ("anthropic", "claude-sonnet-4"))
+TOOLS = ("search", "fetch_url")
+FAILURES = (("ProviderError", "error"), ("MaxTurnsExceeded", "max_turns"))
+TOKEN_BUCKETS = tuple(float(4**i) for i in range(14))  # 1 .. 67108864
+CLIENT_BUCKETS = tuple(0.01 * 2**i for i in range(14))  # 0.01 .. 81.92
+AGENT_BUCKETS = tuple(0.1 * 2**i for i in range(13))  # 0.1 .. 409.6
+TURN_BUCKETS = tuple(float(2**i) for i in range(10))  # 1 .. 512
+FAILURE_EVERY = 5  # one run in five fails -> failure ratio 0.2
+
+
+@dataclass
+class Instruments:
+    """lovia's metric contract (OTel instrument names, units and buckets)."""
+
+    token_usage: Histogram
+    client_duration: Histogram
+    first_chunk: Histogram
+    agent_duration: Histogram
+    tool_duration: Histogram
+    runs: Counter
+    turns: Histogram
+    cost: Counter
+    tokens: Counter
+    tool_calls: Counter
+    tool_errors: Counter
+    retries: Counter
+    compactions: Counter
+
+
+def _views() -> list:
+    from opentelemetry.sdk.metrics.view import ExplicitBucketHistogramAggregation, View
+
+    buckets = {
+        "gen_ai.client.token.usage": TOKEN_BUCKETS,
+        "gen_ai.client.operation.duration": CLIENT_BUCKETS,
+        "gen_ai.client.operation.time_to_first_chunk": CLIENT_BUCKETS,
+        "gen_ai.invoke_agent.duration": AGENT_BUCKETS,
+        "gen_ai.execute_tool.duration": CLIENT_BUCKETS,
+        "lovia.turns": TURN_BUCKETS,
+    }
+    return [
+        View(instrument_name=name, aggregation=ExplicitBucketHistogramAggregation(bounds))
+        for name, bounds in buckets.items()
+    ]
+
+
+def make_instruments(meter: Meter) -> Instruments:
+    hist, counter = meter.create_histogram, meter.create_counter
+    return Instruments(
+        token_usage=hist("gen_ai.client.token.usage", unit="{token}"),
+        client_duration=hist("gen_ai.client.operation.duration", unit="s"),
+        first_chunk=hist("gen_ai.client.operation.time_to_first_chunk", unit="s"),
+        agent_duration=hist("gen_ai.invoke_agent.duration", unit="s"),
+        tool_duration=hist("gen_ai.execute_tool.duration", unit="s"),
+        runs=counter("lovia.runs", unit="{run}"),
+        turns=hist("lovia.turns", unit="{turn}"),
+        cost=counter("lovia.cost", unit="{USD}"),
+        tokens=counter("lovia.tokens", unit="{token}"),
+        tool_calls=counter("lovia.tool.calls", unit="{call}"),
+        tool_errors=counter("lovia.tool.errors", unit="{error}"),
+        retries=counter("lovia.provider.retries", unit="{retry}"),
+        compactions=counter("lovia.compactions", unit="{compaction}"),
+    )
+
+
+def _model_call(ins: Instruments, agent: str, provider: str, model: str, rnd) -> None:
+    base = {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.provider.name": provider,
+        "gen_ai.request.model": model,
+        "gen_ai.response.model": model,
+        "gen_ai.agent.name": agent,
+    }
+    input_tokens, output_tokens = rnd.randint(200, 4000), rnd.randint(20, 600)
+    ins.token_usage.record(input_tokens, {**base, "gen_ai.token.type": "input"})
+    ins.token_usage.record(output_tokens, {**base, "gen_ai.token.type": "output"})
+    ins.client_duration.record(rnd.uniform(0.2, 3.0), base)
+    ins.first_chunk.record(rnd.uniform(0.05, 0.8), base)
+    short = {"gen_ai.agent.name": agent, "gen_ai.provider.name": provider}
+    short["gen_ai.request.model"] = model
+    split = {
+        "input": input_tokens,
+        "output": output_tokens,
+        "cache_read": input_tokens // 2,
+        "cache_write": input_tokens // 10,
+        "reasoning": output_tokens // 4,
+    }
+    for kind, count in split.items():
+        ins.tokens.add(count, {**short, "gen_ai.token.type": kind})
+    ins.cost.add(input_tokens * 2.5e-6 + output_tokens * 1e-5, short)
+
+
+def _tool_call(ins: Instruments, agent: str, tool: str, fail: bool, rnd) -> None:
+    attrs = {"gen_ai.tool.name": tool, "gen_ai.agent.name": agent}
+    ins.tool_calls.add(1, attrs)
+    if fail:
+        ins.tool_errors.add(1, {**attrs, "error.type": "ToolError"})
+        ins.tool_duration.record(rnd.uniform(0.01, 0.5), {**attrs, "error.type": "ToolError"})
+    else:
+        ins.tool_duration.record(rnd.uniform(0.01, 0.5), attrs)
+
+
+def _retry_and_failed_call(ins: Instruments, provider: str, model: str, agent: str) -> None:
+    """A rate-limited model call that lovia retried."""
+    error = {"gen_ai.request.model": model, "error.type": "RateLimitError"}
+    ins.retries.add(1, {**error, "gen_ai.provider.name": provider})
+    attrs = {**error, "gen_ai.operation.name": "chat", "gen_ai.provider.name": provider}
+    ins.client_duration.record(0.05, {**attrs, "gen_ai.agent.name": agent})
+
+
+def _run_result(index: int) -> tuple[str, str, str]:
+    """(outcome, finish_reason, error_type) of the index-th run."""
+    if index % FAILURE_EVERY == 0:
+        error_type, finish_reason = FAILURES[index % len(FAILURES)]
+        return "failed", finish_reason, error_type
+    if index % 11 == 0:
+        return "paused", "approval_pending", ""
+    return "completed", "stop", ""
+
+
+def one_run(ins: Instruments, index: int, rnd: random.Random) -> None:
+    """Emit the telemetry of one scripted agent run."""
+    agent = AGENTS[index % len(AGENTS)]
+    provider, model = MODELS[(index // 2) % len(MODELS)]
+    turns = rnd.randint(1, 6)
+    for turn in range(turns):
+        _model_call(ins, agent, provider, model, rnd)
+        _tool_call(ins, agent, TOOLS[turn % len(TOOLS)], fail=(index + turn) % 7 == 0, rnd=rnd)
+    if index % 3 == 0:
+        _retry_and_failed_call(ins, provider, model, agent)
+    if index % 4 == 0:
+        kind = ("evict", "clear", "summarize")[index % 3]
+        ins.compactions.add(1, {"gen_ai.agent.name": agent, "lovia.compaction.kind": kind})
+    outcome, finish, error_type = _run_result(index)
+    run_attrs = {
+        "gen_ai.agent.name": agent,
+        "lovia.run.outcome": outcome,
+        "lovia.run.finish_reason": finish,
+    }
+    duration_attrs = {
+        "gen_ai.agent.name": agent,
+        "gen_ai.operation.name": "invoke_agent",
+        "gen_ai.request.model": model,
+    }
+    if error_type:
+        run_attrs["error.type"] = error_type
+        duration_attrs["error.type"] = error_type
+    ins.runs.add(1, run_attrs)
+    ins.turns.record(turns, {"gen_ai.agent.name": agent, "lovia.run.outcome": outcome})
+    ins.agent_duration.record(rnd.uniform(0.5, 30.0), duration_attrs)
+
+
+def emit_with_sdk(port: int, runs_per_second: float, stop: Callable[[], bool]) -> None:
+    """Emit lovia's metric contract with the OpenTelemetry SDK (no lovia code)."""
+    from opentelemetry.exporter.prometheus import PrometheusMetricReader
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.resources import Resource
+    from prometheus_client import start_http_server
+
+    resource = Resource.create(
+        {"service.name": "lovia-ops-workload", "deployment.environment.name": "ci"}
+    )
+    provider = MeterProvider(
+        resource=resource, metric_readers=[PrometheusMetricReader()], views=_views()
+    )
+    ins = make_instruments(provider.get_meter("lovia", "0.0.0"))
+    start_http_server(port, addr="127.0.0.1")
+    rnd = random.Random(42)
+    index = 0
+    while not stop():
+        one_run(ins, index, rnd)
+        index += 1
+        time.sleep(1.0 / runs_per_second)
+
+
+def emit_with_lovia(port: int, runs_per_second: float, stop: Callable[[], bool]) -> None:
+    """Run scripted lovia agents (fake provider, scripted tools) with real telemetry."""
+    # TODO(issue 10): once lovia.telemetry lands, configure it with a
+    # PrometheusMetricReader + start_http_server(port, addr="127.0.0.1"), then loop
+    # scripted agent runs (fake provider): successes, ProviderError / MaxTurnsExceeded
+    # failures (~20 %), tool calls with errors, provider retries and compactions.
+    raise NotImplementedError("lovia telemetry is not available yet; use LOVIA_OPS_WORKLOAD=sdk")
+
+
+WORKLOADS = {"sdk": emit_with_sdk, "lovia": emit_with_lovia}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--runs-per-second", type=float, default=20.0)
+    parser.add_argument("--seconds", type=float, default=0.0, help="0 = until killed")
+    args = parser.parse_args(argv)
+    kind = os.environ.get("LOVIA_OPS_WORKLOAD", "sdk")
+    if kind not in WORKLOADS:
+        parser.error(f"LOVIA_OPS_WORKLOAD must be one of {sorted(WORKLOADS)}, got {kind!r}")
+    deadline = time.monotonic() + args.seconds if args.seconds else float("inf")
+    WORKLOADS[kind](args.port, args.runs_per_second, lambda: time.monotonic() > deadline)
+
+
+if __name__ == "__main__":
+    main()
