@@ -31,3 +31,20 @@ __all__ = [
     "ToolCallChunk",
     "ToolSpec",
 ]
+
+
+def __getattr__(name: str) -> object:
+    # adapters are imported on first use so `import lovia` stays fast
+    lazy = {
+        "OpenAIChat": "openai_chat",
+        "OpenAIResponses": "openai_responses",
+        "Anthropic": "anthropic",
+        "RetryPolicy": "_http",
+        "resolve_model": "registry",
+        "register_provider": "registry",
+    }
+    if name in lazy:
+        import importlib
+
+        return getattr(importlib.import_module(f".{lazy[name]}", __name__), name)
+    raise AttributeError(name)

@@ -149,12 +149,50 @@ def resolve_api_key(explicit: str | None, env_var: str, base_url: str, what: str
 # --------------------------------------------------------------------------- profiles
 
 _OPENAI_FAMILIES: tuple[tuple[str, ModelProfile], ...] = (
-    ("gpt-4.1", ModelProfile(native_json_schema=True, context_window=1_047_576, max_output_tokens=32_768)),
-    ("gpt-4o", ModelProfile(native_json_schema=True, context_window=128_000, max_output_tokens=16_384)),
-    ("gpt-5", ModelProfile(native_json_schema=True, reasoning=True, context_window=400_000, max_output_tokens=128_000)),
-    ("o1", ModelProfile(native_json_schema=True, reasoning=True, context_window=200_000, max_output_tokens=100_000)),
-    ("o3", ModelProfile(native_json_schema=True, reasoning=True, context_window=200_000, max_output_tokens=100_000)),
-    ("o4", ModelProfile(native_json_schema=True, reasoning=True, context_window=200_000, max_output_tokens=100_000)),
+    (
+        "gpt-4.1",
+        ModelProfile(native_json_schema=True, context_window=1_047_576, max_output_tokens=32_768),
+    ),
+    (
+        "gpt-4o",
+        ModelProfile(native_json_schema=True, context_window=128_000, max_output_tokens=16_384),
+    ),
+    (
+        "gpt-5",
+        ModelProfile(
+            native_json_schema=True,
+            reasoning=True,
+            context_window=400_000,
+            max_output_tokens=128_000,
+        ),
+    ),
+    (
+        "o1",
+        ModelProfile(
+            native_json_schema=True,
+            reasoning=True,
+            context_window=200_000,
+            max_output_tokens=100_000,
+        ),
+    ),
+    (
+        "o3",
+        ModelProfile(
+            native_json_schema=True,
+            reasoning=True,
+            context_window=200_000,
+            max_output_tokens=100_000,
+        ),
+    ),
+    (
+        "o4",
+        ModelProfile(
+            native_json_schema=True,
+            reasoning=True,
+            context_window=200_000,
+            max_output_tokens=100_000,
+        ),
+    ),
     ("gpt-4-turbo", ModelProfile(context_window=128_000, max_output_tokens=4_096)),
     ("gpt-3.5-turbo", ModelProfile(context_window=16_385, max_output_tokens=4_096)),
 )
@@ -179,9 +217,7 @@ def anthropic_profile(model: str) -> ModelProfile:
     older = model.startswith(("claude-3-", "claude-2", "claude-instant")) and not model.startswith(
         "claude-3-7"
     )
-    return ModelProfile(
-        native_json_schema=False, reasoning=not older, context_window=200_000
-    )
+    return ModelProfile(native_json_schema=False, reasoning=not older, context_window=200_000)
 
 
 # --------------------------------------------------------------------------- base class

@@ -46,10 +46,10 @@ from .base import ModelResponse, ReasoningChunk, RetryNotice, StreamItem, TextCh
 
 __all__ = [
     "HttpSeam",
-    "as_dict",
-    "as_list",
     "RetryPolicy",
     "StreamDecoder",
+    "as_dict",
+    "as_list",
     "error_from_payload",
     "error_from_response",
     "error_from_transport",
@@ -169,9 +169,7 @@ def parse_retry_after(headers: Mapping[str, str], message: str = "") -> float | 
     match = _TRY_AGAIN.search(message)
     if match:
         return parse_duration(match.group(1))
-    resets = [
-        parse_duration(v) for k, v in lower.items() if k.startswith("x-ratelimit-reset-")
-    ]
+    resets = [parse_duration(v) for k, v in lower.items() if k.startswith("x-ratelimit-reset-")]
     known = [r for r in resets if r is not None]
     return max(known) if known else None
 
@@ -190,8 +188,15 @@ _TOKEN_PATTERNS = (
     re.compile(r"(?P<tokens>[\d,]+) tokens > (?P<limit>[\d,]+) maximum"),
     # OpenAI / DeepSeek / vLLM: "maximum context length is 4097 tokens. However, you
     # requested 4120 tokens" or "... and your request has 3500 input tokens"
-    re.compile(r"maximum context length is (?P<limit>[\d,]+) tokens.*?(?P<tokens>[\d,]+) (?:input )?tokens", re.S),
-    re.compile(r"(?P<tokens>[\d,]+) tokens exceeds? .*?(?:limit|maximum|context)[^\d]*(?P<limit>[\d,]+)", re.S),
+    re.compile(
+        r"maximum context length is (?P<limit>[\d,]+) tokens"
+        r".*?(?P<tokens>[\d,]+) (?:input )?tokens",
+        re.S,
+    ),
+    re.compile(
+        r"(?P<tokens>[\d,]+) tokens exceeds? .*?(?:limit|maximum|context)[^\d]*(?P<limit>[\d,]+)",
+        re.S,
+    ),
 )
 _TYPE_STATUS = {
     "overloaded_error": 529,
@@ -335,7 +340,9 @@ def _classify_status(
         )
     if effective in (401, 403):
         return AuthenticationError(
-            what, "Check the API key (environment variable or api_key=) and its permissions.", **common
+            what,
+            "Check the API key (environment variable or api_key=) and its permissions.",
+            **common,
         )
     if effective in (400, 413, 422):
         return BadRequest(
@@ -350,7 +357,9 @@ def _classify_status(
             retry_after=parse_retry_after(headers, info.message),
             **common,
         )
-    return ProviderError(what, "Unexpected provider answer; see the message.", retryable=retryable, **common)
+    return ProviderError(
+        what, "Unexpected provider answer; see the message.", retryable=retryable, **common
+    )
 
 
 def _should_retry_override(error: ProviderError, headers: Mapping[str, str]) -> ProviderError:
@@ -419,8 +428,10 @@ def error_from_transport(exc: BaseException, provider: str, base_url: str) -> Pr
 
 def is_transport_error(exc: BaseException) -> bool:
     names = {cls.__name__ for cls in type(exc).__mro__}
-    return "TransportError" in names or bool(names & {*_CONNECT, *_TIMEOUT, *_BROKEN}) or (
-        isinstance(exc, OSError)
+    return (
+        "TransportError" in names
+        or bool(names & {*_CONNECT, *_TIMEOUT, *_BROKEN})
+        or (isinstance(exc, OSError))
     )
 
 

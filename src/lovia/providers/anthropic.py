@@ -234,7 +234,10 @@ def _block_entry(block: Mapping[str, Any], message_id: str, provider: str) -> Re
         )
     if kind == "redacted_thinking":
         return ReasoningEntry(
-            redacted=True, encrypted=str(block.get("data", "")), provider=provider, message_id=message_id
+            redacted=True,
+            encrypted=str(block.get("data", "")),
+            provider=provider,
+            message_id=message_id,
         )
     if kind == "tool_use":
         return ToolCallEntry(
@@ -349,9 +352,15 @@ class AnthropicStreamDecoder:
         block = self._block(index)
         kind = delta.get("type")
         if kind == "signature_delta":
-            block.data["signature"] = block.data.get("signature", "") + str(delta.get("signature", ""))
+            block.data["signature"] = block.data.get("signature", "") + str(
+                delta.get("signature", "")
+            )
             return []
-        field = {"text_delta": "text", "thinking_delta": "thinking", "input_json_delta": "partial_json"}
+        field = {
+            "text_delta": "text",
+            "thinking_delta": "thinking",
+            "input_json_delta": "partial_json",
+        }
         key = field.get(str(kind))
         piece = delta.get(key) if key else None
         if not isinstance(piece, str) or not piece:
@@ -361,7 +370,9 @@ class AnthropicStreamDecoder:
             return [TextChunk(piece)]
         if kind == "thinking_delta":
             return [ReasoningChunk(piece)]
-        return [] if block.call_index is None else [ToolCallChunk(block.call_index, None, None, piece)]
+        return (
+            [] if block.call_index is None else [ToolCallChunk(block.call_index, None, None, piece)]
+        )
 
     @property
     def message_id(self) -> str:
@@ -381,7 +392,9 @@ class AnthropicStreamDecoder:
 
     def partial(self) -> ModelResponse:
         text = "".join(
-            "".join(b.parts) for _, b in sorted(self._blocks.items()) if b.start.get("type") == "text"
+            "".join(b.parts)
+            for _, b in sorted(self._blocks.items())
+            if b.start.get("type") == "text"
         )
         calls = [
             e

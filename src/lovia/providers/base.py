@@ -86,9 +86,14 @@ class ModelSettings:
         """These settings with every non-None field of ``other`` on top."""
         if other is None:
             return self
-        changes = {k: v for k, v in other.to_dict().items() if k != "extra"}
-        extra = {**self.extra, **other.extra}
-        return ModelSettings(**{**self.to_dict(), **changes, "extra": extra})
+        from dataclasses import replace
+
+        changes: dict[str, Any] = {
+            name: getattr(other, name)
+            for name in self.__slots__  # type: ignore[attr-defined]
+            if name != "extra" and getattr(other, name) is not None
+        }
+        return replace(self, **changes, extra={**self.extra, **other.extra})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -108,9 +108,7 @@ def chat_messages(request: ModelRequest) -> list[dict[str, Any]]:
 
 
 def _tool_messages(turn: ToolResultsTurn) -> list[dict[str, Any]]:
-    return [
-        {"role": "tool", "tool_call_id": r.call_id, "content": r.content} for r in turn.results
-    ]
+    return [{"role": "tool", "tool_call_id": r.call_id, "content": r.content} for r in turn.results]
 
 
 def chat_tools(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
@@ -205,7 +203,12 @@ def _reasoning_text(message: Mapping[str, Any]) -> str:
 
 
 def _entries(
-    *, reasoning: str, text: str, refusal: str, calls: Sequence[ToolCallEntry], message_id: str,
+    *,
+    reasoning: str,
+    text: str,
+    refusal: str,
+    calls: Sequence[ToolCallEntry],
+    message_id: str,
     provider: str,
 ) -> tuple[ResponseEntry, ...]:
     entries: list[ResponseEntry] = []

@@ -25,10 +25,10 @@ from ._common import (
     AssistantTurn,
     HttpProvider,
     InputTurn,
+    compat_profile,
     group_entries,
     new_message_id,
     openai_profile,
-    compat_profile,
     partial_response,
     resolve_api_key,
     same_provider,
@@ -151,7 +151,9 @@ def responses_settings(body: dict[str, Any], settings: ModelSettings, *, has_too
     if settings.tool_choice is not None:
         choice = settings.tool_choice
         body["tool_choice"] = (
-            choice if choice in ("auto", "required", "none") else {"type": "function", "name": choice}
+            choice
+            if choice in ("auto", "required", "none")
+            else {"type": "function", "name": choice}
         )
     if settings.reasoning_effort is not None:
         body["reasoning"] = {**as_dict(body.get("reasoning")), "effort": settings.reasoning_effort}
@@ -228,7 +230,9 @@ def _item_entries(item: Mapping[str, Any], message_id: str, provider: str) -> li
     entries: list[ResponseEntry] = []
     for part in map(as_dict, as_list(item.get("content"))):
         if part.get("type") == "refusal":
-            entries.append(TextEntry(text=str(part.get("refusal", "")), refusal=True, message_id=message_id))
+            entries.append(
+                TextEntry(text=str(part.get("refusal", "")), refusal=True, message_id=message_id)
+            )
         elif part.get("text"):
             entries.append(TextEntry(text=str(part["text"]), message_id=message_id))
     return entries
@@ -309,7 +313,8 @@ class ResponsesStreamDecoder:
             call_id, name = item.get("call_id"), item.get("name")
             return [ToolCallChunk(index, call_id, name, str(item.get("arguments") or ""))]
         self._done_calls.extend(
-            e for e in _item_entries(item, self.message_id, self._provider)
+            e
+            for e in _item_entries(item, self.message_id, self._provider)
             if isinstance(e, ToolCallEntry)
         )
         return []

@@ -1,0 +1,53 @@
+# lovia — developer commands. `make demo` and `make test` work from a fresh clone.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
+
+.DEFAULT_GOAL := help
+.PHONY: help install demo test test-fast lint typecheck format bench up down clean
+
+help:  ## list the commands
+	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[otel,postgres,mcp,redis,dev]'
+	rm -f $(VENV)/.installed-* && touch $@
+
+install: $(STAMP)  ## create .venv and install lovia with every extra and the dev tools
+
+demo: $(STAMP)  ## run an agent with tools, traced and stored, then show its trace and replay
+	$(PY) examples/01_quickstart.py --store sqlite:///.lovia/demo.db
+	$(VENV)/bin/lovia trace --store sqlite:///.lovia/demo.db last
+	$(VENV)/bin/lovia replay --store sqlite:///.lovia/demo.db last
+
+lint: $(STAMP)  ## ruff check + format check
+	$(VENV)/bin/ruff check src tests examples bench
+	$(VENV)/bin/ruff format --check src tests examples
+
+typecheck: $(STAMP)  ## pyright, strict on src/
+	$(VENV)/bin/pyright src
+
+format: $(STAMP)  ## apply ruff fixes and formatting
+	$(VENV)/bin/ruff check --fix src tests examples bench
+	$(VENV)/bin/ruff format src tests examples
+
+test: lint typecheck  ## lint, typecheck and the whole test suite
+	$(PY) -m pytest -q -p no:cacheprovider
+
+test-fast: $(STAMP)  ## only the tests
+	$(PY) -m pytest -q -x
+
+bench: $(STAMP)  ## benchmarks against the raw-httpx floor and the peers (slow)
+	$(PY) bench/run.py
+
+up:  ## start the observability stack (collector, Jaeger, Prometheus, Alertmanager, Grafana)
+	docker compose up -d
+
+down:  ## stop it (add -v to also delete stored metrics)
+	docker compose down
+
+clean:  ## remove the venv and local state
+	rm -rf $(VENV) .lovia .pytest_cache .ruff_cache

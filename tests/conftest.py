@@ -1,0 +1,24 @@
+"""Suite-wide fixtures: no test may reach a real (non-loopback) host."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from lovia.testing import block_network
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared"
+
+
+@pytest.fixture(autouse=True)
+def _no_real_network() -> Iterator[None]:
+    with block_network():
+        yield
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").lower() in ("1", "true", "yes")

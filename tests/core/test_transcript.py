@@ -1,0 +1,56 @@
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lovia.transcript import (
+    HandoffEntry,
+    InputEntry,
+    ReasoningEntry,
+    SystemEntry,
+    TextEntry,
+    ToolCallEntry,
+    ToolResultEntry,
+    Transcript,
+    dump_entries,
+    load_entries,
+)
+
+text = st.text(max_size=200)
+common = {"run_id": st.text(max_size=10), "turn": st.integers(0, 1000),
+          "agent": st.text(max_size=10), "ts": st.floats(0, 2e9)}
+
+entries = st.one_of(
+    st.builds(SystemEntry, content=text, **common),
+    st.builds(InputEntry, content=text, origin=st.sampled_from(["input", "mailbox", "repair"]),
+              **common),
+    st.builds(TextEntry, text=text, message_id=text, refusal=st.booleans(), **common),
+    st.builds(ReasoningEntry, text=text, signature=st.none() | text, encrypted=st.none() | text,
+              redacted=st.booleans(), provider=st.sampled_from(["openai", "anthropic"]),
+              **common),
+    st.builds(ToolCallEntry, call_id=text, name=text, arguments=text, **common),
+    st.builds(ToolResultEntry, call_id=text, name=text, content=text, is_error=st.booleans(),
+              **common),
+    st.builds(HandoffEntry, from_agent=text, to_agent=text, **common),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(entries, max_size=20))
+def test_entries_round_trip_losslessly(items: list) -> None:  # type: ignore[type-arg]
+    data = dump_entries(items)
+    back = load_entries(data)
+    assert back == items
+    assert dump_entries(back) == data
+
+
+def test_transcript_is_append_only_and_pairs_by_id() -> None:
+    t = Transcript()
+    call = t.append(ToolCallEntry(call_id="c1", name="f"))
+    t.append(ToolResultEntry(call_id="c1", name="f", content="x"))
+    assert t.call("c1") is call
+    view = t.view()
+    assert len(view) == 2 and view[-1].type == "tool_result"
+    assert not hasattr(t, "remove") and not hasattr(t, "__setitem__")
+    t.append(TextEntry(text="later"))
+    assert len(view) == 3  # a live view
