@@ -54,7 +54,7 @@ async def test_run_and_stream_are_the_same_loop() -> None:
 
     agent = Agent(name="calc", model=ScriptedModel(script()), tools=[add], hooks=hooks)
     ran = await Runner.run(agent, "add things")
-    seen_run = list(seen_run)  # the clone shares the hooks: keep the first run's events
+    first_run = list(seen_run)  # the clone shares the hooks: keep the first run's events
 
     streamed_agent = agent.clone(model=ScriptedModel(script()))
     handle = Runner.stream(streamed_agent, "add things")
@@ -65,7 +65,7 @@ async def test_run_and_stream_are_the_same_loop() -> None:
     assert (ran.usage, ran.turns, ran.finish_reason, ran.output) == (
         streamed.usage, streamed.turns, streamed.finish_reason, streamed.output)
     names = {d.__name__ for d in DELTAS}
-    assert [n for n in seen_run if n not in names] == [n for n in seen_stream if n not in names]
+    assert [n for n in first_run if n not in names] == [n for n in seen_stream if n not in names]
     assert seen_stream[0] == "RunStarted" and seen_stream[-1] == "RunCompleted"
     assert ran.turns == 3 and ran.usage.tool_calls == 3 and ran.usage.requests == 3
 

@@ -141,6 +141,10 @@ class Checkpointer(Protocol):
         """Delete finished runs that ended more than ``older_than_s`` ago; return count."""
         ...
 
+    async def find_run_by_trace(self, trace_id: str) -> RunInfo | None:
+        """The newest run recorded with this OpenTelemetry trace id (``lovia replay``)."""
+        ...
+
 
 @runtime_checkable
 class SessionStore(Protocol):

@@ -1,17 +1,38 @@
-"""In-memory store: both Session and Checkpoint, for tests and single-process use."""
+"""In-memory store: both Session and Checkpoint, for tests and single-process use.
+
+It behaves like the persistent stores in everything a caller can observe: payloads
+are kept encoded (so a caller mutating what it appended or loaded changes nothing
+stored, and what cannot be stored fails here too), ``append`` returns the same byte
+counts, and the same versions are refused.
+"""
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+from ..errors import RunNotFound
 from ..transcript import TranscriptEntry
-from .base import CheckpointRecord, RunInfo, RunSnapshot, check_version
+from ._codec import (
+    EncodedRecord,
+    decode_record,
+    dump_json,
+    encode_entries,
+    encode_records,
+    join_segments,
+    load_json,
+)
+from .base import SCHEMA_VERSION, CheckpointRecord, RunInfo, RunSnapshot, check_version
 
 __all__ = ["MemoryStore"]
+
+_FINISHED = ("completed", "failed")
+
+
+def _copy(info: RunInfo) -> RunInfo:
+    return replace(info, extra=dict(info.extra))
 
 
 class MemoryStore:
@@ -20,41 +41,65 @@ class MemoryStore:
     def __init__(self, url: str = "memory://") -> None:
         self.url = url
         self._runs: dict[str, RunInfo] = {}
-        self._records: dict[str, list[CheckpointRecord]] = {}
-        self._results: dict[str, dict[str, Any] | None] = {}
+        self._order: dict[str, int] = {}
+        self._records: dict[str, list[EncodedRecord]] = {}
+        self._results: dict[str, str | None] = {}
         self._leases: dict[str, tuple[str, float]] = {}
-        self._sessions: dict[str, list[tuple[str, list[TranscriptEntry]]]] = {}
-        self._lock = asyncio.Lock()
+        self._sessions: dict[str, list[tuple[str, int, str]]] = {}
+        self._created = 0
 
     def __repr__(self) -> str:
         return f"MemoryStore({len(self._runs)} runs, {len(self._sessions)} sessions)"
 
     async def begin(self, info: RunInfo) -> None:
-        self._runs.setdefault(info.run_id, replace(info))
-        self._records.setdefault(info.run_id, [])
+        """Create the run (no-op when it exists: resume)."""
+        check_version(info.version, f"run {info.run_id}")
+        if info.run_id not in self._runs:
+            self._put(info)
+            self._records[info.run_id] = []
+
+    def _put(self, info: RunInfo) -> None:
+        if info.run_id not in self._order:
+            self._created += 1
+            self._order[info.run_id] = self._created
+        self._runs[info.run_id] = _copy(info)
 
     async def append(self, run_id: str, records: Sequence[CheckpointRecord]) -> int:
-        for r in records:
-            check_version(r.version, f"checkpoint record of run {run_id}")
-        self._records.setdefault(run_id, []).extend(records)
-        return sum(len(r.data) for r in records)
+        """Append deltas in order; return payload bytes (as the SQL stores count them)."""
+        rows, size = encode_records(run_id, records)
+        if rows:
+            if run_id not in self._runs:
+                raise RunNotFound(f"no run {run_id!r} to append to", hint="Call begin() first.")
+            self._records.setdefault(run_id, []).extend(rows)
+        return size
 
     async def load(self, run_id: str) -> RunSnapshot | None:
+        """The run, its records in order and its result; None when unknown."""
         info = self._runs.get(run_id)
         if info is None:
             return None
         check_version(info.version, f"run {run_id}")
+        records = [
+            decode_record(run_id, version, kind, data)
+            for kind, version, data in self._records.get(run_id, [])
+        ]
+        result = self._results.get(run_id)
         return RunSnapshot(
-            info=replace(info),
-            records=list(self._records.get(run_id, [])),
-            result=self._results.get(run_id),
+            info=_copy(info),
+            records=records,
+            result=None if result is None else load_json(result),
         )
 
     async def finish(self, info: RunInfo, result: dict[str, Any] | None) -> None:
-        self._runs[info.run_id] = replace(info)
-        self._results[info.run_id] = result
+        """Mark the run completed / failed / paused with its result."""
+        check_version(info.version, f"run {info.run_id}")
+        data = None if result is None else dump_json(result, f"result of run {info.run_id}")
+        self._put(info)
+        self._records.setdefault(info.run_id, [])
+        self._results[info.run_id] = data
 
     async def acquire(self, run_id: str, owner: str, ttl_s: float) -> bool:
+        """Take or renew the lease; False while another owner's lease is unexpired."""
         now = time.time()
         held = self._leases.get(run_id)
         if held is not None and held[0] != owner and held[1] > now:
@@ -63,6 +108,7 @@ class MemoryStore:
         return True
 
     async def release(self, run_id: str, owner: str) -> None:
+        """Drop the lease if ``owner`` holds it."""
         held = self._leases.get(run_id)
         if held is not None and held[0] == owner:
             del self._leases[run_id]
@@ -75,42 +121,62 @@ class MemoryStore:
         status: str | None = None,
         limit: int = 50,
     ) -> list[RunInfo]:
+        """Runs matching every given filter, newest first."""
         rows = [
-            replace(r)
+            r
             for r in self._runs.values()
             if (session_id is None or r.session_id == session_id)
             and (agent is None or r.agent == agent)
             and (status is None or r.status == status)
         ]
-        rows.sort(key=lambda r: r.started_at, reverse=True)
-        return rows[:limit]
+        rows.sort(key=lambda r: (r.started_at, self._order[r.run_id]), reverse=True)
+        for r in rows[:limit]:
+            check_version(r.version, f"run {r.run_id}")
+        return [_copy(r) for r in rows[:limit]]
+
+    async def find_run_by_trace(self, trace_id: str) -> RunInfo | None:
+        """The newest run recorded with this trace id, if any."""
+        found = [r for r in self._runs.values() if r.trace_id == trace_id]
+        if not found:
+            return None
+        newest = max(found, key=lambda r: (r.started_at, self._order[r.run_id]))
+        check_version(newest.version, f"run {newest.run_id}")
+        return _copy(newest)
 
     async def delete_run(self, run_id: str) -> None:
+        """Remove the run, its records and its lease (its session segment stays)."""
         self._runs.pop(run_id, None)
+        self._order.pop(run_id, None)
         self._records.pop(run_id, None)
         self._results.pop(run_id, None)
+        self._leases.pop(run_id, None)
 
     async def prune(self, older_than_s: float) -> int:
+        """Delete completed/failed runs that ended over ``older_than_s`` ago; return count."""
         cutoff = time.time() - older_than_s
-        old = [r.run_id for r in self._runs.values() if r.ended_at and r.ended_at < cutoff]
+        old = [
+            r.run_id
+            for r in self._runs.values()
+            if r.status in _FINISHED and r.ended_at is not None and r.ended_at < cutoff
+        ]
         for run_id in old:
             await self.delete_run(run_id)
         return len(old)
 
     async def load_session(self, session_id: str) -> list[TranscriptEntry]:
-        out: list[TranscriptEntry] = []
-        for _, entries in self._sessions.get(session_id, []):
-            out.extend(entries)
-        return out
+        """Every segment's entries, in the order the segments were written."""
+        segments = self._sessions.get(session_id, [])
+        return join_segments(session_id, [(version, text) for _, version, text in segments])
 
     async def append_segment(
         self, session_id: str, run_id: str, entries: Sequence[TranscriptEntry]
     ) -> bool:
+        """Write the run's segment once; False (nothing written) when it exists."""
         segments = self._sessions.setdefault(session_id, [])
-        if any(rid == run_id for rid, _ in segments):
+        if any(rid == run_id for rid, _, _ in segments):
             return False
-        segments.append((run_id, list(entries)))
+        segments.append((run_id, SCHEMA_VERSION, encode_entries(session_id, entries)))
         return True
 
     async def aclose(self) -> None:
-        return None
+        """Nothing to release."""

@@ -25,7 +25,7 @@ import asyncio
 import importlib
 import re
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, Protocol
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -155,7 +155,8 @@ class _Sql:
             "WHERE run_id = $1 RETURNING n_records - cardinality($2::text[]) AS start) "
             f"INSERT INTO {records} (run_id, seq, kind, version, data) "
             "SELECT $1, run.start + r.ord, r.kind, r.version, r.data::json FROM run, "
-            "unnest($2::text[], $3::int[], $4::text[]) WITH ORDINALITY AS r(kind, version, data, ord)"
+            "unnest($2::text[], $3::int[], $4::text[]) "
+            "WITH ORDINALITY AS r(kind, version, data, ord)"
         )
         self.load_run = f"SELECT {_COLS}, result, n_records FROM {runs} WHERE run_id = $1"
         self.load_records = (
@@ -212,7 +213,7 @@ class PostgresStore:
     # -- plumbing -----------------------------------------------------------------
 
     @asynccontextmanager
-    async def _db(self) -> AsyncIterator[_Conn]:
+    async def _db(self) -> AsyncGenerator[_Conn]:
         """The pool (created on first use in this event loop), errors as StoreError."""
         try:
             yield await self._get_pool()
