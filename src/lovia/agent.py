@@ -1,3 +1,5 @@
+# pyright: reportUnnecessaryIsInstance=false
+# (runtime checks of user input are deliberate: not every caller runs a type checker)
 """``Agent``: immutable configuration of an agent. It holds no conversation state.
 
 The same instance can serve any number of concurrent runs. ``agent.clone(**changes)``

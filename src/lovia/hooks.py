@@ -1,3 +1,5 @@
+# pyright: reportUnnecessaryIsInstance=false
+# (runtime checks of user input are deliberate: not every caller runs a type checker)
 """``AgentHooks``: typed handlers for run events.
 
 ```python
@@ -46,7 +48,9 @@ class AgentHooks:
         self._handlers: list[tuple[type[Event], Handler, bool]] = []
         self._cache: dict[type[Event], tuple[tuple[Handler, bool], ...]] = {}
 
-    def on(self, event_type: type[E]) -> Callable[[Callable[[E, Any], Any]], Callable[[E, Any], Any]]:
+    def on(
+        self, event_type: type[E]
+    ) -> Callable[[Callable[[E, Any], Any]], Callable[[E, Any], Any]]:
         """Register the decorated function for ``event_type`` (and its subclasses)."""
         if not (isinstance(event_type, type) and issubclass(event_type, Event)):
             from .errors import UserError

@@ -88,7 +88,7 @@ class OutputMode:
 
 
 def _errors_text(exc: pydantic.ValidationError) -> str:
-    parts = []
+    parts: list[str] = []
     for err in exc.errors(include_url=False):
         loc = ".".join(str(p) for p in err["loc"]) or "(root)"
         parts.append(f"{loc}: {err['msg']}")
@@ -98,8 +98,7 @@ def _errors_text(exc: pydantic.ValidationError) -> str:
 def output_mode(output_type: Any, *, native: bool) -> OutputMode:
     """Build the output mode for ``output_type`` given the provider's capability."""
     if output_type is str or output_type is None:
-        return OutputMode(output_type=str, adapter=None, schema=None, wrapped=False,
-                          native=False)
+        return OutputMode(output_type=str, adapter=None, schema=None, wrapped=False, native=False)
     try:
         adapter = TypeAdapter[Any](output_type)
         schema = adapter.json_schema()
@@ -111,8 +110,12 @@ def output_mode(output_type: Any, *, native: bool) -> OutputMode:
     wrapped = schema.get("type") != "object"
     if wrapped:
         defs = schema.pop("$defs", None)
-        schema = {"type": "object", "properties": {"result": schema}, "required": ["result"],
-                  "additionalProperties": False}
+        schema = {
+            "type": "object",
+            "properties": {"result": schema},
+            "required": ["result"],
+            "additionalProperties": False,
+        }
         if defs:
             schema["$defs"] = defs
     name = getattr(output_type, "__name__", "final_output")

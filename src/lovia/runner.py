@@ -1,3 +1,5 @@
+# pyright: reportUnnecessaryIsInstance=false
+# (runtime checks of user input are deliberate: not every caller runs a type checker)
 """``Runner``: stateless entry points. ``run`` drains the same event stream ``stream`` yields.
 
 ``run_sync`` called from a thread that already runs an event loop (a notebook, an async
@@ -68,12 +70,14 @@ class RunStream(Generic[OutputT]):
         if self._outcome.error is not None:
             raise self._outcome.error
         if self._outcome.result is None:
-            raise UserError("the run's stream was closed before it finished",
-                            hint="Iterate the stream to its end or call result() first.")
+            raise UserError(
+                "the run's stream was closed before it finished",
+                hint="Iterate the stream to its end or call result() first.",
+            )
         return self._outcome.result  # type: ignore[return-value]
 
     async def aclose(self) -> None:
-        await self._events.aclose()
+        await self._events.aclose()  # type: ignore[attr-defined]
 
 
 class Runner:
@@ -111,25 +115,37 @@ class Runner:
         if max_turns < 1:
             raise UserError("max_turns must be at least 1")
         params = RunParams(
-            agent=agent, input=input, deps=deps, session=_open_store(session, "session"),
-            session_id=session_id, run_id=run_id,
-            checkpointer=_open_store(checkpointer, "checkpointer"), max_turns=max_turns,
-            budget=budget, extra_instructions=extra_instructions,
-            cancel_token=cancel_token or CancelToken(), mailbox=mailbox or Mailbox(),
-            workspace=workspace, approvals=approvals, approval=approval, settings=settings,
+            agent=agent,
+            input=input,
+            deps=deps,
+            session=_open_store(session, "session"),
+            session_id=session_id,
+            run_id=run_id,
+            checkpointer=_open_store(checkpointer, "checkpointer"),
+            max_turns=max_turns,
+            budget=budget,
+            extra_instructions=extra_instructions,
+            cancel_token=cancel_token or CancelToken(),
+            mailbox=mailbox or Mailbox(),
+            workspace=workspace,
+            approvals=approvals,
+            approval=approval,
+            settings=settings,
             tracer_provider=tracer_provider,
         )
         return RunStream(params)
 
     @staticmethod
-    async def run(agent: Agent[Any, OutputT], input: Any = None, **options: Any
-                  ) -> RunResult[OutputT]:
+    async def run(
+        agent: Agent[Any, OutputT], input: Any = None, **options: Any
+    ) -> RunResult[OutputT]:
         """Run to the end and return the result; options as :meth:`stream`."""
         return await Runner.stream(agent, input, **options).result()
 
     @staticmethod
-    def run_sync(agent: Agent[Any, OutputT], input: Any = None, **options: Any
-                 ) -> RunResult[OutputT]:
+    def run_sync(
+        agent: Agent[Any, OutputT], input: Any = None, **options: Any
+    ) -> RunResult[OutputT]:
         """Blocking :meth:`run`; inside a running event loop it uses a worker thread."""
         try:
             asyncio.get_running_loop()

@@ -32,16 +32,21 @@ def add(a: int, b: int) -> int:
 
 def script() -> list[Any]:
     return [
-        reply("thinking aloud", tool_calls=[call("add", a=1, b=2), call("add", a=3, b=4)],
-              reasoning="let me add"),
+        reply(
+            "thinking aloud",
+            tool_calls=[call("add", a=1, b=2), call("add", a=3, b=4)],
+            reasoning="let me add",
+        ),
         call("add", a=3, b=7),
         "the sums are 3, 7 and 10",
     ]
 
 
 def _shape(entries: Any) -> list[tuple[Any, ...]]:
-    return [(e.type, e.turn, e.agent, getattr(e, "content", None) or getattr(e, "text", None))
-            for e in entries]
+    return [
+        (e.type, e.turn, e.agent, getattr(e, "content", None) or getattr(e, "text", None))
+        for e in entries
+    ]
 
 
 async def test_run_and_stream_are_the_same_loop() -> None:
@@ -63,7 +68,11 @@ async def test_run_and_stream_are_the_same_loop() -> None:
 
     assert _shape(ran.entries) == _shape(streamed.entries)
     assert (ran.usage, ran.turns, ran.finish_reason, ran.output) == (
-        streamed.usage, streamed.turns, streamed.finish_reason, streamed.output)
+        streamed.usage,
+        streamed.turns,
+        streamed.finish_reason,
+        streamed.output,
+    )
     names = {d.__name__ for d in DELTAS}
     assert [n for n in first_run if n not in names] == [n for n in seen_stream if n not in names]
     assert seen_stream[0] == "RunStarted" and seen_stream[-1] == "RunCompleted"
@@ -127,7 +136,7 @@ async def test_lenient_hook_crash_is_logged_and_run_goes_on(caplog: Any) -> None
         raise ValueError("hook bug")
 
     agent = Agent(name="a", model=ScriptedModel(["ok"]), hooks=hooks)
-    evs, handle = await _terminal_only(agent)
+    evs, _ = await _terminal_only(agent)
     assert isinstance(evs[-1], events.RunCompleted)
     assert "hook" in caplog.text and "ValueError" in caplog.text
 

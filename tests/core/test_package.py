@@ -19,13 +19,18 @@ def test_all_is_sorted_complete_and_importable() -> None:
 
 
 def test_import_lovia_pulls_no_heavy_extras() -> None:
-    code = (
-        "import sys, json; import lovia; "
-        "print(json.dumps(sorted(m for m in sys.modules)))"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True)
+    code = "import sys, json; import lovia; print(json.dumps(sorted(m for m in sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     loaded = set(json.loads(out.stdout))
-    forbidden = {"opentelemetry.sdk", "asyncpg", "mcp", "sqlite3", "genai_prices", "redis",
-                 "lovia.stores.sqlite", "lovia.stores.postgres", "lovia.providers.openai_chat"}
+    forbidden = {
+        "opentelemetry.sdk",
+        "asyncpg",
+        "mcp",
+        "sqlite3",
+        "genai_prices",
+        "redis",
+        "lovia.stores.sqlite",
+        "lovia.stores.postgres",
+        "lovia.providers.openai_chat",
+    }
     assert loaded & forbidden == set()

@@ -59,7 +59,7 @@ def test_context_param_any_name_is_injected_not_in_schema() -> None:
 
 
 def test_bad_tools_are_user_errors() -> None:
-    with pytest.raises(UserError, match="positional-only|args"):
+    with pytest.raises(UserError, match=r"positional-only|args"):
 
         @tool
         def g(*args: int) -> None: ...
@@ -79,10 +79,12 @@ async def test_validation_errors_and_unknown_tools_go_back_to_the_model() -> Non
         """Distance from origin."""
         return (p.x**2 + p.y**2) ** 0.5
 
-    model = ScriptedModel([
-        [call("dist", p={"x": 3}), call("nope"), call("dist", p={"x": 3, "y": 4})],
-        "done",
-    ])
+    model = ScriptedModel(
+        [
+            [call("dist", p={"x": 3}), call("nope"), call("dist", p={"x": 3, "y": 4})],
+            "done",
+        ]
+    )
     result = await Runner.run(Agent(name="a", model=model, tools=[dist]), "go")
     results = [e for e in result.entries if e.type == "tool_result"]
     assert results[0].is_error and "p.y" in results[0].content
@@ -166,8 +168,9 @@ async def test_unsafe_tools_run_one_at_a_time_in_request_order() -> None:
         running -= 1
         return name
 
-    model = ScriptedModel([[call("step", name="1"), call("step", name="2"),
-                            call("step", name="3")], "ok"])
+    model = ScriptedModel(
+        [[call("step", name="1"), call("step", name="2"), call("step", name="3")], "ok"]
+    )
     await Runner.run(Agent(name="a", model=model, tools=[step]), "go")
     assert order == ["1", "2", "3"] and peak == 1
 

@@ -17,20 +17,32 @@ from lovia.transcript import (
 )
 
 text = st.text(max_size=200)
-common = {"run_id": st.text(max_size=10), "turn": st.integers(0, 1000),
-          "agent": st.text(max_size=10), "ts": st.floats(0, 2e9)}
+common = {
+    "run_id": st.text(max_size=10),
+    "turn": st.integers(0, 1000),
+    "agent": st.text(max_size=10),
+    "ts": st.floats(0, 2e9),
+}
 
 entries = st.one_of(
     st.builds(SystemEntry, content=text, **common),
-    st.builds(InputEntry, content=text, origin=st.sampled_from(["input", "mailbox", "repair"]),
-              **common),
+    st.builds(
+        InputEntry, content=text, origin=st.sampled_from(["input", "mailbox", "repair"]), **common
+    ),
     st.builds(TextEntry, text=text, message_id=text, refusal=st.booleans(), **common),
-    st.builds(ReasoningEntry, text=text, signature=st.none() | text, encrypted=st.none() | text,
-              redacted=st.booleans(), provider=st.sampled_from(["openai", "anthropic"]),
-              **common),
+    st.builds(
+        ReasoningEntry,
+        text=text,
+        signature=st.none() | text,
+        encrypted=st.none() | text,
+        redacted=st.booleans(),
+        provider=st.sampled_from(["openai", "anthropic"]),
+        **common,
+    ),
     st.builds(ToolCallEntry, call_id=text, name=text, arguments=text, **common),
-    st.builds(ToolResultEntry, call_id=text, name=text, content=text, is_error=st.booleans(),
-              **common),
+    st.builds(
+        ToolResultEntry, call_id=text, name=text, content=text, is_error=st.booleans(), **common
+    ),
     st.builds(HandoffEntry, from_agent=text, to_agent=text, **common),
 )
 

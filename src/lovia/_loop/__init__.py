@@ -58,8 +58,11 @@ class Emitter:
             if span is not None:
                 object.__setattr__(event, "span", span)
         state = self.state
-        hooks = state.active.hooks if state.active is not None else (
-            [state.params.agent.hooks] if state.params.agent.hooks else [])
+        hooks = (
+            state.active.hooks
+            if state.active is not None
+            else ([state.params.agent.hooks] if state.params.agent.hooks else [])
+        )
         try:
             for h in hooks:
                 await h.dispatch(event, state.ctx)
@@ -74,13 +77,24 @@ def new_state(params: RunParams) -> RunState:
     token = params.cancel_token or CancelToken()
     transcript = Transcript()
     ctx: RunContext[Any] = RunContext(
-        deps=params.deps, agent=params.agent, run_id=run_id, session_id=params.session_id,
-        entries=transcript.view(), workspace=params.workspace, cancel_token=token,
+        deps=params.deps,
+        agent=params.agent,
+        run_id=run_id,
+        session_id=params.session_id,
+        entries=transcript.view(),
+        workspace=params.workspace,
+        cancel_token=token,
         mailbox=params.mailbox or Mailbox(),
     )
-    state = RunState(params=params, ctx=ctx, transcript=transcript, run_id=run_id,
-                     checkpointer=params.checkpointer, session=params.session,
-                     usage=ctx.usage)
+    state = RunState(
+        params=params,
+        ctx=ctx,
+        transcript=transcript,
+        run_id=run_id,
+        checkpointer=params.checkpointer,
+        session=params.session,
+        usage=ctx.usage,
+    )
     state.guard = CancelGuard(token)
     return state
 
@@ -142,7 +156,8 @@ def _run_error(state: RunState, exc: BaseException) -> BaseException:
             exc = RunCancelled(
                 f"run {state.run_id} was cancelled at turn {state.turn} "
                 f"({state.ctx.cancel_token.reason})",
-                hint="Its checkpoint is resumable: run again with the same run_id.")
+                hint="Its checkpoint is resumable: run again with the same run_id.",
+            )
         else:
             return exc
     if isinstance(exc, RunError):
@@ -154,19 +169,33 @@ def _run_error(state: RunState, exc: BaseException) -> BaseException:
 def _failed(state: RunState, error: BaseException) -> ev.RunFailed:
     agent = state.active.agent.name if state.active else state.params.agent.name
     message = error.message if isinstance(error, LoviaError) else str(error)
-    return ev.RunFailed(run_id=state.run_id, agent=agent, turn=state.turn,
-                        error_type=type(error).__name__, message=message, error=error,
-                        usage=state.usage.copy(), turns=state.turn,
-                        finish_reason=getattr(error, "finish_reason", "error"),
-                        duration_s=state.elapsed())
+    return ev.RunFailed(
+        run_id=state.run_id,
+        agent=agent,
+        turn=state.turn,
+        error_type=type(error).__name__,
+        message=message,
+        error=error,
+        usage=state.usage.copy(),
+        turns=state.turn,
+        finish_reason=getattr(error, "finish_reason", "error"),
+        duration_s=state.elapsed(),
+    )
 
 
 def _completed(state: RunState) -> tuple[ev.RunCompleted, RunResult[Any]]:
     result = state.completed_result or RunResult.from_state(state)
     agent = result.final_agent.name
-    event = ev.RunCompleted(run_id=state.run_id, agent=agent, turn=result.turns,
-                            output=result.output, usage=result.usage, turns=result.turns,
-                            finish_reason=result.finish_reason, duration_s=state.elapsed())
+    event = ev.RunCompleted(
+        run_id=state.run_id,
+        agent=agent,
+        turn=result.turns,
+        output=result.output,
+        usage=result.usage,
+        turns=result.turns,
+        finish_reason=result.finish_reason,
+        duration_s=state.elapsed(),
+    )
     return event, result
 
 
@@ -178,8 +207,12 @@ async def _mark_failed(state: RunState, error: BaseException) -> None:
     try:
         await cp.append(state.run_id, state.pending)
         state.pending = []
-        await cp.finish(finish_info(state, status, getattr(error, "finish_reason", "error"),
-                                    type(error).__name__), None)
+        await cp.finish(
+            finish_info(
+                state, status, getattr(error, "finish_reason", "error"), type(error).__name__
+            ),
+            None,
+        )
     except Exception:
         logger.exception("could not record the failure of run %s", state.run_id)
 
@@ -204,7 +237,7 @@ async def run_events(params: RunParams, outcome: Outcome) -> AsyncIterator[ev.Ev
                 yield await emitter.emit(event)
         except GeneratorExit:
             raise
-        except BaseException as exc:  # noqa: BLE001 — every failure becomes RunFailed
+        except BaseException as exc:
             error = _run_error(state, exc)
             if isinstance(error, asyncio.CancelledError):
                 raise
@@ -222,8 +255,9 @@ async def run_events(params: RunParams, outcome: Outcome) -> AsyncIterator[ev.Ev
         outcome.done = True
 
 
-async def _closing(state: RunState, emitter: Emitter,
-                   error: BaseException | None) -> AsyncIterator[ev.Event]:
+async def _closing(
+    state: RunState, emitter: Emitter, error: BaseException | None
+) -> AsyncIterator[ev.Event]:
     try:
         async for event in close_plugins(state):
             yield await emitter.emit(event)
@@ -233,8 +267,9 @@ async def _closing(state: RunState, emitter: Emitter,
         await _mark_failed(state, error)
 
 
-async def _terminal(state: RunState, error: BaseException | None,
-                    outcome: Outcome) -> tuple[ev.Event, BaseException | None]:
+async def _terminal(
+    state: RunState, error: BaseException | None, outcome: Outcome
+) -> tuple[ev.Event, BaseException | None]:
     if error is None:
         try:
             terminal, result = _completed(state)
@@ -255,4 +290,3 @@ async def _cleanup(state: RunState) -> None:
         except Exception:
             logger.exception("plugin %r failed to close (ignored)", name)
     await _release(state)
-

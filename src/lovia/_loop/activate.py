@@ -1,3 +1,5 @@
+# pyright: reportUnnecessaryIsInstance=false
+# (runtime checks of user input are deliberate: not every caller runs a type checker)
 """Phase: make an agent the active one (at run start and after each handoff).
 
 Resolves the provider and output mode, sets up the agent's plugins (names checked for
@@ -90,19 +92,32 @@ async def _setup_plugin(
     try:
         instance = await plugin.setup(state.ctx)
     except Exception as exc:
-        yield ev.PluginSetup(run_id=state.run_id, agent=active.agent.name, turn=state.turn,
-                             plugin=plugin.name, duration_s=time.perf_counter() - t0, error=exc)
+        yield ev.PluginSetup(
+            run_id=state.run_id,
+            agent=active.agent.name,
+            turn=state.turn,
+            plugin=plugin.name,
+            duration_s=time.perf_counter() - t0,
+            error=exc,
+        )
         raise
     if not isinstance(instance, PluginInstance):
-        raise UserError(f"plugin {plugin.name!r}: setup() returned {instance!r}",
-                        hint="setup(ctx) must return a PluginInstance.")
+        raise UserError(
+            f"plugin {plugin.name!r}: setup() returned {instance!r}",
+            hint="setup(ctx) must return a PluginInstance.",
+        )
     if instance.aclose is not None:
         state.closers.append((plugin.name, instance.aclose))
     _merge_instance(active, plugin.name, instance)
     if instance.instructions:
         texts[plugin.name] = instance.instructions
-    yield ev.PluginSetup(run_id=state.run_id, agent=active.agent.name, turn=state.turn,
-                         plugin=plugin.name, duration_s=time.perf_counter() - t0)
+    yield ev.PluginSetup(
+        run_id=state.run_id,
+        agent=active.agent.name,
+        turn=state.turn,
+        plugin=plugin.name,
+        duration_s=time.perf_counter() - t0,
+    )
 
 
 def _merge_instance(active: ActiveAgent, name: str, inst: PluginInstance) -> None:

@@ -37,9 +37,16 @@ async def save_progress(state: RunState, kind: str = "progress") -> AsyncIterato
     written = await cp.append(state.run_id, records)
     assert state.active is not None
     entries = sum(len(r.data.get("entries", ())) for r in records if r.kind == "entries")
-    yield ev.CheckpointSaved(run_id=state.run_id, agent=state.active.agent.name, turn=state.turn,
-                             entries=entries, bytes=written, kind=kind, store=_store_name(state),
-                             duration_s=time.perf_counter() - t0)
+    yield ev.CheckpointSaved(
+        run_id=state.run_id,
+        agent=state.active.agent.name,
+        turn=state.turn,
+        entries=entries,
+        bytes=written,
+        kind=kind,
+        store=_store_name(state),
+        duration_s=time.perf_counter() - t0,
+    )
 
 
 def run_info(state: RunState, status: str = "running") -> RunInfo:
@@ -61,8 +68,9 @@ def run_info(state: RunState, status: str = "running") -> RunInfo:
     )
 
 
-def finish_info(state: RunState, status: str, finish_reason: str,
-                error_type: str | None = None) -> RunInfo:
+def finish_info(
+    state: RunState, status: str, finish_reason: str, error_type: str | None = None
+) -> RunInfo:
     info = run_info(state, status)
     info.finish_reason = finish_reason
     info.error_type = error_type
@@ -120,7 +128,11 @@ def open_calls(entries: list[TranscriptEntry]) -> list[ToolCallEntry]:
         msg = next((e for e in reversed(entries) if isinstance(e, ToolCallEntry)), None)
         if msg is None:
             return []
-        last_calls = [e for e in entries
-                      if isinstance(e, ToolCallEntry) and e.message_id == msg.message_id
-                      and e.turn == msg.turn]
+        last_calls = [
+            e
+            for e in entries
+            if isinstance(e, ToolCallEntry)
+            and e.message_id == msg.message_id
+            and e.turn == msg.turn
+        ]
     return [c for c in last_calls if c.call_id not in answered]

@@ -23,23 +23,35 @@ __all__ = ["close_plugins", "finish", "run_guardrails", "write_session"]
 logger = logging.getLogger("lovia.loop")
 
 
-async def run_guardrails(state: RunState, kind: str, guards: Sequence[Guardrail],
-                         value: Any) -> AsyncIterator[ev.Event]:
+async def run_guardrails(
+    state: RunState, kind: str, guards: Sequence[Guardrail], value: Any
+) -> AsyncIterator[ev.Event]:
     """Run guardrails in order; a trip raises GuardrailTripped after its events."""
     assert state.active is not None
     base = {"run_id": state.run_id, "agent": state.active.agent.name, "turn": state.turn}
     for guard in guards:
         yield ev.GuardrailStarted(**base, kind=kind, guardrail=guard.name)  # type: ignore[arg-type]
         result = await guard.check(state.ctx, value)
-        yield ev.GuardrailCompleted(**base, kind=kind, guardrail=guard.name,  # type: ignore[arg-type]
-                                    tripped=result.tripped, reason=result.reason)
+        yield ev.GuardrailCompleted(
+            **base,
+            kind=kind,
+            guardrail=guard.name,  # type: ignore[arg-type]
+            tripped=result.tripped,
+            reason=result.reason,
+        )
         if result.tripped:
-            yield ev.GuardrailTripped(**base, kind=kind, guardrail=guard.name,  # type: ignore[arg-type]
-                                      reason=result.reason)
+            yield ev.GuardrailTripped(
+                **base,
+                kind=kind,
+                guardrail=guard.name,  # type: ignore[arg-type]
+                reason=result.reason,
+            )
             raise errors.GuardrailTripped(
                 f"{kind} guardrail {guard.name!r} tripped: {result.reason}",
                 hint="The run ended without an answer and nothing was written to the session.",
-                guardrail=guard.name, reason=result.reason, kind=kind,
+                guardrail=guard.name,
+                reason=result.reason,
+                kind=kind,
             )
 
 
@@ -57,8 +69,9 @@ def result_payload(state: RunState) -> dict[str, Any]:
 
 async def finish(state: RunState) -> AsyncIterator[ev.Event]:
     assert state.active is not None
-    async for event in run_guardrails(state, "output", state.active.output_guardrails,
-                                      state.output):
+    async for event in run_guardrails(
+        state, "output", state.active.output_guardrails, state.output
+    ):
         yield event
     state.undelivered = list(state.ctx.mailbox.drain())
     cp = state.checkpointer
@@ -66,12 +79,15 @@ async def finish(state: RunState) -> AsyncIterator[ev.Event]:
         async for event in save_progress(state):
             yield event
         t0 = time.perf_counter()
-        await cp.finish(finish_info(state, "completed", state.finish_reason),
-                        result_payload(state))
-        yield ev.CheckpointSaved(run_id=state.run_id, agent=state.active.agent.name,
-                                 turn=state.turn, kind="complete",
-                                 store=str(getattr(cp, "url", "")).split(":", 1)[0],
-                                 duration_s=time.perf_counter() - t0)
+        await cp.finish(finish_info(state, "completed", state.finish_reason), result_payload(state))
+        yield ev.CheckpointSaved(
+            run_id=state.run_id,
+            agent=state.active.agent.name,
+            turn=state.turn,
+            kind="complete",
+            store=str(getattr(cp, "url", "")).split(":", 1)[0],
+            duration_s=time.perf_counter() - t0,
+        )
     async for event in write_session(state, state.new_entries()):
         yield event
 
@@ -83,10 +99,15 @@ async def write_session(state: RunState, entries: Sequence[Any]) -> AsyncIterato
     t0 = time.perf_counter()
     await session.append_segment(session_id, state.run_id, entries)
     agent = state.active.agent.name if state.active else state.params.agent.name
-    yield ev.SessionWritten(run_id=state.run_id, agent=agent, turn=state.turn,
-                            session_id=session_id, entries=len(entries),
-                            store=str(getattr(session, "url", "")).split(":", 1)[0],
-                            duration_s=time.perf_counter() - t0)
+    yield ev.SessionWritten(
+        run_id=state.run_id,
+        agent=agent,
+        turn=state.turn,
+        session_id=session_id,
+        entries=len(entries),
+        store=str(getattr(session, "url", "")).split(":", 1)[0],
+        duration_s=time.perf_counter() - t0,
+    )
 
 
 async def close_plugins(state: RunState) -> AsyncIterator[ev.Event]:
@@ -101,5 +122,11 @@ async def close_plugins(state: RunState) -> AsyncIterator[ev.Event]:
         except Exception as exc:
             error = exc
             logger.exception("plugin %r failed to close (ignored)", name)
-        yield ev.PluginClosed(run_id=state.run_id, agent=agent, turn=state.turn, plugin=name,
-                              duration_s=time.perf_counter() - t0, error=error)
+        yield ev.PluginClosed(
+            run_id=state.run_id,
+            agent=agent,
+            turn=state.turn,
+            plugin=name,
+            duration_s=time.perf_counter() - t0,
+            error=error,
+        )

@@ -47,8 +47,7 @@ def check_limits(state: RunState) -> None:
     check_cancel(state)
     if state.turn >= state.params.max_turns:
         raise MaxTurnsExceeded(
-            f"run {state.run_id} reached max_turns={state.params.max_turns} without a final "
-            "answer",
+            f"run {state.run_id} reached max_turns={state.params.max_turns} without a final answer",
             hint="Raise max_turns=..., or check why the model keeps calling tools "
             "(lovia show RUN_ID).",
         )

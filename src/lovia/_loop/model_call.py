@@ -24,9 +24,9 @@ from ..providers.base import (
     TextChunk,
     ToolCallChunk,
 )
+from ..telemetry.pricing import price_usage
 from ..transcript import InputEntry, TranscriptEntry, entry_to_dict
 from ..view.base import BuiltView, ViewInput, ViewRecord
-from ..telemetry.pricing import price_usage
 from .checkpoint import save_progress
 from .state import ActiveAgent, RunState
 
@@ -123,9 +123,14 @@ async def _build_view(
     name = active.agent.name
     yield ev.ViewStarted(run_id=state.run_id, agent=name, turn=state.turn, attempt=attempt)
     inp = ViewInput(
-        entries=state.transcript.view(), system=active.system, agent_name=name,
-        profile=active.provider.profile, turn=state.turn, attempt=attempt,
-        last_input_tokens=state.last_input_tokens, last_view_size=state.last_view_size,
+        entries=state.transcript.view(),
+        system=active.system,
+        agent_name=name,
+        profile=active.provider.profile,
+        turn=state.turn,
+        attempt=attempt,
+        last_input_tokens=state.last_input_tokens,
+        last_view_size=state.last_view_size,
     )
 
     async def summarize(entries: Sequence[TranscriptEntry], prompt: str) -> str:
@@ -133,21 +138,30 @@ async def _build_view(
 
     built = await active.strategy.build(inp, active.strategy_state, summarize)
     for kind, ids in built.compactions:
-        yield ev.CompactionApplied(run_id=state.run_id, agent=name, turn=state.turn,
-                                   kind=kind, entry_ids=ids)
+        yield ev.CompactionApplied(
+            run_id=state.run_id, agent=name, turn=state.turn, kind=kind, entry_ids=ids
+        )
     injected = await _run_injectors(state, active)
     request = _request(state, active, built, injected)
     record = _record(state, active, built, injected, request, attempt)
     state.last_view_size = len(request.messages)
     out.append(request)
-    yield ev.ViewBuilt(run_id=state.run_id, agent=name, turn=state.turn,
-                       view_hash=record.hash, entries=len(request.messages),
-                       injected=len(injected), compacted=record.compacted, record=record,
-                       attempt=attempt)
+    yield ev.ViewBuilt(
+        run_id=state.run_id,
+        agent=name,
+        turn=state.turn,
+        view_hash=record.hash,
+        entries=len(request.messages),
+        injected=len(injected),
+        compacted=record.compacted,
+        record=record,
+        attempt=attempt,
+    )
 
 
-def _request(state: RunState, active: ActiveAgent, built: BuiltView,
-             injected: list[TranscriptEntry]) -> ModelRequest:
+def _request(
+    state: RunState, active: ActiveAgent, built: BuiltView, injected: list[TranscriptEntry]
+) -> ModelRequest:
     messages = list(built.messages)
     if active.handoff_filter is not None:
         messages = list(active.handoff_filter(messages))
@@ -161,45 +175,82 @@ def _request(state: RunState, active: ActiveAgent, built: BuiltView,
         active.specs = specs = (*specs, recall.spec)
     output = active.output
     schema = output.schema if output is not None and output.native else None
-    return ModelRequest(system=active.system, messages=messages, tools=specs,
-                        settings=active.settings, output_schema=schema)
+    return ModelRequest(
+        system=active.system,
+        messages=messages,
+        tools=specs,
+        settings=active.settings,
+        output_schema=schema,
+    )
 
 
-def _record(state: RunState, active: ActiveAgent, built: BuiltView,
-            injected: list[TranscriptEntry], request: ModelRequest, attempt: int) -> ViewRecord:
+def _record(
+    state: RunState,
+    active: ActiveAgent,
+    built: BuiltView,
+    injected: list[TranscriptEntry],
+    request: ModelRequest,
+    attempt: int,
+) -> ViewRecord:
     compacted = bool(built.replaced) or built.summary is not None
     record = ViewRecord.model_construct(
-        version=1, run_id=state.run_id, turn=state.turn, attempt=attempt,
-        agent=active.agent.name, system=active.system, order=list(built.order),
+        version=1,
+        run_id=state.run_id,
+        turn=state.turn,
+        attempt=attempt,
+        agent=active.agent.name,
+        system=active.system,
+        order=list(built.order),
         replaced={k: entry_to_dict(v) for k, v in built.replaced.items()},
-        summary=built.summary, injected=[entry_to_dict(e) for e in injected],
-        tools=[{"name": t.name, "description": t.description,
-                "parameters": dict(t.parameters), "strict": t.strict} for t in request.tools],
+        summary=built.summary,
+        injected=[entry_to_dict(e) for e in injected],
+        tools=[
+            {
+                "name": t.name,
+                "description": t.description,
+                "parameters": dict(t.parameters),
+                "strict": t.strict,
+            }
+            for t in request.tools
+        ],
         settings=request.settings.to_dict(),
-        output_schema=None if request.output_schema is None else {
-            "name": request.output_schema.name, "schema": dict(request.output_schema.schema),
-            "strict": request.output_schema.strict},
-        compacted=compacted, hash=state.hasher.hash(request),
-        model=active.provider.model, provider=active.provider.name,
+        output_schema=None
+        if request.output_schema is None
+        else {
+            "name": request.output_schema.name,
+            "schema": dict(request.output_schema.schema),
+            "strict": request.output_schema.strict,
+        },
+        compacted=compacted,
+        hash=state.hasher.hash(request),
+        model=active.provider.model,
+        provider=active.provider.name,
     )
     if state.checkpointer is not None:
         state.note("view", record.model_dump(mode="json"))
     return record
 
 
-async def _call_model(state: RunState, request: ModelRequest, attempt: int
-                      ) -> AsyncIterator[ev.Event]:
+async def _call_model(
+    state: RunState, request: ModelRequest, attempt: int
+) -> AsyncIterator[ev.Event]:
     """Stream one model call (phase 4). Reason for length: one place owns the stream."""
     active = state.active
     assert active is not None and state.guard is not None
     provider, name, turn = active.provider, active.agent.name, state.turn
     base: dict[str, Any] = {"run_id": state.run_id, "agent": name, "turn": turn}
     yield ev.ModelCallStarted(
-        **base, model=provider.model, provider=provider.name, view_hash=state.hasher.hash(request),
-        stream=provider.profile.streaming, settings=request.settings.to_dict(),
+        **base,
+        model=provider.model,
+        provider=provider.name,
+        view_hash=state.hasher.hash(request),
+        stream=provider.profile.streaming,
+        settings=request.settings.to_dict(),
         server_address=getattr(provider, "server_address", None),
         server_port=getattr(provider, "server_port", None),
-        compacted=attempt > 1, request=request)
+        compacted=attempt > 1,
+        request=request,
+    )
     t0 = time.perf_counter()
     first: float | None = None
     response: ModelResponse | None = None
@@ -219,30 +270,53 @@ async def _call_model(state: RunState, request: ModelRequest, attempt: int
                 yield ev.TextDelta(**base, text=item.text)
             elif isinstance(item, ToolCallChunk):
                 first = first or time.perf_counter()
-                yield ev.ToolCallDelta(**base, index=item.index, call_id=item.call_id,
-                                       name=item.name, arguments=item.arguments)
+                yield ev.ToolCallDelta(
+                    **base,
+                    index=item.index,
+                    call_id=item.call_id,
+                    name=item.name,
+                    arguments=item.arguments,
+                )
             elif isinstance(item, ReasoningChunk):
                 first = first or time.perf_counter()
                 yield ev.ReasoningDelta(**base, text=item.text)
             elif isinstance(item, RetryNotice):
-                yield ev.ProviderRetry(**base, attempt=item.attempt,
-                                       error_type=type(item.error).__name__,
-                                       message=str(item.error), delay_s=item.delay)
+                yield ev.ProviderRetry(
+                    **base,
+                    attempt=item.attempt,
+                    error_type=type(item.error).__name__,
+                    message=str(item.error),
+                    delay_s=item.delay,
+                )
             else:
                 response = item
     except (Exception, asyncio.CancelledError) as exc:
         await _close_quietly(stream)
         if first is not None:
             exc._lovia_partial = True  # type: ignore[attr-defined]
-        yield ev.ModelCallFailed(**base, model=provider.model, provider=provider.name,
-                                 error_type=type(exc).__name__, message=str(exc), error=exc,
-                                 duration_s=time.perf_counter() - t0)
+        yield ev.ModelCallFailed(
+            **base,
+            model=provider.model,
+            provider=provider.name,
+            error_type=type(exc).__name__,
+            message=str(exc),
+            error=exc,
+            duration_s=time.perf_counter() - t0,
+        )
         raise
     if response is None:
-        exc = StreamInterrupted("the provider's stream ended without a final response",
-                                hint="Check the provider adapter or server; this is a bug.")
-        yield ev.ModelCallFailed(**base, model=provider.model, provider=provider.name,
-                                 error_type=type(exc).__name__, message=str(exc), error=exc)
+        exc = StreamInterrupted(
+            "the provider's stream ended without a final response",
+            hint="Check the provider adapter or server; this is a bug.",
+        )
+        yield ev.ModelCallFailed(
+            **base,
+            model=provider.model,
+            provider=provider.name,
+            error_type=type(exc).__name__,
+            message=str(exc),
+            error=exc,
+        )
         raise exc
     state.response = (response, first - t0 if first else None, time.perf_counter() - t0)
 
@@ -250,7 +324,7 @@ async def _call_model(state: RunState, request: ModelRequest, attempt: int
 async def _close_quietly(stream: Any) -> None:
     try:
         await stream.aclose()
-    except BaseException:  # noqa: BLE001 — closing a broken stream must not mask its error
+    except BaseException:
         logger.debug("provider stream failed to close", exc_info=True)
 
 
@@ -262,19 +336,30 @@ async def _record_response(state: RunState) -> AsyncIterator[ev.Event]:
     entries = [stamp(state, e) for e in response.entries]
     state.transcript.extend(entries)
     usage = response.usage
-    usage.cost_usd = price_usage(active.provider.name, response.model or active.provider.model,
-                                 usage)
+    usage.cost_usd = price_usage(
+        active.provider.name, response.model or active.provider.model, usage
+    )
     state.usage.add(usage)
     if not usage.missing:
         state.last_input_tokens = usage.input_tokens
     state.note_entries(entries)
-    state.note("state", {"turn": state.turn, "usage": state.usage.to_dict(),
-                         "agent": active.agent.name})
+    state.note(
+        "state", {"turn": state.turn, "usage": state.usage.to_dict(), "agent": active.agent.name}
+    )
     yield ev.MessageCompleted(
-        run_id=state.run_id, agent=active.agent.name, turn=state.turn, entries=entries,
-        usage=usage, finish_reason=response.finish_reason,
-        raw_finish_reason=response.raw_finish_reason, response_id=response.response_id,
-        response_model=response.model, model=active.provider.model,
-        provider=active.provider.name, time_to_first_chunk_s=ttfc, duration_s=duration)
+        run_id=state.run_id,
+        agent=active.agent.name,
+        turn=state.turn,
+        entries=entries,
+        usage=usage,
+        finish_reason=response.finish_reason,
+        raw_finish_reason=response.raw_finish_reason,
+        response_id=response.response_id,
+        response_model=response.model,
+        model=active.provider.model,
+        provider=active.provider.name,
+        time_to_first_chunk_s=ttfc,
+        duration_s=duration,
+    )
     async for event in save_progress(state):
         yield event

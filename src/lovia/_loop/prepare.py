@@ -19,7 +19,7 @@ from .model_call import stamp
 from .state import RunState
 from .turn import LEASE_TTL_S
 
-__all__ = ["load_snapshot", "prepare", "find_agent"]
+__all__ = ["find_agent", "load_snapshot", "prepare"]
 
 
 def input_entries(value: Any) -> list[InputEntry]:
@@ -84,10 +84,16 @@ async def load_snapshot(state: RunState) -> RunSnapshot | None:
 
 def run_started(state: RunState, resumed: bool) -> ev.RunStarted:
     provider = resolve_provider(state.params.agent)
-    return ev.RunStarted(run_id=state.run_id, agent=state.params.agent.name, turn=state.turn,
-                         session_id=state.params.session_id, model=provider.model,
-                         provider=provider.name, resumed=resumed,
-                         trace_links=state.trace_links)
+    return ev.RunStarted(
+        run_id=state.run_id,
+        agent=state.params.agent.name,
+        turn=state.turn,
+        session_id=state.params.session_id,
+        model=provider.model,
+        provider=provider.name,
+        resumed=resumed,
+        trace_links=state.trace_links,
+    )
 
 
 async def prepare(state: RunState, snapshot: RunSnapshot | None) -> AsyncIterator[ev.Event]:
@@ -128,9 +134,11 @@ async def _resume(state: RunState, snapshot: RunSnapshot) -> AsyncIterator[ev.Ev
     state.usage.add(point.usage)
     agent = find_agent(state.params.agent, point.agent or state.params.agent.name)
     if agent is None:
-        raise UserError(f"run {state.run_id} stopped in agent {point.agent!r}, which is not "
-                        "reachable from this agent's handoffs",
-                        hint="Resume with the same agent graph the run started with.")
+        raise UserError(
+            f"run {state.run_id} stopped in agent {point.agent!r}, which is not "
+            "reachable from this agent's handoffs",
+            hint="Resume with the same agent graph the run started with.",
+        )
     async for event in activate(state, state.params.agent):
         yield event
     if agent is not state.params.agent:
@@ -140,8 +148,16 @@ async def _resume(state: RunState, snapshot: RunSnapshot) -> AsyncIterator[ev.Ev
     extra = input_entries(state.params.input)
     if extra:
         state.ctx.mailbox.put(extra[0]) if len(extra) == 1 else [
-            state.ctx.mailbox.put(e) for e in extra]
+            state.ctx.mailbox.put(e) for e in extra
+        ]
     if state.trace_ids:
-        state.note("state", {"turn": state.turn, "usage": state.usage.to_dict(),
-                             "agent": agent.name, "trace": ":".join(state.trace_ids)})
+        state.note(
+            "state",
+            {
+                "turn": state.turn,
+                "usage": state.usage.to_dict(),
+                "agent": agent.name,
+                "trace": ":".join(state.trace_ids),
+            },
+        )
     state.resume_calls = open_calls(state.new_entries())

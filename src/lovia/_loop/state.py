@@ -18,7 +18,7 @@ from ..hooks import AgentHooks
 from ..output import OutputMode
 from ..plugins.base import ViewInjector
 from ..providers.base import ModelSettings, Provider, ToolSpec
-from ..stores.base import SCHEMA_VERSION, CheckpointRecord, Checkpointer, SessionStore
+from ..stores.base import SCHEMA_VERSION, Checkpointer, CheckpointRecord, SessionStore
 from ..tools import Tool
 from ..transcript import Transcript, TranscriptEntry, entry_to_dict
 from ..usage import RunBudget, Usage
@@ -62,7 +62,9 @@ class ActiveAgent:
     tools: dict[str, Tool] = field(default_factory=dict[str, Tool])
     specs: tuple[ToolSpec, ...] = ()
     handoffs: dict[str, Handoff] = field(default_factory=dict[str, Handoff])
-    injectors: list[tuple[str, ViewInjector]] = field(default_factory=list[tuple[str, ViewInjector]])
+    injectors: list[tuple[str, ViewInjector]] = field(
+        default_factory=list[tuple[str, ViewInjector]]
+    )
     hooks: list[AgentHooks] = field(default_factory=list[AgentHooks])
     input_guardrails: list[Guardrail] = field(default_factory=list[Guardrail])
     output_guardrails: list[Guardrail] = field(default_factory=list[Guardrail])
@@ -152,8 +154,9 @@ class RunState:
     def note(self, kind: str, data: dict[str, Any]) -> None:
         """Queue a checkpoint record (dropped when the run has no checkpointer)."""
         if self.checkpointer is not None:
-            self.pending.append(CheckpointRecord.model_construct(
-                version=SCHEMA_VERSION, kind=kind, data=data))  # type: ignore[arg-type]
+            self.pending.append(
+                CheckpointRecord.model_construct(version=SCHEMA_VERSION, kind=kind, data=data)
+            )  # type: ignore[arg-type]
 
     def note_entries(self, entries: Sequence[TranscriptEntry]) -> None:
         if self.checkpointer is not None and entries:

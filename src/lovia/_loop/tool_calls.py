@@ -23,7 +23,7 @@ from opentelemetry import trace
 
 from .. import events as ev
 from ..agent import Handoff
-from ..errors import ApprovalPending, ToolError
+from ..errors import ApprovalPending, BudgetExceeded, ToolError
 from ..tools import Tool, ToolArgumentsError, serialize_result
 from ..transcript import HandoffEntry, ToolCallEntry, ToolResultEntry
 from .checkpoint import save_progress
@@ -52,6 +52,12 @@ class Plan:
     refusal: str | None = None
     """An error result decided without running the tool."""
     handoff: Handoff | None = None
+    over_budget: BudgetExceeded | None = None
+    """The budget refused this call at its pre-check: the run ends when it is reached."""
+
+    @property
+    def will_run(self) -> bool:
+        return self.refusal is None and self.handoff is None and self.over_budget is None
 
 
 async def tool_phase(state: RunState, calls: Sequence[ToolCallEntry]) -> AsyncIterator[ev.Event]:
@@ -60,7 +66,8 @@ async def tool_phase(state: RunState, calls: Sequence[ToolCallEntry]) -> AsyncIt
     for call in calls:
         if state.ledger.get(call.call_id) in ("completed", "failed"):
             continue
-        plans.append(await _precheck(state, call, len(plans), waiting))
+        planned = sum(1 for p in plans if p.will_run)
+        plans.append(await _precheck(state, call, planned, waiting))
     if waiting:
         async for event in save_progress(state):
             yield event
@@ -80,16 +87,24 @@ async def tool_phase(state: RunState, calls: Sequence[ToolCallEntry]) -> AsyncIt
                 yield event
 
 
-async def _precheck(state: RunState, call: ToolCallEntry, index: int,
-                    waiting: list[ToolCallEntry]) -> Plan:
+async def _precheck(
+    state: RunState, call: ToolCallEntry, planned: int, waiting: list[ToolCallEntry]
+) -> Plan:
+    """``planned``: earlier calls of this turn that will run (they count for the budget)."""
     active = state.active
     assert active is not None
-    check_budget(state, extra_tool_calls=index)
+    try:
+        check_budget(state, extra_tool_calls=planned)
+    except BudgetExceeded as exc:  # the calls before it still run; the run ends here
+        return Plan(call, over_budget=exc)
     handoff = active.handoffs.get(call.name)
     if handoff is not None:
         if state.pending_handoff is not None:
-            return Plan(call, refusal="Only one handoff per turn; the conversation is already "
-                        f"being transferred to {state.pending_handoff.agent.name}.")
+            return Plan(
+                call,
+                refusal="Only one handoff per turn; the conversation is already "
+                f"being transferred to {state.pending_handoff.agent.name}.",
+            )
         state.pending_handoff = handoff
         return Plan(call, handoff=handoff)
     t = active.tools.get(call.name)
@@ -158,19 +173,32 @@ def _safe(plan: Plan) -> bool:
 
 def _started(state: RunState, plan: Plan) -> ev.ToolCallStarted:
     assert state.active is not None
-    return ev.ToolCallStarted(run_id=state.run_id, agent=state.active.agent.name,
-                              turn=state.turn, call=plan.call,
-                              idempotency_key=f"{state.run_id}:{plan.call.call_id}",
-                              description=plan.tool.description if plan.tool else "")
+    return ev.ToolCallStarted(
+        run_id=state.run_id,
+        agent=state.active.agent.name,
+        turn=state.turn,
+        call=plan.call,
+        idempotency_key=f"{state.run_id}:{plan.call.call_id}",
+        description=plan.tool.description if plan.tool else "",
+    )
 
 
 def _ledger(state: RunState, plan: Plan, status: str) -> None:
     state.ledger[plan.call.call_id] = status
-    state.note("ledger", {"call_id": plan.call.call_id, "status": status,
-                          "key": f"{state.run_id}:{plan.call.call_id}"})
+    state.note(
+        "ledger",
+        {
+            "call_id": plan.call.call_id,
+            "status": status,
+            "key": f"{state.run_id}:{plan.call.call_id}",
+        },
+    )
 
 
 async def _run_one(state: RunState, plan: Plan) -> AsyncIterator[ev.Event]:
+    if plan.over_budget is not None:
+        check_budget(state, extra_tool_calls=0)  # the same limit, with the usage of now
+        raise plan.over_budget
     if plan.refusal is not None or plan.handoff is not None:
         async for event in _complete(state, plan, _decided(plan), 0.0, started=False):
             yield event
@@ -200,7 +228,9 @@ async def _run_parallel(state: RunState, group: list[Plan]) -> AsyncIterator[ev.
         yield started
         _ledger(state, plan, "started")
         tasks[asyncio.ensure_future(_limited(limit, state, plan, started.span))] = (
-            plan, time.perf_counter())
+            plan,
+            time.perf_counter(),
+        )
     async for event in save_progress(state, "ledger"):
         yield event
     order = {id(p): i for i, p in enumerate(group)}
@@ -213,8 +243,7 @@ async def _run_parallel(state: RunState, group: list[Plan]) -> AsyncIterator[ev.
                 state.guard.disarm()
             for task in sorted(done, key=lambda t: order[id(tasks[t][0])]):
                 plan, t0 = tasks.pop(task)
-                async for event in _complete(state, plan, task.result(),
-                                             time.perf_counter() - t0):
+                async for event in _complete(state, plan, task.result(), time.perf_counter() - t0):
                     yield event
     finally:
         for task in tasks:
@@ -223,8 +252,9 @@ async def _run_parallel(state: RunState, group: list[Plan]) -> AsyncIterator[ev.
             await asyncio.gather(*tasks, return_exceptions=True)
 
 
-async def _limited(limit: asyncio.Semaphore, state: RunState, plan: Plan,
-                   span: Any) -> tuple[str, bool, str | None]:
+async def _limited(
+    limit: asyncio.Semaphore, state: RunState, plan: Plan, span: Any
+) -> tuple[str, bool, str | None]:
     async with limit:
         return await _execute(state, plan, span)
 
@@ -255,34 +285,61 @@ async def _execute(state: RunState, plan: Plan, span: Any) -> tuple[str, bool, s
                 if attempt < t.retries:
                     logger.info("tool %s failed (%s); retrying", t.name, exc)
                     continue
-                return f"Tool {t.name!r} failed: {type(exc).__name__}: {exc}", True, \
-                    type(exc).__name__
+                return (
+                    f"Tool {t.name!r} failed: {type(exc).__name__}: {exc}",
+                    True,
+                    type(exc).__name__,
+                )
         raise AssertionError("unreachable")  # pragma: no cover
     finally:
         if token is not None:
             otel_context.detach(token)
 
 
-async def _complete(state: RunState, plan: Plan, outcome: tuple[str, bool, str | None],
-                    duration: float, *, started: bool = True) -> AsyncIterator[ev.Event]:
+async def _complete(
+    state: RunState,
+    plan: Plan,
+    outcome: tuple[str, bool, str | None],
+    duration: float,
+    *,
+    started: bool = True,
+) -> AsyncIterator[ev.Event]:
     """Append the result (and handoff), checkpoint it, and emit ToolCallCompleted."""
     assert state.active is not None
     content, is_error, error_type = outcome
-    result = stamp(state, ToolResultEntry(call_id=plan.call.call_id, name=plan.call.name,
-                                          content=content, is_error=is_error))
+    result = stamp(
+        state,
+        ToolResultEntry(
+            call_id=plan.call.call_id, name=plan.call.name, content=content, is_error=is_error
+        ),
+    )
     new = [result]
     if plan.handoff is not None:
-        new.append(stamp(state, HandoffEntry(from_agent=state.active.agent.name,
-                                             to_agent=plan.handoff.agent.name,
-                                             call_id=plan.call.call_id)))
+        new.append(
+            stamp(
+                state,
+                HandoffEntry(
+                    from_agent=state.active.agent.name,
+                    to_agent=plan.handoff.agent.name,
+                    call_id=plan.call.call_id,
+                ),
+            )
+        )
     state.transcript.extend(new)
     state.usage.tool_calls += 1 if started else 0
     state.note_entries(new)
     if started or plan.handoff is not None:
         _ledger(state, plan, "failed" if is_error else "completed")
-    yield ev.ToolCallCompleted(run_id=state.run_id, agent=state.active.agent.name,
-                               turn=state.turn, call=plan.call, result=result,
-                               is_error=is_error, error_type=error_type, duration_s=duration,
-                               started=started)
+    yield ev.ToolCallCompleted(
+        run_id=state.run_id,
+        agent=state.active.agent.name,
+        turn=state.turn,
+        call=plan.call,
+        result=result,
+        is_error=is_error,
+        error_type=error_type,
+        duration_s=duration,
+        started=started,
+    )
     async for event in save_progress(state, "tool_result"):
         yield event

@@ -58,8 +58,9 @@ async def resume_turn(state: RunState, calls: Sequence[ToolCallEntry]) -> AsyncI
         yield event
 
 
-async def _after_response(state: RunState, entries: Sequence[TranscriptEntry],
-                          calls: list[ToolCallEntry], before: object) -> AsyncIterator[ev.Event]:
+async def _after_response(
+    state: RunState, entries: Sequence[TranscriptEntry], calls: list[ToolCallEntry], before: object
+) -> AsyncIterator[ev.Event]:
     if calls:
         async for event in tool_phase(state, calls):
             yield event
@@ -68,16 +69,27 @@ async def _after_response(state: RunState, entries: Sequence[TranscriptEntry],
     check_cancel(state)
     turn_usage = state.usage.copy()
     _subtract(turn_usage, before)
-    yield ev.TurnEnded(**_base(state), usage=turn_usage,  # type: ignore[arg-type]
-                       tool_calls=len(calls))
+    yield ev.TurnEnded(
+        **_base(state),
+        usage=turn_usage,  # type: ignore[arg-type]
+        tool_calls=len(calls),
+    )
     if state.pending_handoff is not None:
         async for event in switch_agent(state):
             yield event
 
 
 def _subtract(usage: object, before: object) -> None:
-    for name in ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens",
-                 "reasoning_tokens", "requests", "tool_calls", "cost_usd"):
+    for name in (
+        "input_tokens",
+        "output_tokens",
+        "cache_read_tokens",
+        "cache_write_tokens",
+        "reasoning_tokens",
+        "requests",
+        "tool_calls",
+        "cost_usd",
+    ):
         setattr(usage, name, getattr(usage, name) - getattr(before, name))
 
 
@@ -89,24 +101,34 @@ def finalize(state: RunState, entries: Sequence[TranscriptEntry]) -> None:
     text = "".join(e.text for e in texts)
     response = state.response[0] if state.response else None
     if any(e.refusal for e in texts) and not active.output.is_text:
-        raise ModelBehaviorError(f"the model refused to answer: {text[:200]}",
-                                 hint="Rephrase the request or relax the output type.")
+        raise ModelBehaviorError(
+            f"the model refused to answer: {text[:200]}",
+            hint="Rephrase the request or relax the output type.",
+        )
     try:
         state.output = active.output.parse(text)
     except OutputParseError as exc:
         if state.repairs_left > 0:
             state.repairs_left -= 1
-            repair = stamp(state, InputEntry(role="user", origin="repair", content=(
-                f"Your answer did not match the required output format: {exc.errors}. "
-                "Answer again with only the corrected JSON.")))
+            repair = stamp(
+                state,
+                InputEntry(
+                    role="user",
+                    origin="repair",
+                    content=(
+                        f"Your answer did not match the required output format: {exc.errors}. "
+                        "Answer again with only the corrected JSON."
+                    ),
+                ),
+            )
             state.transcript.append(repair)
             state.note_entries([repair])
             return
         raise OutputValidationError(
-            f"the final answer does not validate as {active.output.output_type!r}: "
-            f"{exc.errors}",
+            f"the final answer does not validate as {active.output.output_type!r}: {exc.errors}",
             hint="Raise Agent(output_repairs=...) or simplify the output type.",
-            raw=text, errors=exc.errors,
+            raw=text,
+            errors=exc.errors,
         ) from None
     state.output_raw = text
     state.finish_reason = response.finish_reason if response else "stop"
@@ -125,10 +147,14 @@ async def switch_agent(state: RunState) -> AsyncIterator[ev.Event]:
     system = stamp(state, SystemEntry(content=state.active.system))
     state.transcript.append(system)
     state.note_entries([system])
-    state.note("state", {"turn": state.turn, "usage": state.usage.to_dict(),
-                         "agent": handoff.agent.name})
-    yield ev.HandoffOccurred(**_base(state), from_agent=from_name,  # type: ignore[arg-type]
-                             to_agent=handoff.agent.name)
+    state.note(
+        "state", {"turn": state.turn, "usage": state.usage.to_dict(), "agent": handoff.agent.name}
+    )
+    yield ev.HandoffOccurred(
+        **_base(state),
+        from_agent=from_name,  # type: ignore[arg-type]
+        to_agent=handoff.agent.name,
+    )
 
 
 async def _renew_lease(state: RunState) -> None:

@@ -66,8 +66,14 @@ class Reply:
 Step: TypeAlias = "str | ToolCallSpec | Sequence[ToolCallSpec] | Reply | BaseException"
 
 
-def call(name: str, arguments: dict[str, Any] | str | None = None, /, *,
-         id: str | None = None, **kwargs: Any) -> ToolCallSpec:
+def call(
+    name: str,
+    arguments: dict[str, Any] | str | None = None,
+    /,
+    *,
+    id: str | None = None,
+    **kwargs: Any,
+) -> ToolCallSpec:
     """A scripted tool call: ``call("add", a=1, b=2)`` or ``call("add", {"a": 1})``."""
     if isinstance(arguments, str):
         return ToolCallSpec(name, arguments, id)
@@ -171,8 +177,9 @@ class _FakeProvider:
         if step.reasoning:
             for piece in _chunks(step.reasoning):
                 yield ReasoningChunk(piece)
-            entries.append(ReasoningEntry(text=step.reasoning, provider=self._provider,
-                                          message_id=message_id))
+            entries.append(
+                ReasoningEntry(text=step.reasoning, provider=self._provider, message_id=message_id)
+            )
         if step.text:
             for piece in _chunks(step.text, 16):
                 if step.chunk_delay:
@@ -187,22 +194,33 @@ class _FakeProvider:
             half = len(spec.arguments) // 2
             yield ToolCallChunk(index, call_id, spec.name, spec.arguments[:half])
             yield ToolCallChunk(index, None, None, spec.arguments[half:])
-            entries.append(ToolCallEntry(call_id=call_id, name=spec.name,
-                                         arguments=spec.arguments, message_id=message_id))
+            entries.append(
+                ToolCallEntry(
+                    call_id=call_id, name=spec.name, arguments=spec.arguments, message_id=message_id
+                )
+            )
         yield self._response(request, step, tuple(entries))
 
-    def _response(self, request: ModelRequest, step: Reply,
-                  entries: tuple[ResponseEntry, ...]) -> ModelResponse:
+    def _response(
+        self, request: ModelRequest, step: Reply, entries: tuple[ResponseEntry, ...]
+    ) -> ModelResponse:
         out_chars = len(step.text or "") + len(step.reasoning or "")
         out_chars += sum(len(c.arguments) + len(c.name) for c in step.tool_calls)
-        usage = step.usage.copy() if step.usage else Usage(
-            input_tokens=_estimate_tokens(request), output_tokens=max(1, out_chars // 4)
+        usage = (
+            step.usage.copy()
+            if step.usage
+            else Usage(input_tokens=_estimate_tokens(request), output_tokens=max(1, out_chars // 4))
         )
         usage.requests = 1
         finish = step.finish_reason or ("tool_calls" if step.tool_calls else "stop")
-        return ModelResponse(entries=entries, usage=usage, finish_reason=finish,  # type: ignore[arg-type]
-                             raw_finish_reason=finish, response_id=new_id("resp"),
-                             model=self._model)
+        return ModelResponse(
+            entries=entries,
+            usage=usage,
+            finish_reason=finish,  # type: ignore[arg-type]
+            raw_finish_reason=finish,
+            response_id=new_id("resp"),
+            model=self._model,
+        )
 
 
 class ScriptedModel(_FakeProvider):
@@ -212,8 +230,14 @@ class ScriptedModel(_FakeProvider):
     :meth:`assert_consumed` (or ``unconsumed``) reports steps never used.
     """
 
-    def __init__(self, steps: Sequence[Step], *, model: str = "scripted",
-                 profile: ModelProfile | None = None, provider: str = "test") -> None:
+    def __init__(
+        self,
+        steps: Sequence[Step],
+        *,
+        model: str = "scripted",
+        profile: ModelProfile | None = None,
+        provider: str = "test",
+    ) -> None:
         super().__init__(model, profile, provider)
         self._steps: list[Reply | BaseException] = [_as_reply(s) for s in steps]
         self._next = 0
@@ -260,9 +284,14 @@ class CallInfo:
 class FunctionModel(_FakeProvider):
     """A model whose replies come from ``fn(request, info) -> Step`` (sync or async)."""
 
-    def __init__(self, fn: Callable[[ModelRequest, CallInfo], Step | Awaitable[Step]], *,
-                 model: str = "function", profile: ModelProfile | None = None,
-                 provider: str = "test") -> None:
+    def __init__(
+        self,
+        fn: Callable[[ModelRequest, CallInfo], Step | Awaitable[Step]],
+        *,
+        model: str = "function",
+        profile: ModelProfile | None = None,
+        provider: str = "test",
+    ) -> None:
         super().__init__(model, profile, provider)
         self._fn = fn
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Iterator
+from collections.abc import Generator
 from contextlib import contextmanager
 from typing import Any
 
@@ -37,7 +37,7 @@ def _refuse(request: httpx.Request) -> None:
 
 
 @contextmanager
-def block_network() -> Iterator[None]:
+def block_network() -> Generator[None]:
     """Within this block, httpx requests to non-loopback hosts raise NetworkBlocked."""
     orig_async = httpx.AsyncHTTPTransport.handle_async_request
     orig_sync = httpx.HTTPTransport.handle_request

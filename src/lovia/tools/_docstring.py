@@ -59,8 +59,9 @@ def _google(text: str) -> tuple[str, dict[str, str]]:
             indent = len(line) - len(line.lstrip())
             match = _GOOGLE_PARAM.match(stripped)
             if match and (current is None or indent <= _indent_of(text, current)):
-                current = match.group(1)
-                params[current] = [match.group(2)]
+                name = match.group(1)
+                params[name] = [match.group(2)]
+                current = name
             elif current is not None and stripped:
                 params[current].append(stripped)
     return _description(desc), {k: _join(v) for k, v in params.items()}
@@ -69,7 +70,7 @@ def _google(text: str) -> tuple[str, dict[str, str]]:
 def _indent_of(text: str, name: str) -> int:
     for line in text.splitlines():
         stripped = line.lstrip()
-        if stripped.startswith(name) or stripped.startswith("*" + name):
+        if stripped.startswith((name, "*" + name)):
             return len(line) - len(stripped)
     return 0
 
@@ -110,8 +111,9 @@ def _sphinx(text: str) -> tuple[str, dict[str, str]]:
         stripped = line.strip()
         match = _SPHINX_PARAM.match(stripped)
         if match:
-            in_fields, current = True, match.group(1)
-            params[current] = [match.group(2)]
+            name = match.group(1)
+            params[name] = [match.group(2)]
+            in_fields, current = True, name
         elif stripped.startswith(":"):
             in_fields, current = True, None
         elif in_fields:

@@ -27,9 +27,7 @@ from ._docstring import parse_docstring
 
 __all__ = ["ApprovalPolicy", "Tool", "ToolArgumentsError", "tool"]
 
-ApprovalPolicy: TypeAlias = (
-    "bool | Callable[[RunContext[Any], Any], bool | Awaitable[bool]]"
-)
+ApprovalPolicy: TypeAlias = "bool | Callable[[RunContext[Any], Any], bool | Awaitable[bool]]"
 """``True`` = always ask; a callable ``(ctx, call) -> bool`` decides per call."""
 
 
@@ -101,7 +99,7 @@ def _replace(t: Tool, **changes: Any) -> Tool:
 
 
 def _validation_text(name: str, exc: pydantic.ValidationError) -> str:
-    problems = []
+    problems: list[str] = []
     for err in exc.errors(include_url=False):
         loc = ".".join(str(p) for p in err["loc"]) or "(arguments)"
         problems.append(f"{loc}: {err['msg']}")
@@ -167,8 +165,9 @@ def tool(
     return build(fn) if fn is not None else build
 
 
-def _build_tool(func: Callable[..., Any], *, name: str | None, description: str | None,
-                **options: Any) -> Tool:
+def _build_tool(
+    func: Callable[..., Any], *, name: str | None, description: str | None, **options: Any
+) -> Tool:
     if isinstance(func, Tool):
         raise UserError("@tool was applied twice", hint="Use @tool once per function.")
     if not callable(func):
@@ -269,8 +268,9 @@ def _clean_schema(schema: dict[str, Any]) -> dict[str, Any]:
         clean: dict[str, Any] = {}
         for key, value in typing.cast(dict[str, Any], props).items():
             if isinstance(value, dict):
-                value = {k: v for k, v in typing.cast(dict[str, Any], value).items()
-                         if k != "title"}
+                value = {
+                    k: v for k, v in typing.cast(dict[str, Any], value).items() if k != "title"
+                }
             clean[key] = value
         schema["properties"] = clean
     schema.setdefault("properties", {})
