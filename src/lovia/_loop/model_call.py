@@ -49,11 +49,11 @@ async def model_step(state: RunState) -> AsyncIterator[ev.Event]:
     """Build the view and call the model; on overflow compact harder and retry once."""
     attempt = 1
     while True:
-        request: list[ModelRequest] = []
+        request: list[tuple[ModelRequest, str]] = []
         async for event in _build_view(state, attempt, request):
             yield event
         try:
-            async for event in _call_model(state, request[0], attempt):
+            async for event in _call_model(state, *request[0], attempt):
                 yield event
         except ContextOverflow as exc:
             if attempt > MAX_OVERFLOW_RETRIES or getattr(exc, "_lovia_partial", False):
@@ -116,7 +116,7 @@ async def _summarize(state: RunState, entries: Sequence[TranscriptEntry], prompt
 
 
 async def _build_view(
-    state: RunState, attempt: int, out: list[ModelRequest]
+    state: RunState, attempt: int, out: list[tuple[ModelRequest, str]]
 ) -> AsyncIterator[ev.Event]:
     active = state.active
     assert active is not None and active.strategy is not None
@@ -145,7 +145,7 @@ async def _build_view(
     request = _request(state, active, built, injected)
     record = _record(state, active, built, injected, request, attempt)
     state.last_view_size = len(request.messages)
-    out.append(request)
+    out.append((request, record.hash))
     yield ev.ViewBuilt(
         run_id=state.run_id,
         agent=name,
@@ -232,7 +232,7 @@ def _record(
 
 
 async def _call_model(
-    state: RunState, request: ModelRequest, attempt: int
+    state: RunState, request: ModelRequest, view_hash: str, attempt: int
 ) -> AsyncIterator[ev.Event]:
     """Stream one model call (phase 4). Reason for length: one place owns the stream."""
     active = state.active
@@ -243,7 +243,7 @@ async def _call_model(
         **base,
         model=provider.model,
         provider=provider.name,
-        view_hash=state.hasher.hash(request),
+        view_hash=view_hash,
         stream=provider.profile.streaming,
         settings=request.settings.to_dict(),
         server_address=getattr(provider, "server_address", None),

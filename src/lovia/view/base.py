@@ -123,10 +123,11 @@ class FullView:
 class ViewHasher:
     """Canonical serialization + sha256 of a request, caching each entry's bytes."""
 
-    __slots__ = ("_cache",)
+    __slots__ = ("_cache", "_head")
 
     def __init__(self) -> None:
         self._cache: dict[int, tuple[TranscriptEntry, bytes]] = {}
+        self._head: tuple[tuple[object, ...], bytes] | None = None
 
     def entry_bytes(self, entry: TranscriptEntry) -> bytes:
         hit = self._cache.get(id(entry))
@@ -136,9 +137,18 @@ class ViewHasher:
         self._cache[id(entry)] = (entry, data)
         return data
 
+    def head_bytes(self, request: ModelRequest) -> bytes:
+        key = (request.system, request.tools, request.settings, request.output_schema)
+        cached = self._head
+        if cached is not None and all(a is b for a, b in zip(cached[0], key, strict=True)):
+            return cached[1]
+        data = _canon(_head(request))
+        self._head = (key, data)
+        return data
+
     def hash(self, request: ModelRequest) -> str:
         h = hashlib.sha256()
-        h.update(_canon(_head(request)))
+        h.update(self.head_bytes(request))
         for entry in request.messages:
             h.update(b"\n")
             h.update(self.entry_bytes(entry))
@@ -153,15 +163,22 @@ def _head(request: ModelRequest) -> dict[str, Any]:
     return {
         "system": request.system,
         "tools": [
-            {"name": t.name, "description": t.description, "parameters": dict(t.parameters),
-             "strict": t.strict}
+            {
+                "name": t.name,
+                "description": t.description,
+                "parameters": dict(t.parameters),
+                "strict": t.strict,
+            }
             for t in request.tools
         ],
         "settings": request.settings.to_dict(),
         "output_schema": None
         if request.output_schema is None
-        else {"name": request.output_schema.name, "schema": dict(request.output_schema.schema),
-              "strict": request.output_schema.strict},
+        else {
+            "name": request.output_schema.name,
+            "schema": dict(request.output_schema.schema),
+            "strict": request.output_schema.strict,
+        },
     }
 
 
