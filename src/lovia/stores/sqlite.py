@@ -17,6 +17,7 @@ instead of failing with "database is locked".
 from __future__ import annotations
 
 import asyncio
+import os
 import queue
 import sqlite3
 import threading
@@ -278,6 +279,7 @@ class _Worker:
         self._queue: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._main, name="lovia-sqlite", daemon=True)
         self._lock = threading.Lock()
+        self._pid = os.getpid()
 
     def submit(self, fn: Callable[..., T], args: tuple[Any, ...], write: bool) -> asyncio.Future[T]:
         """Queue a job; the returned future resolves on the calling loop."""
@@ -301,6 +303,11 @@ class _Worker:
         self._queue.put(None)
 
     def _start(self) -> None:
+        if self._pid != os.getpid():  # forked: the thread and connection stayed behind
+            self._pid = os.getpid()
+            self._conn = None
+            self._queue = queue.SimpleQueue()
+            self._thread = threading.Thread(target=self._main, name="lovia-sqlite", daemon=True)
         if self._thread.ident is None:
             with self._lock:
                 if self._thread.ident is None:
@@ -347,10 +354,11 @@ class _Worker:
             conn.execute("BEGIN IMMEDIATE")
             try:
                 outcomes = _apply(conn, batch)
+                conn.execute("COMMIT")
             except BaseException:
-                conn.execute("ROLLBACK")
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
                 raise
-            conn.execute("COMMIT")
         except Exception as exc:
             outcomes = [(False, exc)] * len(batch)
         for job, (ok, value) in zip(batch, outcomes, strict=True):
