@@ -24,6 +24,7 @@ from ..telemetry.tracer import RunTracer, make_run_tracer
 from ..transcript import Transcript
 from .checkpoint import finish_info
 from .finish import close_plugins, finish, write_session
+from .lease import stop_heartbeat
 from .prepare import find_agent, load_snapshot, prepare, run_started
 from .state import CancelGuard, RunParams, RunState
 from .turn import finalize, resume_turn, turn
@@ -218,6 +219,7 @@ async def _mark_failed(state: RunState, error: BaseException) -> None:
 
 
 async def _release(state: RunState) -> None:
+    await stop_heartbeat(state.heartbeat)
     if state.checkpointer is not None and state.lease_owner is not None:
         try:
             await state.checkpointer.release(state.run_id, state.lease_owner)

@@ -19,14 +19,16 @@ from ..errors import ContextOverflow, StreamInterrupted
 from ..providers.base import (
     ModelRequest,
     ModelResponse,
+    Provider,
     ReasoningChunk,
     RetryNotice,
     TextChunk,
     ToolCallChunk,
 )
 from ..telemetry.pricing import price_usage
-from ..transcript import InputEntry, TranscriptEntry, entry_to_dict
+from ..transcript import InputEntry, TranscriptEntry
 from ..view.base import BuiltView, ViewInput, ViewRecord
+from ..view.record import view_parts
 from .checkpoint import save_progress
 from .state import ActiveAgent, RunState
 
@@ -103,12 +105,17 @@ def _as_injected(state: RunState, entry: Any) -> TranscriptEntry:
     return stamp(state, entry)
 
 
-async def _summarize(state: RunState, entries: Sequence[TranscriptEntry], prompt: str) -> str:
-    """Ask the active model for a summary (used by compaction strategies)."""
+async def _summarize(
+    state: RunState,
+    entries: Sequence[TranscriptEntry],
+    prompt: str,
+    provider: Provider | None = None,
+) -> str:
+    """Ask the active model (or ``provider``) for a summary (used by compaction)."""
     assert state.active is not None
     request = ModelRequest(system=prompt, messages=list(entries))
     text: list[str] = []
-    async for item in state.active.provider.stream(request):
+    async for item in (provider or state.active.provider).stream(request):
         if isinstance(item, ModelResponse):
             text = [getattr(e, "text", "") for e in item.entries if e.type == "text"]
             state.usage.add(item.usage)
@@ -131,10 +138,13 @@ async def _build_view(
         attempt=attempt,
         last_input_tokens=state.last_input_tokens,
         last_view_size=state.last_view_size,
+        result_caps=_result_caps(active),
     )
 
-    async def summarize(entries: Sequence[TranscriptEntry], prompt: str) -> str:
-        return await _summarize(state, entries, prompt)
+    async def summarize(
+        entries: Sequence[TranscriptEntry], prompt: str, provider: Provider | None = None
+    ) -> str:
+        return await _summarize(state, entries, prompt, provider)
 
     built = await active.strategy.build(inp, active.strategy_state, summarize)
     for kind, ids in built.compactions:
@@ -157,6 +167,11 @@ async def _build_view(
         record=record,
         attempt=attempt,
     )
+
+
+def _result_caps(active: ActiveAgent) -> dict[str, int]:
+    """Tool name -> the tool's own ``max_result_chars`` (the strategy stubs above it)."""
+    return {n: t.max_result_chars for n, t in active.tools.items() if t.max_result_chars}
 
 
 def _request(
@@ -192,42 +207,29 @@ def _record(
     request: ModelRequest,
     attempt: int,
 ) -> ViewRecord:
-    compacted = bool(built.replaced) or built.summary is not None
-    record = ViewRecord.model_construct(
-        version=1,
+    order, replaced = built.order, built.replaced
+    if active.handoff_filter is not None:  # the filter may drop or rewrite entries
+        shown = request.messages[: len(request.messages) - len(injected)]
+        order, replaced = view_parts(built, shown)
+    compacted = built.compacted
+    if compacted is None:
+        compacted = bool(built.replaced) or built.summary is not None
+    record = state.hasher.record(
+        request=request,
+        order=order,
+        replaced=replaced,
+        injected=injected,
         run_id=state.run_id,
         turn=state.turn,
         attempt=attempt,
         agent=active.agent.name,
-        system=active.system,
-        order=list(built.order),
-        replaced={k: entry_to_dict(v) for k, v in built.replaced.items()},
         summary=built.summary,
-        injected=[entry_to_dict(e) for e in injected],
-        tools=[
-            {
-                "name": t.name,
-                "description": t.description,
-                "parameters": dict(t.parameters),
-                "strict": t.strict,
-            }
-            for t in request.tools
-        ],
-        settings=request.settings.to_dict(),
-        output_schema=None
-        if request.output_schema is None
-        else {
-            "name": request.output_schema.name,
-            "schema": dict(request.output_schema.schema),
-            "strict": request.output_schema.strict,
-        },
         compacted=compacted,
-        hash=state.hasher.hash(request),
         model=active.provider.model,
         provider=active.provider.name,
     )
     if state.checkpointer is not None:
-        state.note("view", record.model_dump(mode="json"))
+        state.note("view", record.to_data())
     return record
 
 

@@ -3,21 +3,20 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from .. import events as ev
 from ..agent import Agent
-from ..errors import RunLeaseHeld, UserError
+from ..errors import UserError
 from ..stores.base import RunSnapshot
 from ..transcript import InputEntry, SystemEntry, TranscriptEntry
 from .activate import activate, resolve_provider
 from .checkpoint import ResumePoint, open_calls, restore, run_info, save_progress
 from .finish import run_guardrails
+from .lease import start_heartbeat, take_lease
 from .model_call import stamp
 from .state import RunState
-from .turn import LEASE_TTL_S
 
 __all__ = ["find_agent", "load_snapshot", "prepare"]
 
@@ -64,13 +63,8 @@ async def load_snapshot(state: RunState) -> RunSnapshot | None:
     snapshot = await cp.load(state.run_id)
     if snapshot is not None and snapshot.info.status == "completed":
         return snapshot
-    owner = f"{os.getpid()}:{id(state)}"
-    if not await cp.acquire(state.run_id, owner, LEASE_TTL_S):
-        raise RunLeaseHeld(
-            f"run {state.run_id} is being run by another worker right now",
-            hint="Wait for it to finish, or resubmit after its lease expires.",
-        )
-    state.lease_owner = owner
+    await take_lease(state)
+    state.heartbeat = start_heartbeat(state)
     if snapshot is not None:
         first = snapshot.info.extra.get("first_agent", snapshot.info.agent)
         if first != state.params.agent.name:

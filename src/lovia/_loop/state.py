@@ -145,6 +145,7 @@ class RunState:
     history: Sequence[TranscriptEntry] = ()
     undelivered: list[Any] = field(default_factory=list[Any])
     lease_owner: str | None = None
+    heartbeat: asyncio.Task[None] | None = None
     completed_result: Any = None
     """Set when the run_id was already completed: the stored RunResult."""
     response: Any = None

@@ -33,7 +33,6 @@ def drain_mailbox(state: RunState) -> None:
 async def turn(state: RunState) -> AsyncIterator[ev.Event]:
     """Run one full turn (phases 1–8)."""
     check_limits(state)
-    await _renew_lease(state)
     state.turn += 1
     state.ctx.turn = state.turn
     before = state.usage.copy()
@@ -155,12 +154,3 @@ async def switch_agent(state: RunState) -> AsyncIterator[ev.Event]:
         from_agent=from_name,  # type: ignore[arg-type]
         to_agent=handoff.agent.name,
     )
-
-
-async def _renew_lease(state: RunState) -> None:
-    cp = state.checkpointer
-    if cp is not None and state.lease_owner is not None and state.turn % 5 == 4:
-        await cp.acquire(state.run_id, state.lease_owner, LEASE_TTL_S)
-
-
-LEASE_TTL_S = 300.0

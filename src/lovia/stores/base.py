@@ -126,6 +126,10 @@ class Checkpointer(Protocol):
 
     async def release(self, run_id: str, owner: str) -> None: ...
 
+    async def lease_holder(self, run_id: str) -> str | None:
+        """The owner of the unexpired lease on ``run_id``, if any."""
+        ...
+
     async def list_runs(
         self,
         *,

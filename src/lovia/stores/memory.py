@@ -107,6 +107,11 @@ class MemoryStore:
         self._leases[run_id] = (owner, now + ttl_s)
         return True
 
+    async def lease_holder(self, run_id: str) -> str | None:
+        """The owner of the unexpired lease on ``run_id``, if any."""
+        held = self._leases.get(run_id)
+        return held[0] if held is not None and held[1] > time.time() else None
+
     async def release(self, run_id: str, owner: str) -> None:
         """Drop the lease if ``owner`` holds it."""
         held = self._leases.get(run_id)

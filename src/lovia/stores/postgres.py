@@ -170,6 +170,9 @@ class _Sql:
             f"WHERE l.owner = excluded.owner OR l.expires_at <= {_NOW} RETURNING 1"
         )
         self.release = f"DELETE FROM {leases} WHERE run_id = $1 AND owner = $2"
+        self.lease_holder = (
+            f"SELECT owner FROM {leases} WHERE run_id = $1 AND expires_at > {_NOW}"
+        )
         self.delete = (
             f"WITH gone AS (DELETE FROM {runs} WHERE {{where}} RETURNING run_id), "
             f"r AS (DELETE FROM {records} WHERE run_id IN (SELECT run_id FROM gone)), "
@@ -316,6 +319,12 @@ class PostgresStore:
         """Take or renew the lease; False while another owner's lease is unexpired."""
         async with self._db() as db:
             return await db.fetchval(self._sql.acquire, run_id, owner, float(ttl_s)) is not None
+
+    async def lease_holder(self, run_id: str) -> str | None:
+        """The owner of the unexpired lease on ``run_id``, if any."""
+        async with self._db() as db:
+            owner = await db.fetchval(self._sql.lease_holder, run_id)
+        return None if owner is None else str(owner)
 
     async def release(self, run_id: str, owner: str) -> None:
         """Drop the lease if ``owner`` holds it."""

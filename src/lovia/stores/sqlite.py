@@ -144,6 +144,10 @@ class SQLiteStore:
         """Take or renew the lease; False while another owner's lease is unexpired."""
         return await self._run(_acquire, run_id, owner, ttl_s, write=True)
 
+    async def lease_holder(self, run_id: str) -> str | None:
+        """The owner of the unexpired lease on ``run_id``, if any."""
+        return await self._run(_lease_holder, run_id)
+
     async def release(self, run_id: str, owner: str) -> None:
         """Drop the lease if ``owner`` holds it."""
         sql = "DELETE FROM leases WHERE run_id = ? AND owner = ?"
@@ -504,6 +508,13 @@ def _finish(conn: sqlite3.Connection, row: tuple[Any, ...], result: str | None) 
         f"ON CONFLICT (run_id) DO UPDATE SET {updates}",
         (*row, result),
     )
+
+
+def _lease_holder(conn: sqlite3.Connection, run_id: str) -> str | None:
+    row = conn.execute(
+        "SELECT owner FROM leases WHERE run_id = ? AND expires_at > ?", (run_id, time.time())
+    ).fetchone()
+    return None if row is None else str(row[0])
 
 
 def _acquire(conn: sqlite3.Connection, run_id: str, owner: str, ttl_s: float) -> bool:
