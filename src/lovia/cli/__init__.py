@@ -1,0 +1,94 @@
+"""The ``lovia`` command: inspect runs, transcripts, traces, and replay model views.
+
+```
+lovia runs   [--session S] [--agent A] [--status failed] [--limit N]
+lovia show   RUN
+lovia trace  RUN
+lovia replay RUN [--turn N] [--format text|json|request] [--diff A B]
+lovia replay RUN --turn N --model M [--base-url U]     # what-if, writes nothing
+lovia replay --trace-id T
+```
+
+Every command takes ``--store URL`` (default ``$LOVIA_STORE`` or
+``sqlite:///.lovia/lovia.db``) and ``--json``. Output is pretty on a terminal and plain
+when piped. Errors print ``error: ...`` and ``hint: ...`` and exit 2; a view that fails
+to verify exits 1. Imports are lazy so ``lovia --help`` starts fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+__all__ = ["main"]
+
+EXIT_OK = 0
+EXIT_MISMATCH = 1
+EXIT_ERROR = 2
+
+
+def _common() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--store", metavar="URL", default=None,
+                        help="store URL (default: $LOVIA_STORE or sqlite:///.lovia/lovia.db)")
+    common.add_argument("--json", action="store_true", help="print JSON")
+    return common
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser (subcommands ``runs``, ``show``, ``trace``, ``replay``)."""
+    common = _common()
+    parser = argparse.ArgumentParser(
+        prog="lovia", description="Inspect and replay lovia runs stored in a session/"
+        "checkpoint store.", parents=[common])
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    runs = sub.add_parser("runs", parents=[common], help="list recent runs")
+    runs.add_argument("--session", help="only runs of this session id")
+    runs.add_argument("--agent", help="only runs that ended in this agent")
+    runs.add_argument("--status", choices=["running", "completed", "failed", "paused"])
+    runs.add_argument("--limit", type=int, default=20, help="at most N runs (default 20)")
+    show = sub.add_parser("show", parents=[common], help="print a run's transcript")
+    show.add_argument("run", metavar="RUN", help="run id (or a unique prefix)")
+    show.add_argument("--full", action="store_true", help="do not shorten long entries")
+    trace = sub.add_parser("trace", parents=[common], help="print a run's span tree")
+    trace.add_argument("run", metavar="RUN", help="run id (or a unique prefix)")
+    _replay_parser(sub.add_parser(
+        "replay", parents=[common], help="rebuild and verify each model view of a run"))
+    return parser
+
+
+def _replay_parser(replay: argparse.ArgumentParser) -> None:
+    replay.add_argument("run", metavar="RUN", nargs="?", help="run id (or a unique prefix)")
+    replay.add_argument("--trace-id", metavar="T", help="find the run by its trace id")
+    replay.add_argument("--turn", type=int, metavar="N", help="only this turn")
+    replay.add_argument("--attempt", type=int, metavar="K", help="only this attempt of the turn")
+    replay.add_argument("--format", choices=["text", "json", "request"], default=None,
+                        help="text (default), json, or the exact provider request body")
+    replay.add_argument("--diff", nargs=2, type=int, metavar=("A", "B"),
+                        help="what changed between the views of turns A and B")
+    replay.add_argument("--model", metavar="M",
+                        help="what-if: send the view of --turn to model M (provider:model)")
+    replay.add_argument("--base-url", metavar="U", help="API base URL for --model")
+    replay.add_argument("--provider", metavar="P",
+                        help="adapter for --format request (default: the recorded provider; "
+                        "openai, openai-responses, anthropic)")
+    stream = replay.add_mutually_exclusive_group()
+    stream.add_argument("--stream", dest="stream", action="store_const", const=True,
+                        default=None, help="render/send a streaming request (default)")
+    stream.add_argument("--no-stream", dest="stream", action="store_const", const=False,
+                        help="render/send a non-streaming request")
+    replay.add_argument("--full", action="store_true", help="do not shorten long entries")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``lovia`` console script; returns the exit code."""
+    args = build_parser().parse_args(argv)
+    from ._main import dispatch
+
+    code = dispatch(args)
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        pass
+    return code

@@ -1,0 +1,108 @@
+"""Output for the CLI: pretty on a terminal, plain when piped, JSON with ``--json``."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any, TextIO
+
+__all__ = ["Out", "fmt_cost", "fmt_duration", "fmt_time", "fmt_tokens", "one_line"]
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_STYLES = {"bold": "1", "dim": "2", "red": "31", "green": "32", "yellow": "33",
+           "blue": "34", "magenta": "35", "cyan": "36"}
+
+
+class Out:
+    """Writes the command's output; styles only when ``pretty``."""
+
+    def __init__(self, stream: TextIO | None = None, *, json_mode: bool = False,
+                 pretty: bool | None = None) -> None:
+        self.stream = stream or sys.stdout
+        self.json_mode = json_mode
+        if pretty is None:
+            pretty = _isatty(self.stream) and not os.environ.get("NO_COLOR")
+        self.pretty = pretty and not json_mode
+
+    def style(self, text: str, *names: str) -> str:
+        names = tuple(n for n in names if n)
+        if not self.pretty or not names:
+            return text
+        codes = ";".join(_STYLES[n] for n in names)
+        return f"\x1b[{codes}m{text}\x1b[0m"
+
+    def line(self, text: str = "") -> None:
+        self.stream.write(text + "\n")
+
+    def json(self, value: Any) -> None:
+        self.stream.write(json.dumps(value, indent=2, ensure_ascii=False, default=str) + "\n")
+
+    def table(self, headers: Sequence[str], rows: Sequence[Sequence[str]],
+              right: Sequence[int] = ()) -> None:
+        """Columns padded to their widest cell; ``right`` aligns those columns right."""
+        widths = [max([len(h), *(visible_len(r[i]) for r in rows)])
+                  for i, h in enumerate(headers)]
+
+        def cells(row: Sequence[str]) -> str:
+            parts: list[str] = []
+            for i, (cell, width) in enumerate(zip(row, widths, strict=True)):
+                pad = " " * (width - visible_len(cell))
+                parts.append(pad + cell if i in right else cell + pad)
+            return "  ".join(parts).rstrip()
+
+        self.line(self.style(cells(headers), "bold"))
+        for row in rows:
+            self.line(cells(row))
+
+
+def visible_len(text: str) -> int:
+    """Length without ANSI styles."""
+    return len(_ANSI.sub("", text))
+
+
+def _isatty(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def fmt_tokens(n: int) -> str:
+    if n >= 1_000_000:
+        return f"{n / 1_000_000:.1f}M"
+    if n >= 10_000:
+        return f"{n / 1000:.0f}k"
+    return str(n)
+
+
+def fmt_cost(usd: float) -> str:
+    if not usd:
+        return "-"
+    return f"${usd:.4f}" if usd < 1 else f"${usd:.2f}"
+
+
+def fmt_duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    if seconds < 1:
+        return f"{seconds * 1000:.0f}ms"
+    if seconds < 60:
+        return f"{seconds:.2f}s"
+    minutes, secs = divmod(int(seconds), 60)
+    return f"{minutes}m{secs:02d}s"
+
+
+def fmt_time(ts: float | None) -> str:
+    if not ts:
+        return "-"
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
+
+
+def one_line(text: str, width: int = 100) -> str:
+    """Whitespace collapsed, cut to ``width`` characters."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"

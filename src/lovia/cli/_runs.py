@@ -1,0 +1,45 @@
+"""``lovia runs``: recent runs, newest first."""
+
+from __future__ import annotations
+
+import argparse
+
+from ..replay import open_store
+from ..stores.base import RunInfo
+from ._common import info_dict, store_url
+from ._out import Out, fmt_cost, fmt_duration, fmt_time, fmt_tokens
+
+__all__ = ["runs"]
+
+HEADERS = ("RUN", "AGENT", "SESSION", "STATUS", "TURNS", "TOKENS", "COST", "STARTED",
+           "DURATION")
+
+
+async def runs(args: argparse.Namespace, out: Out) -> int:
+    async with open_store(store_url(args)) as db:
+        found = await db.list_runs(session_id=args.session, agent=args.agent,
+                                   status=args.status, limit=args.limit)
+    if out.json_mode:
+        out.json([info_dict(i) for i in found])
+        return 0
+    if not found:
+        out.line("no runs")
+        return 0
+    out.table(HEADERS, [_row(out, i) for i in found], right=(4, 5, 6, 8))
+    return 0
+
+
+def _status(out: Out, info: RunInfo) -> str:
+    reason = info.error_type or info.finish_reason
+    text = f"{info.status}/{reason}" if reason else info.status
+    color = {"completed": "green", "failed": "red", "paused": "yellow"}.get(info.status)
+    return out.style(text, color) if color else text
+
+
+def _row(out: Out, info: RunInfo) -> list[str]:
+    duration = None if info.ended_at is None else max(0.0, info.ended_at - info.started_at)
+    return [
+        info.run_id, info.agent, info.session_id or "-", _status(out, info), str(info.turns),
+        fmt_tokens(info.input_tokens + info.output_tokens), fmt_cost(info.cost_usd),
+        fmt_time(info.started_at), fmt_duration(duration),
+    ]

@@ -1,0 +1,99 @@
+"""``lovia show RUN``: the transcript, turn by turn, tool calls paired with results."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+
+from ..replay import RunData, entry_text, load_run, open_store
+from ..transcript import ToolCallEntry, ToolResultEntry, TranscriptEntry, entry_to_dict
+from ._common import info_dict, store_url
+from ._out import Out, fmt_cost, fmt_duration, fmt_time, one_line
+
+__all__ = ["header", "render_transcript", "show"]
+
+WIDTH = 160
+
+
+async def show(args: argparse.Namespace, out: Out) -> int:
+    async with open_store(store_url(args)) as db:
+        run = await load_run(args.run, db)
+    entries = run.entries or list(run.session_copies.values())
+    if out.json_mode:
+        out.json({"run": info_dict(run.info), "history": [entry_to_dict(e) for e in run.history],
+                  "entries": [entry_to_dict(e) for e in entries]})
+        return 0
+    header(out, run)
+    if run.history:
+        out.line(out.style(f"({len(run.history)} earlier entries from session "
+                           f"{run.info.session_id} precede this run)", "dim"))
+    render_transcript(out, entries, width=None if args.full else WIDTH)
+    return 0
+
+
+def header(out: Out, run: RunData) -> None:
+    """One line naming the run and its outcome."""
+    info = run.info
+    first = str(info.extra.get("first_agent", info.agent))
+    agents = info.agent if first == info.agent else f"{first} -> {info.agent}"
+    reason = info.error_type or info.finish_reason
+    status = f"{info.status} ({reason})" if reason else info.status
+    duration = None if info.ended_at is None else info.ended_at - info.started_at
+    out.line(out.style(f"run {info.run_id}", "bold"))
+    turns = f"{info.turns} turn{'' if info.turns == 1 else 's'}"
+    out.line(f"agent {agents} · session {info.session_id or '-'} · {status} · {turns} · "
+             f"{info.input_tokens}+{info.output_tokens} tokens · "
+             f"{fmt_cost(info.cost_usd)} · {fmt_time(info.started_at)} · "
+             f"{fmt_duration(duration)}")
+
+
+def render_transcript(out: Out, entries: Sequence[TranscriptEntry],
+                      width: int | None = WIDTH) -> None:
+    """Entries grouped by turn; each tool call followed by its result (by call_id)."""
+    results = {e.call_id: e for e in entries if isinstance(e, ToolResultEntry)}
+    calls = {e.call_id for e in entries if isinstance(e, ToolCallEntry)}
+    turn: tuple[int, str] | None = None
+    for entry in entries:
+        if isinstance(entry, ToolResultEntry) and entry.call_id in calls:
+            continue  # printed under its call
+        if (entry.turn, entry.agent) != turn:
+            turn = (entry.turn, entry.agent)
+            out.line(out.style(f"turn {entry.turn} · {entry.agent}", "bold", "blue"))
+        _entry(out, entry, width)
+        if isinstance(entry, ToolCallEntry):
+            result = results.get(entry.call_id)
+            if result is None:
+                out.line(out.style("      -> (no result)", "yellow"))
+            else:
+                mark = "error" if result.is_error else "->"
+                text = _cut(result.content, width)
+                out.line("      " + out.style(f"{mark} {text}", "red" if result.is_error else ""))
+
+
+def _label(entry: TranscriptEntry) -> str:
+    if entry.type == "input":
+        origin = getattr(entry, "origin", "input")
+        role = str(getattr(entry, "role", "user"))
+        return role if origin in ("input", "history") else f"{role}[{origin}]"
+    return {"system": "system", "text": "assistant", "reasoning": "reasoning",
+            "tool_call": "tool", "tool_result": "result", "handoff": "handoff"}[entry.type]
+
+
+_COLORS = {"system": "dim", "assistant": "green", "tool": "cyan", "handoff": "magenta",
+           "reasoning": "dim"}
+
+
+def _entry(out: Out, entry: TranscriptEntry, width: int | None) -> None:
+    label = _label(entry)
+    text = _cut(entry_text(entry), width)
+    if isinstance(entry, ToolCallEntry):
+        text = f"{text}  [{entry.call_id}]"
+    elif isinstance(entry, ToolResultEntry):
+        text = f"{text}  [{entry.call_id}, no call in this run]"
+    out.line(f"  {out.style(label.ljust(10), _COLORS.get(label, 'bold'))}{text}")
+
+
+def _cut(text: str, width: int | None) -> str:
+    if width is None:
+        return text.replace("\n", "\n            ")
+    return one_line(text, width)

@@ -1,0 +1,172 @@
+"""``lovia replay`` extras: ``--diff A B``, ``--format request``, ``--model M`` (what-if)."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from typing import Any
+
+from ..errors import UserError
+from ..providers.base import ModelResponse, Provider
+from ..replay import (
+    ReplayedView,
+    RunData,
+    ViewDiff,
+    diff_views,
+    entry_text,
+    provider_for,
+    redact,
+    render_request,
+    rerun,
+    select,
+)
+from ..transcript import TranscriptEntry
+from ._out import Out, one_line
+
+__all__ = ["diff_text", "render_requests", "whatif"]
+
+_ADAPTER_PREFIXES = ("openai", "openai-chat", "openai-responses", "anthropic")
+
+
+def diff_text(out: Out, views: Sequence[ReplayedView], a: int, b: int) -> int:
+    """Print what changed between the (last attempt of the) views of turns a and b."""
+    view_a, view_b = _last(views, a), _last(views, b)
+    diff = diff_views(view_a, view_b)
+    if out.json_mode:
+        out.json(diff.to_dict())
+        return 0
+    out.line(out.style(f"{diff.a} -> {diff.b}", "bold"))
+    for line in diff_lines(diff, view_a, view_b):
+        out.line(line)
+    return 0
+
+
+def _last(views: Sequence[ReplayedView], turn: int) -> ReplayedView:
+    chosen = select(views, turn)
+    if not chosen:
+        turns = ", ".join(str(t) for t in sorted({v.turn for v in views}))
+        raise UserError(f"this run has no view for turn {turn}",
+                        hint=f"Turns with views: {turns}.")
+    return chosen[-1]
+
+
+def diff_lines(diff: ViewDiff, a: ReplayedView, b: ReplayedView) -> list[str]:
+    """Human-readable lines for a :class:`ViewDiff`."""
+    known = {e.id: e for e in [*a.messages, *b.messages]}
+    lines: list[str] = []
+
+    def entries(title: str, ids: Sequence[str]) -> None:
+        for entry_id in ids:
+            entry = known.get(entry_id)
+            text = f"{entry.type} {one_line(entry_text(entry), 90)}" if entry else ""
+            lines.append(f"  {title:<11}{entry_id}  {text}")
+
+    entries("+ added", diff.added)
+    entries("~ evicted", diff.evicted)
+    entries("~ restored", diff.restored)
+    entries("- summarized", diff.summarized)
+    entries("- dropped", diff.dropped)
+    if diff.summary is not None:
+        lines.append(f"  summary    {one_line(diff.summary, 100)}")
+    lines.extend(f"  + reminder {one_line(t, 100)}" for t in diff.injected_added)
+    lines.extend(f"  - reminder {one_line(t, 100)}" for t in diff.injected_removed)
+    lines.extend(f"  = reminder {one_line(t, 100)}" for t in diff.injected_kept)
+    if diff.agent is not None:
+        lines.append(f"  agent      {diff.agent[0]} -> {diff.agent[1]}")
+    if diff.system is not None:
+        lines.append(f"  - system   {one_line(diff.system[0], 100)}")
+        lines.append(f"  + system   {one_line(diff.system[1], 100)}")
+    lines.extend(f"  + tool     {n}" for n in diff.tools_added)
+    lines.extend(f"  - tool     {n}" for n in diff.tools_removed)
+    lines.extend(f"  ~ tool     {n}" for n in diff.tools_changed)
+    if diff.settings is not None:
+        lines.append(f"  settings   {diff.settings[0]} -> {diff.settings[1]}")
+    if diff.empty:
+        lines.append("  (no change besides the entries' positions)")
+    return lines
+
+
+async def _render(view: ReplayedView, args: argparse.Namespace,
+                  cache: dict[str, Provider]) -> dict[str, Any]:
+    prefix = str(args.provider or view.provider)
+    if prefix not in _ADAPTER_PREFIXES and view.request is not None and prefix == "test":
+        from ..view.base import canonical_request  # what lovia.testing models "send"
+
+        body: Any = redact({"model": view.model, **canonical_request(view.request)})
+        return body
+    spec = f"{prefix}:{view.model}"
+    if spec not in cache:
+        cache[spec] = provider_for(spec, base_url=args.base_url, stream=args.stream,
+                                   for_render=True)
+    return render_request(view, cache[spec])
+
+
+async def render_requests(args: argparse.Namespace, out: Out,
+                          views: Sequence[ReplayedView]) -> int:
+    """Print the exact request body of each view (one view: the body itself)."""
+    cache: dict[str, Provider] = {}
+    try:
+        bodies = [await _render(v, args, cache) for v in views]
+    finally:
+        for provider in cache.values():
+            await _close(provider)
+    if len(views) == 1:
+        out.json(bodies[0])
+    else:
+        out.json([{"turn": v.turn, "attempt": v.attempt, "agent": v.agent, "body": b}
+                  for v, b in zip(views, bodies, strict=True)])
+    return 0 if all(v.ok for v in views) else 1
+
+
+async def _close(provider: Provider) -> None:
+    close = getattr(provider, "aclose", None)
+    if close is not None:
+        await close()
+
+
+def recorded_answer(run: RunData, view: ReplayedView) -> list[TranscriptEntry]:
+    """The model entries the run recorded for the turn of ``view``."""
+    return [e for e in run.entries if e.turn == view.turn and e.agent == view.agent
+            and e.type in ("text", "reasoning", "tool_call")]
+
+
+async def whatif(args: argparse.Namespace, out: Out, run: RunData, view: ReplayedView) -> int:
+    """Send ``view`` to ``--model`` and print the new answer beside the recorded one."""
+    provider = provider_for(str(args.model), base_url=args.base_url, stream=args.stream)
+    try:
+        response = await rerun(view, provider)
+    finally:
+        if args.base_url or args.stream is not None:
+            await _close(provider)
+    old = recorded_answer(run, view)
+    if out.json_mode:
+        out.json({"turn": view.turn, "attempt": view.attempt, "view_hash": view.rebuilt_hash,
+                  "view_ok": view.ok, "recorded": {"model": f"{view.provider}:{view.model}",
+                  "entries": [_brief(e) for e in old]},
+                  "rerun": {"model": str(args.model), **_response(response)}})
+        return 0
+    state = "verified" if view.ok else "NOT VERIFIED"
+    out.line(out.style(f"what-if: {view.label} · view {view.rebuilt_hash[:16]}… ({state}); "
+                       "nothing is written to the run", "bold"))
+    out.line(out.style(f"recorded ({view.provider}:{view.model}):", "bold"))
+    for entry in old:
+        out.line(f"  {_brief(entry)['type']:<10}{one_line(entry_text(entry), 120)}")
+    out.line(out.style(f"rerun ({args.model}):", "bold"))
+    for entry in response.entries:
+        out.line(f"  {entry.type:<10}{one_line(entry_text(entry), 120)}")
+    usage = response.usage
+    out.line(f"  finish {response.finish_reason} · {usage.input_tokens}+{usage.output_tokens} "
+             "tokens")
+    return 0
+
+
+def _brief(entry: TranscriptEntry) -> dict[str, Any]:
+    kind = "assistant" if entry.type == "text" else entry.type
+    return {"type": kind, "text": entry_text(entry)}
+
+
+def _response(response: ModelResponse) -> dict[str, Any]:
+    return {"entries": [_brief(e) for e in response.entries],
+            "finish_reason": response.finish_reason,
+            "usage": {"input_tokens": response.usage.input_tokens,
+                      "output_tokens": response.usage.output_tokens}}

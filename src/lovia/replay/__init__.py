@@ -1,0 +1,102 @@
+"""Replay: rebuild every model call's exact view of a stored run, and verify it.
+
+```python
+from lovia import replay
+
+views = await replay.views(run_id, "sqlite:///.lovia/lovia.db")
+for view in views:
+    print(view.label, view.ok, view.recorded_hash)
+body = replay.render_request(views[0], provider)      # the exact provider request body
+changes = replay.diff_views(views[0], views[-1])       # what the model saw differently
+answer = await replay.rerun(views[-1], other_provider) # what-if; nothing is written
+```
+
+The transcript of a run is the session history that preceded it plus the entries the
+run appended (its checkpoint). Each view is rebuilt from that transcript and the run's
+view record, and its ``sha256`` compared with the recorded hash, which is also the
+``lovia.view.hash`` attribute of the run's ``chat`` span.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ._diff import ViewDiff, diff_views, entry_text, explain_mismatch
+from ._load import NoViewRecords, RunData, StoreLike, load_run, open_store, require_views
+from ._render import provider_for, redact, render_request, rerun
+from ._views import HASH_ATTRIBUTE, ReplayedView, rebuild_request, rebuild_views, select
+
+__all__ = [
+    "HASH_ATTRIBUTE",
+    "Mismatch",
+    "NoViewRecords",
+    "ReplayedView",
+    "RunData",
+    "StoreLike",
+    "Verification",
+    "ViewDiff",
+    "diff_views",
+    "entry_text",
+    "load_run",
+    "open_store",
+    "provider_for",
+    "rebuild_request",
+    "redact",
+    "render_request",
+    "replay_run",
+    "rerun",
+    "select",
+    "verify_run",
+    "views",
+]
+
+
+@dataclass(slots=True, kw_only=True)
+class Mismatch:
+    """A view whose rebuilt hash differs from the recorded one, and why."""
+
+    view: ReplayedView
+    details: list[str] = field(default_factory=list[str])
+
+
+@dataclass(slots=True, kw_only=True)
+class Verification:
+    """The outcome of :func:`verify_run`."""
+
+    run: RunData
+    views: list[ReplayedView]
+    mismatches: list[Mismatch]
+
+    @property
+    def ok(self) -> bool:
+        return not self.mismatches
+
+
+async def replay_run(run_id: str, store: StoreLike) -> tuple[RunData, list[ReplayedView]]:
+    """Load a run and rebuild all its views (raises when it has none)."""
+    async with open_store(store) as db:
+        run = await load_run(run_id, db)
+    require_views(run)
+    return run, rebuild_views(run)
+
+
+async def views(run_id: str, store: StoreLike) -> list[ReplayedView]:
+    """One :class:`ReplayedView` per model call of the run, overflow retries included.
+
+    ``run_id`` may be a unique prefix of a recent run's id; ``store`` is a store or
+    its URL.
+    """
+    return (await replay_run(run_id, store))[1]
+
+
+def verify(run: RunData, rebuilt: list[ReplayedView]) -> Verification:
+    """Compare every rebuilt view with its recorded hash and explain each mismatch."""
+    mismatches = [Mismatch(view=v, details=explain_mismatch(v, run, rebuilt))
+                  for v in rebuilt if not v.ok]
+    return Verification(run=run, views=rebuilt, mismatches=mismatches)
+
+
+async def verify_run(run_id: str, store: StoreLike) -> Verification:
+    """Rebuild every view of the run and check each against its recorded hash."""
+    run, rebuilt = await replay_run(run_id, store)
+    return verify(run, rebuilt)

@@ -1,0 +1,149 @@
+"""Load a stored run: its transcript (session history + checkpoint entries) and views.
+
+The transcript a run's views were built from is the session history that preceded
+the run (the first ``RunInfo.history_len`` entries of its session) followed by the
+entries the run appended, as folded from its checkpoint records.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import AsyncGenerator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import LoviaError, RunNotFound, SchemaVersionError
+from ..stores.base import RunInfo, RunSnapshot, Store
+from ..transcript import TranscriptEntry, entry_from_dict
+from ..view.record import VIEW_RECORD_VERSION, ViewRecord, resolve_records
+
+__all__ = ["NoViewRecords", "RunData", "StoreLike", "load_run", "open_store", "resolve_run_id"]
+
+StoreLike = Store | str
+"""A store object, or a store URL (``sqlite:///…``, ``postgresql://…``, ``memory://``)."""
+
+RECENT_RUNS = 200
+"""How many recent runs are searched for id prefixes and close matches."""
+
+
+class NoViewRecords(LoviaError):
+    """The run exists but has no view records to replay."""
+
+
+@dataclass(slots=True, kw_only=True)
+class RunData:
+    """One stored run, as replay sees it."""
+
+    info: RunInfo
+    history: list[TranscriptEntry]
+    """Session entries that preceded the run (what its first view could include)."""
+    entries: list[TranscriptEntry]
+    """Entries the run appended (from its checkpoint records)."""
+    views: list[ViewRecord]
+    """One self-contained record per model call, in call order (overflow retries
+    included); stored delta records are resolved against the ones before them."""
+    result: dict[str, Any] | None = None
+    session_copies: dict[str, TranscriptEntry] = field(default_factory=dict[str, TranscriptEntry])
+    """This run's entries as written to its session segment (a second copy, for diffs)."""
+
+    @property
+    def transcript(self) -> list[TranscriptEntry]:
+        """Session history followed by the run's own entries."""
+        return [*self.history, *self.entries]
+
+
+@asynccontextmanager
+async def open_store(target: StoreLike) -> AsyncGenerator[Store]:
+    """Yield ``target`` itself, or open the store its URL names (closed on exit)."""
+    if not isinstance(target, str):
+        yield target
+        return
+    from ..stores import store
+
+    opened = store(target)
+    try:
+        yield opened
+    finally:
+        await opened.aclose()
+
+
+async def resolve_run_id(run_id: str, db: Store) -> str:
+    """``run_id`` itself, or the one recent run it is a unique prefix of.
+
+    Raises :class:`RunNotFound` naming the closest recent ids when nothing matches.
+    """
+    if await db.load(run_id) is not None:
+        return run_id
+    recent = [info.run_id for info in await db.list_runs(limit=RECENT_RUNS)]
+    prefixed = [rid for rid in recent if rid.startswith(run_id)]
+    if len(prefixed) == 1 and run_id:
+        return prefixed[0]
+    raise _not_found(run_id, recent, prefixed)
+
+
+def _not_found(run_id: str, recent: list[str], prefixed: list[str]) -> RunNotFound:
+    if len(prefixed) > 1:
+        return RunNotFound(
+            f"run id prefix {run_id!r} is ambiguous",
+            hint=f"It matches {', '.join(prefixed[:5])}; give more characters.",
+        )
+    close = difflib.get_close_matches(run_id, recent, n=3, cutoff=0.5)
+    if close:
+        hint = f"Did you mean {' or '.join(close)}? (`lovia runs` lists recent runs)"
+    elif recent:
+        hint = "List recent runs with `lovia runs`; check --store / $LOVIA_STORE."
+    else:
+        hint = "This store has no runs; check --store / $LOVIA_STORE."
+    return RunNotFound(f"no run {run_id!r} in this store", hint=hint)
+
+
+async def load_run(run_id: str, db: Store) -> RunData:
+    """Load a run's info, transcript and view records (``run_id`` may be a prefix)."""
+    run_id = await resolve_run_id(run_id, db)
+    snapshot = await db.load(run_id)
+    if snapshot is None:  # deleted between the two reads
+        raise RunNotFound(f"no run {run_id!r} in this store", hint="It may have been pruned.")
+    history: list[TranscriptEntry] = []
+    copies: dict[str, TranscriptEntry] = {}
+    info = snapshot.info
+    if info.session_id is not None:
+        session = await db.load_session(info.session_id)
+        history = session[: info.history_len]
+        copies = {e.id: e for e in session[info.history_len :] if e.run_id == run_id}
+    entries, views = _fold(snapshot)
+    return RunData(info=info, history=history, entries=entries, views=views,
+                   result=snapshot.result, session_copies=copies)
+
+
+def _fold(snapshot: RunSnapshot) -> tuple[list[TranscriptEntry], list[ViewRecord]]:
+    entries: list[TranscriptEntry] = []
+    views: list[ViewRecord] = []
+    for record in snapshot.records:
+        if record.kind == "entries":
+            entries.extend(entry_from_dict(e) for e in record.data.get("entries", ()))
+        elif record.kind == "view":
+            views.append(_view_record(record.data, snapshot.info.run_id))
+    return entries, resolve_records(views)
+
+
+def _view_record(data: dict[str, Any], run_id: str) -> ViewRecord:
+    version = int(data.get("version", 1))
+    if version > VIEW_RECORD_VERSION:
+        raise SchemaVersionError(
+            f"a view record of run {run_id} has version {version}; this lovia understands "
+            f"up to {VIEW_RECORD_VERSION}",
+            hint="Upgrade lovia to replay this run (pip install -U lovia).",
+        )
+    return ViewRecord.from_data(data)
+
+
+def require_views(run: RunData) -> None:
+    """Raise :class:`NoViewRecords` when the run has nothing to replay."""
+    if run.views:
+        return
+    raise NoViewRecords(
+        f"run {run.info.run_id} has no view records",
+        hint="It was run without a checkpointer, by an older lovia, or its checkpoint "
+        "was pruned; `lovia show` still prints its transcript if the session kept it.",
+    )

@@ -1,0 +1,108 @@
+"""Golden output (plain mode) of ``lovia runs``, ``lovia show``, ``lovia replay``, ``lovia trace``.
+
+Run ids, entry ids, hashes, times and durations are normalized; column padding is
+collapsed to two spaces (widths follow the ids).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from .conftest import Recorded, lovia, normalize
+
+RUNS = """\
+RUN  AGENT  SESSION  STATUS  TURNS  TOKENS  COST  STARTED  DURATION
+<run2>  support  sess-2  failed/ProviderServerError  1  0  -  <time>  <dur>
+<run1>  billing  sess-1  completed/stop  4  177  -  <time>  <dur>
+<run0>  support  sess-1  completed/stop  1  18  -  <time>  <dur>
+"""
+
+RUNS_FILTERED = """\
+RUN  AGENT  SESSION  STATUS  TURNS  TOKENS  COST  STARTED  DURATION
+<run1>  billing  sess-1  completed/stop  4  177  -  <time>  <dur>
+"""
+
+SHOW = """\
+run <run1>
+agent support -> billing · session sess-1 · completed (stop) · 4 turns · 153+24 tokens · - · \
+<time> · <dur>
+(3 earlier entries from session sess-1 precede this run)
+turn 0 · support
+  system  You help with orders.
+  user  where are A1 and B2? refund B2
+turn 1 · support
+  tool  lookup_order({"order_id": "A1"})  [call_a1]
+      -> A1: shipped
+turn 2 · support
+  tool  lookup_order({"order_id": "B2"})  [call_b2]
+      -> B2: shipped
+turn 3 · support
+  tool  transfer_to_billing({})  [call_tx]
+      -> Transferred to billing.
+  handoff  support -> billing
+turn 3 · billing
+  system  You handle refunds.
+turn 4 · billing
+  assistant Refund issued for B2.
+"""
+
+SHOW_FAILED = """\
+run <run2>
+agent support · session sess-2 · failed (ProviderServerError) · 1 turn · 0+0 tokens · - · \
+<time> · <dur>
+turn 0 · support
+  system  You help with orders.
+  user  status?
+"""
+
+REPLAY_TURN_3 = """\
+run <run1> · 4 views · session sess-1 · completed
+
+turn 3 · support · test:scripted
+  recorded  <hash>
+  rebuilt  <hash>  ok (same hash as span attribute lovia.view.hash)
+  system  You help with orders.
+  tools  lookup_order, transfer_to_billing
+  settings  {}
+  summary  Earlier, the user greeted the agent.
+  view  8 entries (2 replaced, 1 injected)
+    user  Earlier, the user greeted the agent. (replaced)
+    assistant  Hello! How can I help?
+    user  where are A1 and B2? refund B2
+    tool_call  lookup_order({"order_id": "A1"})
+    tool_result [evicted: recall <e>] (replaced)
+    tool_call  lookup_order({"order_id": "B2"})
+    tool_result B2: shipped
+    user  <reminder>be brief</reminder> (injected)
+
+1/1 views rebuilt with the recorded hash (all verified)
+"""
+
+
+def _ids(recorded: Recorded) -> list[str]:
+    return [recorded.first_run_id, recorded.run_id, "run-failed-1"]
+
+
+@pytest.mark.parametrize(("args", "expected"), [
+    (["runs"], RUNS),
+    (["runs", "--session", "sess-1", "--limit", "1"], RUNS_FILTERED),
+    (["show", "<run1>"], SHOW),
+    (["show", "<run2>"], SHOW_FAILED),
+    (["replay", "<run1>", "--turn", "3"], REPLAY_TURN_3),
+])
+def test_golden(recorded: Recorded, args: list[str], expected: str) -> None:
+    ids = _ids(recorded)
+    real = [ids[int(a[4])] if a.startswith("<run") else a for a in args]
+    res = lovia(*real, "--store", recorded.url)
+    assert res.code == 0, res.err
+    assert normalize(res.out, ids) == expected
+
+
+def test_golden_trace(recorded: Recorded) -> None:
+    import lovia.telemetry as telemetry
+
+    if not hasattr(telemetry, "load_spans"):
+        res = lovia("trace", recorded.run_id, "--store", recorded.url)
+        assert res.code == 2 and "error: this lovia has no embedded span store" in res.err
+        pytest.skip("TODO(telemetry): lovia.telemetry.load_spans has not landed yet")
+    pytest.skip("TODO(telemetry): record the scenario with configure(exporter='local')")
