@@ -75,7 +75,7 @@ class Emitter:
 
 def new_state(params: RunParams) -> RunState:
     run_id = params.run_id or uuid.uuid4().hex
-    token = params.cancel_token or CancelToken()
+    token = params.cancel_token if params.cancel_token is not None else CancelToken()
     transcript = Transcript()
     ctx: RunContext[Any] = RunContext(
         deps=params.deps,
@@ -85,7 +85,7 @@ def new_state(params: RunParams) -> RunState:
         entries=transcript.view(),
         workspace=params.workspace,
         cancel_token=token,
-        mailbox=params.mailbox or Mailbox(),
+        mailbox=params.mailbox if params.mailbox is not None else Mailbox(),
     )
     state = RunState(
         params=params,
@@ -151,9 +151,13 @@ def _run_error(state: RunState, exc: BaseException) -> BaseException:
     """Turn an exception into the run's error (our own cancellation → RunCancelled)."""
     if isinstance(exc, asyncio.CancelledError):
         task = asyncio.current_task()
-        if state.ctx.cancel_token.cancelled and task is not None:
-            while task.cancelling():
-                task.uncancel()
+        guard = state.guard
+        if state.ctx.cancel_token.cancelled and task is not None and guard is not None:
+            for _ in range(min(guard.fired, task.cancelling())):
+                task.uncancel()  # undo only our own cancellations
+            guard.fired = 0
+            if task.cancelling():
+                return exc  # the caller cancelled too: let that propagate
             exc = RunCancelled(
                 f"run {state.run_id} was cancelled at turn {state.turn} "
                 f"({state.ctx.cancel_token.reason})",

@@ -152,9 +152,15 @@ async def activate(state: RunState, agent: Agent[Any, Any]) -> AsyncIterator[ev.
     state.ctx.agent = agent
     state.active = active
     instructions: dict[str, str] = {}
-    for plugin in plugins:
-        async for event in _setup_plugin(state, plugin, active, instructions):
-            yield event
+    live = state.ctx.entries
+    if not state.activated:  # seed: at run start, setup() sees no entries
+        state.ctx.entries = ()
+    try:
+        for plugin in plugins:
+            async for event in _setup_plugin(state, plugin, active, instructions):
+                yield event
+    finally:
+        state.ctx.entries = live
     for h in agent.handoff_targets():
         active.handoffs[h.name] = h
         _add_tool(active.tools, _handoff_tool(h), "handoff")

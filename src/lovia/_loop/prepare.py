@@ -76,6 +76,20 @@ async def load_snapshot(state: RunState) -> RunSnapshot | None:
     return snapshot
 
 
+def _new_input(state: RunState, given: list[InputEntry]) -> list[InputEntry]:
+    """On resume, input equal to the run's original input is a retry, not a new message.
+
+    A task queue redelivering the same task must not duplicate the user's message;
+    different input is delivered as steering (a mailbox message) at the next turn.
+    """
+    original = [
+        e.content for e in state.new_entries() if isinstance(e, InputEntry) and e.origin == "input"
+    ]
+    if [e.content for e in given] == original:
+        return []
+    return given
+
+
 def run_started(state: RunState, resumed: bool) -> ev.RunStarted:
     provider = resolve_provider(state.params.agent)
     return ev.RunStarted(
@@ -139,11 +153,8 @@ async def _resume(state: RunState, snapshot: RunSnapshot) -> AsyncIterator[ev.Ev
         async for event in activate(state, agent):
             yield event
     state.repairs_left = agent.output_repairs
-    extra = input_entries(state.params.input)
-    if extra:
-        state.ctx.mailbox.put(extra[0]) if len(extra) == 1 else [
-            state.ctx.mailbox.put(e) for e in extra
-        ]
+    for entry in _new_input(state, input_entries(state.params.input)):
+        state.ctx.mailbox.put(entry)
     if state.trace_ids:
         state.note(
             "state",

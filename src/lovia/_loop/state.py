@@ -84,16 +84,20 @@ class CancelGuard:
 
     MESSAGE = "lovia-cancel"
 
-    __slots__ = ("_loop", "_task", "token")
+    __slots__ = ("_loop", "_task", "fired", "token")
 
     def __init__(self, token: Any) -> None:
         self.token = token
         self._task: asyncio.Task[Any] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self.fired = 0
+        """How many cancellations this guard requested (so only those are undone)."""
 
     def arm(self) -> None:
         self._task = asyncio.current_task()
         self._loop = asyncio.get_running_loop()
+        if self.token.cancelled:  # cancelled while the consumer's code ran: act now
+            self.fire()
 
     def disarm(self) -> None:
         self._task = None
@@ -101,6 +105,7 @@ class CancelGuard:
     def fire(self) -> None:
         task, loop = self._task, self._loop
         if task is not None and loop is not None and not loop.is_closed():
+            self.fired += 1
             loop.call_soon_threadsafe(task.cancel, self.MESSAGE)
 
 

@@ -1,0 +1,280 @@
+"""``Workspace(path)``: the folder an agent works in — its instructions, files and shell.
+
+Pass it to a run (``Runner.run(agent, input, workspace=Workspace("."))``): the loop sets
+it up first, as a plugin named ``workspace``, and ``ctx.workspace`` is this object.
+
+- Instruction files found in the root (``AGENTS.md``, ``CLAUDE.md`` by default) are
+  appended to the system prompt (read once per run).
+- File tools, confined to the root (no absolute paths, no ``..``, no symlinks out):
+  ``read_file`` (line ranges), ``write_file``, ``edit_file`` (unique string),
+  ``list_dir``, ``glob``, ``grep``.
+- ``shell`` runs a command with ``/bin/sh`` in the root, in its own process group,
+  with a timeout and an output cap, and returns the exit code, stdout and stderr.
+  **A non-zero exit is output, not a tool error**: the model reads the code like any
+  other output. A timeout (or a cancelled run) kills the whole process group.
+
+The shell is not a sandbox: a command can still read or write outside the folder.
+Run untrusted agents in a container.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..context import RunContext
+from ..errors import ToolError, UserError
+from ..tools import Tool, tool
+from ._fs import atomic_write, confine, is_binary, number_lines, relative
+from ._shell import run_shell
+from .base import PluginInstance
+
+__all__ = ["Workspace"]
+
+MAX_READ_BYTES = 2_000_000
+MAX_MATCHES = 200
+SKIP_DIRS = frozenset(
+    {".git", "node_modules", ".venv", "__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache"}
+)
+
+
+def _walk(root: Path, start: Path) -> list[Path]:
+    out: list[Path] = []
+    for dirpath, dirnames, filenames in os.walk(start):
+        dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS)
+        out.extend(Path(dirpath) / f for f in sorted(filenames))
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class _Files:
+    root: Path
+
+    def resolve(self, path: str) -> Path:
+        return confine(self.root, path, what="workspace")
+
+    def text(self, path: str) -> str:
+        target = self.resolve(path)
+        if not target.is_file():
+            raise ToolError(f"no file {path!r} in the workspace")
+        if target.stat().st_size > MAX_READ_BYTES:
+            raise ToolError(f"{path} is larger than {MAX_READ_BYTES} bytes; use grep or shell")
+        data = target.read_bytes()
+        if is_binary(data):
+            raise ToolError(f"{path} is a binary file")
+        return data.decode("utf-8")
+
+    def read(self, path: str, start_line: int, end_line: int | None) -> str:
+        lines = self.text(path).splitlines()
+        if start_line < 1:
+            raise ToolError("start_line is 1-based")
+        end = len(lines) if end_line is None or end_line == -1 else min(end_line, len(lines))
+        if not lines:
+            return f"{path} is empty."
+        return number_lines("\n".join(lines[start_line - 1 : end]), start_line)
+
+    def write(self, path: str, content: str) -> str:
+        target = self.resolve(path)
+        if target.is_dir():
+            raise ToolError(f"{path!r} is a folder")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(target, content)
+        return f"Wrote {len(content)} characters to {relative(self.root, target)}."
+
+    def edit(self, path: str, old: str, new: str) -> str:
+        if not old:
+            raise ToolError("old_string must not be empty")
+        text = self.text(path)
+        count = text.count(old)
+        if count != 1:
+            where = "does not occur" if count == 0 else f"occurs {count} times"
+            raise ToolError(f"old_string {where} in {path}; it must occur exactly once")
+        atomic_write(self.resolve(path), text.replace(old, new, 1))
+        return f"Edited {path}."
+
+    def listdir(self, path: str) -> str:
+        target = self.resolve(path)
+        if not target.is_dir():
+            raise ToolError(f"no folder {path!r} in the workspace")
+        rows = [f"{p.name}/" if p.is_dir() else p.name for p in sorted(target.iterdir())]
+        return "\n".join(rows) or "(empty)"
+
+    def glob(self, pattern: str) -> str:
+        if pattern.startswith("/") or ".." in Path(pattern).parts:
+            raise ToolError("glob patterns are relative to the workspace and may not use '..'")
+        found: list[str] = []
+        for p in sorted(self.root.glob(pattern)):
+            resolved = p.resolve()
+            if (resolved == self.root or self.root in resolved.parents) and not (
+                SKIP_DIRS & set(p.relative_to(self.root).parts)
+            ):
+                found.append(p.relative_to(self.root).as_posix())
+            if len(found) >= MAX_MATCHES:
+                break
+        return "\n".join(found) or "(no matches)"
+
+    def grep(self, pattern: str, path: str) -> str:
+        try:
+            regex = re.compile(pattern)
+        except re.error as exc:
+            raise ToolError(f"invalid regular expression: {exc}") from None
+        start = self.resolve(path)
+        files = [start] if start.is_file() else _walk(self.root, start)
+        hits: list[str] = []
+        for f in files:
+            resolved = f.resolve()
+            if self.root not in resolved.parents or resolved.stat().st_size > MAX_READ_BYTES:
+                continue
+            data = resolved.read_bytes()
+            if is_binary(data):
+                continue
+            for no, line in enumerate(data.decode("utf-8").splitlines(), 1):
+                if regex.search(line):
+                    hits.append(f"{relative(self.root, f)}:{no}:{line[:500]}")
+                    if len(hits) >= MAX_MATCHES:
+                        return "\n".join([*hits, f"(stopped at {MAX_MATCHES} matches)"])
+        return "\n".join(hits) or "(no matches)"
+
+
+def _file_tools(files: _Files) -> list[Tool]:
+    run = asyncio.to_thread
+
+    @tool(name="read_file", concurrency_safe=True)
+    async def read_file(path: str, start_line: int = 1, end_line: int | None = None) -> str:
+        """Read a text file of the workspace, with line numbers.
+
+        Args:
+            path: Path relative to the workspace root.
+            start_line: First line to show (1-based).
+            end_line: Last line to show (inclusive; omit or -1 for the end).
+        """
+        return await run(files.read, path, start_line, end_line)
+
+    @tool(name="write_file")
+    async def write_file(path: str, content: str) -> str:
+        """Create or overwrite a file in the workspace (parent folders are created).
+
+        Args:
+            path: Path relative to the workspace root.
+            content: The whole new content.
+        """
+        return await run(files.write, path, content)
+
+    @tool(name="edit_file")
+    async def edit_file(path: str, old_string: str, new_string: str) -> str:
+        """Replace one exact, unique piece of text in a file.
+
+        Args:
+            path: Path relative to the workspace root.
+            old_string: Text to replace; must occur exactly once (include context).
+            new_string: The replacement.
+        """
+        return await run(files.edit, path, old_string, new_string)
+
+    @tool(name="list_dir", concurrency_safe=True)
+    async def list_dir(path: str = ".") -> str:
+        """List a folder of the workspace (folders end with '/')."""
+        return await run(files.listdir, path)
+
+    @tool(name="glob", concurrency_safe=True)
+    async def glob(pattern: str) -> str:
+        """Find files by glob pattern, e.g. `src/**/*.py` (relative to the workspace)."""
+        return await run(files.glob, pattern)
+
+    @tool(name="grep", concurrency_safe=True)
+    async def grep(pattern: str, path: str = ".") -> str:
+        """Search text files for a regular expression; prints `path:line:text`.
+
+        Args:
+            pattern: A Python regular expression.
+            path: File or folder to search, relative to the workspace root.
+        """
+        return await run(files.grep, pattern, path)
+
+    return [read_file, write_file, edit_file, list_dir, glob, grep]
+
+
+@dataclass(frozen=True, slots=True, init=False)
+class Workspace:
+    """A folder the agent works in: instruction files, file tools and a shell."""
+
+    root: Path
+    instructions_files: tuple[str, ...]
+    shell_timeout: float
+    output_cap: int
+    env: dict[str, str] | None = field(default=None)
+    name: str = "workspace"
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] = ".",
+        *,
+        instructions_files: tuple[str, ...] | list[str] = ("AGENTS.md", "CLAUDE.md"),
+        shell_timeout: float = 30.0,
+        output_cap: int = 30_000,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        root = Path(path).expanduser().resolve()
+        if not root.is_dir():
+            raise UserError(
+                f"workspace {root} is not a folder",
+                hint="Create it first, or pass an existing folder.",
+            )
+        if shell_timeout <= 0 or output_cap <= 0:
+            raise UserError("Workspace shell_timeout and output_cap must be positive")
+        object.__setattr__(self, "root", root)
+        object.__setattr__(self, "instructions_files", tuple(instructions_files))
+        object.__setattr__(self, "shell_timeout", float(shell_timeout))
+        object.__setattr__(self, "output_cap", int(output_cap))
+        object.__setattr__(self, "env", dict(env) if env is not None else None)
+        object.__setattr__(self, "name", "workspace")
+
+    def instructions(self) -> str | None:
+        """The instruction files found in the root, each under a heading."""
+        parts: list[str] = []
+        for name in self.instructions_files:
+            path = self.root / name
+            if path.is_file():
+                text = path.read_text(encoding="utf-8", errors="replace").strip()
+                if text:
+                    parts.append(f"## Workspace instructions ({name})\n{text}")
+        return "\n\n".join(parts) or None
+
+    async def shell_run(self, command: str) -> str:
+        """Run ``command`` like the ``shell`` tool does and return its rendered output."""
+        result = await run_shell(
+            command, str(self.root), self.shell_timeout, self.output_cap, self.env
+        )
+        if result.timed_out:
+            raise ToolError(
+                f"command timed out after {self.shell_timeout:g} s; its process "
+                f"group was killed. Output so far:\n{result.render()}"
+            )
+        return result.render()
+
+    async def setup(self, ctx: RunContext[Any]) -> PluginInstance:
+        files = _Files(self.root)
+        workspace = self
+
+        @tool(name="shell")
+        async def shell(command: str) -> str:
+            """Run a shell command in the workspace folder; returns exit code, stdout, stderr.
+
+            A non-zero exit code is a normal result (e.g. failing tests), not an error.
+
+            Args:
+                command: The command line, run with /bin/sh.
+            """
+            return await workspace.shell_run(command)
+
+        text = await asyncio.to_thread(self.instructions)
+        header = (
+            f"You work in the folder {self.root}. File tools take paths relative "
+            "to it; `shell` runs commands there."
+        )
+        instructions = f"{header}\n\n{text}" if text else header
+        return PluginInstance(tools=[*_file_tools(files), shell], instructions=instructions)

@@ -1,0 +1,48 @@
+"""The control examples run offline (scripted models) and print what they promise."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+EXPECT = {
+    "10_structured_output.py": ["ACME: 100.00 EUR (turns: 2)", "repair message:"],
+    "11_handoffs.py": ["handoff: triage -> billing", "final agent: billing"],
+    "12_guardrails.py": [
+        "tripped: input guardrail 'no_card_numbers'",
+        "tripped: output guardrail 'no_internal_urls'",
+        "session c2 entries: 0",
+    ],
+    "13_approvals.py": ["waiting for approval: refund", "after approval: Refunded 80.00"],
+    "14_budget_cancel.py": [
+        "budget: max_tool_calls hit at turn 2",
+        "cancelled after 0.",
+        "resumed:",
+        "mailbox: ['note:",
+    ],
+}
+
+
+@pytest.mark.parametrize("name", sorted(EXPECT))
+def test_example_runs_offline(name: str, tmp_path: Path) -> None:
+    script = EXAMPLES / name
+    doc = script.read_text()
+    assert f"Run: python examples/{name}" in doc.split('"""')[1]
+    env = {k: v for k, v in os.environ.items() if k != "LOVIA_MODEL"}
+    proc = subprocess.run(
+        [sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        cwd=tmp_path,
+        env=env,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    for needle in EXPECT[name]:
+        assert needle in proc.stdout, proc.stdout
