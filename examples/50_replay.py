@@ -7,6 +7,8 @@ the store URL this script prints:
 
     lovia runs --store URL
     lovia replay RUN --store URL
+
+Run: python examples/50_replay.py
 """
 
 from __future__ import annotations

@@ -42,7 +42,7 @@ def new_id(prefix: str = "e") -> str:
 
 
 class _Entry(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     id: str = Field(default_factory=new_id)
     """Stable id of this entry."""
@@ -148,18 +148,25 @@ TranscriptEntry = Annotated[
 ]
 """Any transcript entry (a discriminated union on ``type``)."""
 
-_ENTRY = TypeAdapter[TranscriptEntry](TranscriptEntry)
-_ENTRIES = TypeAdapter[list[TranscriptEntry]](list[TranscriptEntry])
+_ADAPTERS: list[Any] = []
+
+
+def _adapters() -> tuple[TypeAdapter[TranscriptEntry], TypeAdapter[list[TranscriptEntry]]]:
+    """Built on first use, so ``import lovia`` stays fast."""
+    if not _ADAPTERS:
+        _ADAPTERS.append(TypeAdapter[TranscriptEntry](TranscriptEntry))
+        _ADAPTERS.append(TypeAdapter[list[TranscriptEntry]](list[TranscriptEntry]))
+    return _ADAPTERS[0], _ADAPTERS[1]
 
 
 def dump_entries(entries: Iterable[TranscriptEntry]) -> bytes:
     """Serialize entries to JSON bytes (lossless; see :func:`load_entries`)."""
-    return _ENTRIES.dump_json(list(entries))
+    return _adapters()[1].dump_json(list(entries))
 
 
 def load_entries(data: bytes | str) -> list[TranscriptEntry]:
     """Parse entries written by :func:`dump_entries`."""
-    return _ENTRIES.validate_json(data)
+    return _adapters()[1].validate_json(data)
 
 
 def entry_to_dict(entry: TranscriptEntry) -> dict[str, Any]:
@@ -167,7 +174,7 @@ def entry_to_dict(entry: TranscriptEntry) -> dict[str, Any]:
 
 
 def entry_from_dict(data: dict[str, Any]) -> TranscriptEntry:
-    return _ENTRY.validate_python(data)
+    return _adapters()[0].validate_python(data)
 
 
 class EntriesView(Sequence[TranscriptEntry]):

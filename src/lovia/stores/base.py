@@ -53,7 +53,7 @@ class CheckpointRecord(BaseModel):
     - ``state``: ``data = {"turn", "usage", "agent", ...}`` run counters after a turn
     """
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     version: int = SCHEMA_VERSION
     kind: RecordKind

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeAlias, overload
 
 import pydantic
-from pydantic import BaseModel, ConfigDict, TypeAdapter, create_model
+from pydantic import BaseModel, ConfigDict, create_model
 from pydantic_core import to_jsonable_python
 
 from ..context import RunContext
@@ -276,5 +276,3 @@ def _clean_schema(schema: dict[str, Any]) -> dict[str, Any]:
     schema.setdefault("properties", {})
     return schema
 
-
-_ANY_ADAPTER = TypeAdapter[Any](Any)

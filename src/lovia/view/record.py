@@ -1,0 +1,504 @@
+"""View records: the compact log that makes every model call reproducible, and replay.
+
+For every model call (every attempt) the loop stores one :class:`ViewRecord` as a
+checkpoint record of kind ``"view"``. Records of one run form a chain: ``seq`` counts
+them from 0; a record with ``delta=False`` is self-contained, a record with
+``delta=True`` only says what changed since the record before it (``seq - 1``), so a
+500-turn run stores O(new entries) per call, never the whole view again.
+
+Record format (``version`` 2; version 1 records are full records and still load):
+
+- ``order`` — ids in view order (transcript entries and synthetic ones such as a
+  summary). Full record: the whole order. Delta: the ids that follow the first ``keep``
+  ids of the previous view.
+- ``replaced`` — ``{id: entry dict}``: entries shown in a different form than in the
+  transcript (stubs of evicted tool results, which keep the original id) and synthetic
+  entries (summaries). Full record: every replacement used by this view. Delta: only
+  the ones that are new or changed; ``restored`` lists ids whose earlier replacement no
+  longer applies.
+- ``injected`` — view-injector entries appended after the strategy's output (always
+  stored in full: they are new every call).
+- ``system``, ``tools``, ``settings``, ``output_schema`` — the rest of the request. In
+  a delta, the ones named in ``inherit`` are equal to the previous record's and left
+  empty.
+- ``summary`` — the text of a summary made for this view (``None`` when none was made
+  this time; the summary entry itself is in ``replaced``).
+- ``hash`` — ``sha256`` of :func:`canonical_request` (the ``lovia.view.hash`` span
+  attribute); ``compacted`` — the view differs from the transcript.
+
+Replay API (pure functions; ``transcript_entries`` is any iterable holding at least the
+entries the views used — e.g. session history + the run's stored entries — looked up by
+id, never by position):
+
+- ``resolve_records(records) -> list[ViewRecord]`` — the run's records (in stored order)
+  as self-contained full records.
+- ``rebuild_messages(record, by_id, previous=()) -> list[TranscriptEntry]``
+- ``rebuild_request(record, transcript_entries, previous_records=()) -> ModelRequest``
+- ``rebuild_view(records, transcript_entries) -> list[ModelRequest]`` — one request per
+  record, in one pass.
+- ``verify(record, transcript_entries, previous_records=()) -> bool`` — the rebuilt
+  request hashes to ``record.hash``.
+- ``view_records(checkpoint_records) -> list[ViewRecord]`` — the ``"view"`` records of a
+  stored run (``(await store.load(run_id)).records``).
+
+``previous_records`` are the records stored before ``record`` in the same run (at
+least back to the last full one); extra older ones are harmless.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..errors import LoviaError
+from ..providers.base import ModelRequest, ModelSettings, OutputSchema, ToolSpec
+from ..transcript import TranscriptEntry, entry_from_dict, entry_to_dict
+
+__all__ = [
+    "VIEW_RECORD_VERSION",
+    "ViewHasher",
+    "ViewRecord",
+    "canonical_request",
+    "rebuild_messages",
+    "rebuild_request",
+    "rebuild_view",
+    "resolve_records",
+    "verify",
+    "view_parts",
+    "view_records",
+]
+
+VIEW_RECORD_VERSION = 2
+
+_HEAD_FIELDS = ("system", "tools", "settings", "output_schema")
+
+
+class ViewRecord(BaseModel):
+    """What one model call's view was made of (see the module docstring for the format)."""
+
+    model_config = ConfigDict(extra="forbid", defer_build=True)
+
+    version: int = VIEW_RECORD_VERSION
+    run_id: str = ""
+    turn: int = 0
+    attempt: int = 1
+    agent: str = ""
+    seq: int = 0
+    """Position in the run's chain of view records (0-based)."""
+    delta: bool = False
+    """True: relative to the previous record of the run (``seq - 1``)."""
+    keep: int = 0
+    """Delta: how many leading ids of the previous view's order come first."""
+    system: str = ""
+    order: list[str] = Field(default_factory=list[str])
+    replaced: dict[str, dict[str, Any]] = Field(default_factory=dict[str, dict[str, Any]])
+    restored: list[str] = Field(default_factory=list[str])
+    """Delta: ids whose earlier replacement no longer applies."""
+    summary: str | None = None
+    injected: list[dict[str, Any]] = Field(default_factory=list[dict[str, Any]])
+    tools: list[dict[str, Any]] = Field(default_factory=list[dict[str, Any]])
+    settings: dict[str, Any] = Field(default_factory=dict[str, Any])
+    output_schema: dict[str, Any] | None = None
+    inherit: list[str] = Field(default_factory=list[str])
+    """Delta: which of system/tools/settings/output_schema equal the previous record's."""
+    compacted: bool = False
+    hash: str = ""
+    model: str = ""
+    provider: str = ""
+
+    def to_data(self) -> dict[str, Any]:
+        """The compact JSON form stored in the checkpoint (defaults left out)."""
+        data = self.model_dump(mode="json", exclude_defaults=True)
+        data["version"] = self.version
+        return data
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any]) -> ViewRecord:
+        """Load a stored record; newer versions than this lovia understands fail fast."""
+        version = int(data.get("version", 1))
+        if version > VIEW_RECORD_VERSION:
+            raise LoviaError(
+                f"view record version {version} is newer than this lovia understands "
+                f"({VIEW_RECORD_VERSION})",
+                hint="Upgrade lovia to replay this run.",
+            )
+        return cls.model_validate(dict(data))
+
+
+# ---------------------------------------------------------------------------- hashing
+
+
+def _canon(value: Any) -> bytes:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def _tool_dict(t: ToolSpec) -> dict[str, Any]:
+    return {
+        "name": t.name,
+        "description": t.description,
+        "parameters": dict(t.parameters),
+        "strict": t.strict,
+    }
+
+
+def _schema_dict(s: OutputSchema | None) -> dict[str, Any] | None:
+    if s is None:
+        return None
+    return {"name": s.name, "schema": dict(s.schema), "strict": s.strict}
+
+
+def _head(request: ModelRequest) -> dict[str, Any]:
+    return {
+        "system": request.system,
+        "tools": [_tool_dict(t) for t in request.tools],
+        "settings": request.settings.to_dict(),
+        "output_schema": _schema_dict(request.output_schema),
+    }
+
+
+def canonical_request(request: ModelRequest) -> dict[str, Any]:
+    """The canonical JSON form of a request (what the view hash is computed over)."""
+    return {**_head(request), "messages": [entry_to_dict(e) for e in request.messages]}
+
+
+@dataclass(slots=True)
+class _Chain:
+    """The previous record of a run, as the encoder needs it for the next delta."""
+
+    seq: int
+    order: list[str]
+    known: dict[str, TranscriptEntry]
+    system: str
+    tools: Sequence[ToolSpec]
+    settings: ModelSettings
+    output_schema: OutputSchema | None
+
+
+class ViewHasher:
+    """Per-run view bookkeeping: the view hash (entry bytes cached) and the record chain.
+
+    ``hash(request)`` is sha256 over the canonical serialization; each entry is
+    serialized once while it stays in the view. ``record(...)`` encodes the next
+    :class:`ViewRecord` of the run as a delta against the previous one.
+    """
+
+    __slots__ = ("_cache", "_chain", "_head", "_last")
+
+    def __init__(self) -> None:
+        self._cache: dict[int, tuple[TranscriptEntry, bytes]] = {}
+        self._head: tuple[tuple[object, ...], bytes] | None = None
+        self._last: tuple[ModelRequest, str] | None = None
+        self._chain: _Chain | None = None
+
+    def head_bytes(self, request: ModelRequest) -> bytes:
+        """Canonical bytes of system + tools + settings + schema (cached by identity)."""
+        key = (request.system, request.tools, request.settings, request.output_schema)
+        cached = self._head
+        if cached is not None and all(a is b for a, b in zip(cached[0], key, strict=True)):
+            return cached[1]
+        data = _canon(_head(request))
+        self._head = (key, data)
+        return data
+
+    def entry_bytes(self, entry: TranscriptEntry) -> bytes:
+        hit = self._cache.get(id(entry))
+        if hit is not None and hit[0] is entry:
+            return hit[1]
+        data = _canon(entry_to_dict(entry))
+        self._cache[id(entry)] = (entry, data)
+        return data
+
+    def hash(self, request: ModelRequest) -> str:
+        last = self._last
+        if last is not None and last[0] is request:
+            return last[1]
+        old, self._cache = self._cache, {}
+        h = hashlib.sha256()
+        h.update(self.head_bytes(request))
+        for entry in request.messages:
+            hit = old.get(id(entry))
+            if hit is not None and hit[0] is entry:
+                self._cache[id(entry)] = hit
+            h.update(b"\n")
+            h.update(self.entry_bytes(entry))
+        digest = h.hexdigest()
+        self._last = (request, digest)
+        return digest
+
+    def record(
+        self,
+        *,
+        request: ModelRequest,
+        order: Sequence[str],
+        replaced: Mapping[str, TranscriptEntry],
+        injected: Sequence[TranscriptEntry],
+        **meta: Any,
+    ) -> ViewRecord:
+        """The next record of this run (``meta``: run_id, turn, attempt, agent, …)."""
+        chain = self._chain
+        order = list(order)
+        if chain is None:
+            body = _full_body(request, order, replaced)
+            seq = 0
+        else:
+            body = _delta_body(chain, request, order, replaced)
+            seq = chain.seq + 1
+        self._chain = _Chain(
+            seq,
+            order,
+            dict(replaced),
+            request.system,
+            request.tools,
+            request.settings,
+            request.output_schema,
+        )
+        fields: dict[str, Any] = {**meta, **body}
+        fields.update(
+            version=VIEW_RECORD_VERSION,
+            seq=seq,
+            hash=self.hash(request),
+            injected=[entry_to_dict(e) for e in injected],
+        )
+        return ViewRecord.model_construct(**fields)
+
+
+def _full_body(
+    request: ModelRequest, order: list[str], replaced: Mapping[str, TranscriptEntry]
+) -> dict[str, Any]:
+    return {
+        "delta": False,
+        "keep": 0,
+        "order": order,
+        "restored": [],
+        "inherit": [],
+        "replaced": {k: entry_to_dict(v) for k, v in replaced.items()},
+        **_head(request),
+    }
+
+
+def _delta_body(
+    chain: _Chain, request: ModelRequest, order: list[str], replaced: Mapping[str, TranscriptEntry]
+) -> dict[str, Any]:
+    keep = _common_prefix(chain.order, order)
+    known = chain.known
+    new = {k: entry_to_dict(v) for k, v in replaced.items() if known.get(k) is not v}
+    restored = [k for k in known if k not in replaced]
+    inherit: list[str] = []
+    head = _head_delta(chain, request, inherit)
+    return {
+        "delta": True,
+        "keep": keep,
+        "order": order[keep:],
+        "replaced": new,
+        "restored": restored,
+        "inherit": inherit,
+        **head,
+    }
+
+
+def _head_delta(chain: _Chain, request: ModelRequest, inherit: list[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {"system": "", "tools": [], "settings": {}, "output_schema": None}
+    if request.system is chain.system or request.system == chain.system:
+        inherit.append("system")
+    else:
+        out["system"] = request.system
+    if request.tools is chain.tools or tuple(request.tools) == tuple(chain.tools):
+        inherit.append("tools")
+    else:
+        out["tools"] = [_tool_dict(t) for t in request.tools]
+    if request.settings is chain.settings or request.settings == chain.settings:
+        inherit.append("settings")
+    else:
+        out["settings"] = request.settings.to_dict()
+    if request.output_schema == chain.output_schema:
+        inherit.append("output_schema")
+    else:
+        out["output_schema"] = _schema_dict(request.output_schema)
+    return out
+
+
+def _common_prefix(a: list[str], b: list[str]) -> int:
+    n = len(a)
+    if len(b) >= n and b[:n] == a:
+        return n
+    i = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        i += 1
+    return i
+
+
+def view_parts(
+    built: Any, messages: Sequence[TranscriptEntry]
+) -> tuple[list[str], dict[str, TranscriptEntry]]:
+    """Order and replacements of ``messages`` derived from ``built`` by a filter.
+
+    Entries the strategy took verbatim from the transcript stay references; anything
+    else (a stub, a summary, an entry the filter made) is recorded in full.
+    """
+    replaced_by_strategy: Mapping[str, TranscriptEntry] = built.replaced
+    verbatim = {id(m) for m in built.messages if replaced_by_strategy.get(m.id) is not m}
+    order: list[str] = []
+    replaced: dict[str, TranscriptEntry] = {}
+    for m in messages:
+        order.append(m.id)
+        if id(m) not in verbatim:
+            replaced[m.id] = m
+    return order, replaced
+
+
+# ---------------------------------------------------------------------------- replay
+
+
+class _Fold:
+    """Folds a run's records in order into self-contained ones."""
+
+    __slots__ = ("head", "order", "replaced", "seq")
+
+    def __init__(self) -> None:
+        self.seq: int | None = None
+        self.order: list[str] = []
+        self.replaced: dict[str, dict[str, Any]] = {}
+        self.head: dict[str, Any] = {}
+
+    def apply(self, record: ViewRecord) -> ViewRecord:
+        if not record.delta:
+            self.order = list(record.order)
+            self.replaced = dict(record.replaced)
+            self.head = {f: getattr(record, f) for f in _HEAD_FIELDS}
+        else:
+            if self.seq is None or record.seq != self.seq + 1:
+                raise LoviaError(
+                    f"view record seq {record.seq} of run {record.run_id!r} is a delta, but "
+                    f"the record before it (seq {record.seq - 1}) is missing",
+                    hint="Pass all of the run's view records, in stored order.",
+                )
+            self.order = self.order[: record.keep] + record.order
+            self.replaced.update(record.replaced)
+            for key in record.restored:
+                self.replaced.pop(key, None)
+            for f in _HEAD_FIELDS:
+                if f not in record.inherit:
+                    self.head[f] = getattr(record, f)
+        self.seq = record.seq
+        replaced = {k: self.replaced[k] for k in self.order if k in self.replaced}
+        return record.model_copy(
+            update={
+                **self.head,
+                "delta": False,
+                "keep": 0,
+                "order": list(self.order),
+                "replaced": replaced,
+                "restored": [],
+                "inherit": [],
+            }
+        )
+
+
+def resolve_records(records: Iterable[ViewRecord]) -> list[ViewRecord]:
+    """A run's records (in stored order) as self-contained (``delta=False``) records."""
+    fold = _Fold()
+    return [fold.apply(r) for r in records]
+
+
+def _resolve_one(record: ViewRecord, previous: Iterable[ViewRecord]) -> ViewRecord:
+    if not record.delta:
+        return record
+    fold = _Fold()
+    for r in previous:
+        fold.apply(r)
+    return fold.apply(record)
+
+
+def _messages(record: ViewRecord, by_id: Mapping[str, TranscriptEntry]) -> list[TranscriptEntry]:
+    out: list[TranscriptEntry] = []
+    for entry_id in record.order:
+        replacement = record.replaced.get(entry_id)
+        if replacement is not None:
+            out.append(entry_from_dict(replacement))
+            continue
+        entry = by_id.get(entry_id)
+        if entry is None:
+            raise LoviaError(
+                f"view of turn {record.turn} uses entry {entry_id!r}, which is "
+                "not in the transcript given",
+                hint="Pass the session history together with the run's entries.",
+            )
+        out.append(entry)
+    out.extend(entry_from_dict(e) for e in record.injected)
+    return out
+
+
+def rebuild_messages(
+    record: ViewRecord, by_id: Mapping[str, TranscriptEntry], previous: Iterable[ViewRecord] = ()
+) -> list[TranscriptEntry]:
+    """Rebuild a view's messages (incl. injected) from the transcript (``by_id``)."""
+    return _messages(_resolve_one(record, previous), by_id)
+
+
+def _request(full: ViewRecord, by_id: Mapping[str, TranscriptEntry]) -> ModelRequest:
+    settings = dict(full.settings)
+    if isinstance(settings.get("stop"), list):
+        settings["stop"] = tuple(settings["stop"])
+    schema = full.output_schema
+    return ModelRequest(
+        system=full.system,
+        messages=_messages(full, by_id),
+        tools=tuple(
+            ToolSpec(
+                name=t["name"],
+                description=t["description"],
+                parameters=t["parameters"],
+                strict=t.get("strict", False),
+            )
+            for t in full.tools
+        ),
+        settings=ModelSettings(**settings),
+        output_schema=None
+        if schema is None
+        else OutputSchema(
+            name=schema["name"], schema=schema["schema"], strict=schema.get("strict", True)
+        ),
+    )
+
+
+def _by_id(entries: Iterable[TranscriptEntry]) -> dict[str, TranscriptEntry]:
+    return {e.id: e for e in entries}
+
+
+def rebuild_request(
+    record: ViewRecord,
+    transcript_entries: Iterable[TranscriptEntry],
+    previous_records: Iterable[ViewRecord] = (),
+) -> ModelRequest:
+    """The exact :class:`ModelRequest` of one model call."""
+    return _request(_resolve_one(record, previous_records), _by_id(transcript_entries))
+
+
+def rebuild_view(
+    records: Iterable[ViewRecord], transcript_entries: Iterable[TranscriptEntry]
+) -> list[ModelRequest]:
+    """Every model call's request of a run, from all its records in stored order."""
+    by_id = _by_id(transcript_entries)
+    return [_request(full, by_id) for full in resolve_records(records)]
+
+
+def verify(
+    record: ViewRecord,
+    transcript_entries: Iterable[TranscriptEntry],
+    previous_records: Iterable[ViewRecord] = (),
+) -> bool:
+    """True when the rebuilt request hashes to ``record.hash``."""
+    request = rebuild_request(record, transcript_entries, previous_records)
+    return ViewHasher().hash(request) == record.hash
+
+
+def view_records(checkpoint_records: Iterable[Any]) -> list[ViewRecord]:
+    """The view records among a stored run's checkpoint records (kind ``"view"``)."""
+    return [ViewRecord.from_data(r.data) for r in checkpoint_records if r.kind == "view"]
