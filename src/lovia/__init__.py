@@ -4,6 +4,8 @@ Every loop phase is an OpenTelemetry span, every token is counted and priced, ev
 run can resume after a crash, and ``lovia replay`` rebuilds exactly what the model saw.
 """
 
+from typing import TYPE_CHECKING as _TYPE_CHECKING
+
 from . import events, transcript
 from ._version import __version__
 from .agent import Agent, Handoff
@@ -33,9 +35,44 @@ from .tools import Tool, tool
 from .transcript import InputEntry, TranscriptEntry
 from .usage import RunBudget, Usage
 
+if _TYPE_CHECKING:
+    from .plugins.mcp import MCP
+    from .plugins.memory import Memory
+    from .plugins.skills import Skills
+    from .plugins.todo import Todo
+    from .plugins.workspace import Workspace
+    from .providers.anthropic import Anthropic
+    from .providers.openai_chat import OpenAIChat
+    from .providers.openai_responses import OpenAIResponses
+
+# Imported on first use, so `import lovia` stays fast (yaml, subprocess, adapters...).
+_LAZY = {
+    "MCP": ".plugins.mcp",
+    "Memory": ".plugins.memory",
+    "Skills": ".plugins.skills",
+    "Todo": ".plugins.todo",
+    "Workspace": ".plugins.workspace",
+    "Anthropic": ".providers.anthropic",
+    "OpenAIChat": ".providers.openai_chat",
+    "OpenAIResponses": ".providers.openai_responses",
+}
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'lovia' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
 __all__ = [
     "Agent",
     "AgentHooks",
+    "Anthropic",
     "ApprovalPending",
     "BudgetExceeded",
     "CancelToken",
@@ -45,11 +82,15 @@ __all__ = [
     "Handoff",
     "InputEntry",
     "LoviaError",
+    "MCP",
     "Mailbox",
     "MaxTurnsExceeded",
+    "Memory",
     "ModelBehaviorError",
     "ModelProfile",
     "ModelSettings",
+    "OpenAIChat",
+    "OpenAIResponses",
     "OutputValidationError",
     "Plugin",
     "PluginInstance",
@@ -61,11 +102,14 @@ __all__ = [
     "RunResult",
     "RunStream",
     "Runner",
+    "Skills",
+    "Todo",
     "Tool",
     "ToolError",
     "TranscriptEntry",
     "Usage",
     "UserError",
+    "Workspace",
     "__version__",
     "events",
     "guardrail",
