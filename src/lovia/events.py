@@ -298,6 +298,8 @@ class RunCompleted(Event):
     turns: int = 0
     finish_reason: str = "stop"
     duration_s: float = 0.0
+    replayed: bool = False
+    """True when the run_id was already completed and the stored result was returned."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

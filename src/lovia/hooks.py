@@ -111,6 +111,7 @@ class AgentHooks:
                 )
 
     # -- OpenTelemetry SpanProcessor protocol (see lovia.telemetry.processor) --
+    # SDK 1.45 calls on_start, _on_ending, on_end, shutdown and force_flush.
 
     def on_start(self, span: Any, parent_context: Any = None) -> None:
         return None
@@ -119,11 +120,14 @@ class AgentHooks:
         return None
 
     def on_end(self, span: Any) -> None:
-        from .telemetry.processor import event_from_span
+        """A span ended somewhere in the process: deliver its event (``ctx=None``)."""
+        if not self._handlers:
+            return
+        from .telemetry.processor import deliver, event_from_span
 
         event = event_from_span(span)
         if event is not None:
-            self.dispatch_sync(event, None)
+            deliver(self, event)
 
     def shutdown(self) -> None:
         return None

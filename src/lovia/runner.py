@@ -103,6 +103,7 @@ class Runner:
         settings: ModelSettings | None = None,
         mailbox: Mailbox | None = None,
         tracer_provider: Any = None,
+        meter_provider: Any = None,
     ) -> RunStream[OutputT]:
         """Start a run and return its event stream (see :class:`RunStream`)."""
         if not isinstance(agent, Agent):
@@ -132,6 +133,7 @@ class Runner:
             approval=approval,
             settings=settings,
             tracer_provider=tracer_provider,
+            meter_provider=meter_provider,
         )
         return RunStream(params)
 

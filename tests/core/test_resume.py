@@ -170,3 +170,12 @@ async def test_resubmitting_the_same_input_does_not_duplicate_it() -> None:
                               checkpointer=store)
     assert [(e.content, e.origin) for e in result.entries if e.type == "input"] == [
         ("first", "input"), ("actually, second", "mailbox")]
+
+
+async def test_cost_budget_without_a_price_is_refused() -> None:
+    from lovia import RunBudget
+
+    agent = Agent(name="a", model=ScriptedModel(["x"], model="no-such-model-priced"))
+    with pytest.raises(UserError, match="no price is known") as info:
+        await Runner.run(agent, "go", budget=RunBudget(max_cost_usd=1.0))
+    assert info.value.hint and "set_price" in info.value.hint

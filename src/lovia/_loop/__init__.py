@@ -22,7 +22,7 @@ from ..errors import LoviaError, RunCancelled, RunError
 from ..result import RunResult
 from ..telemetry.tracer import RunTracer, make_run_tracer
 from ..transcript import Transcript
-from .checkpoint import finish_info
+from .checkpoint import finish_info, restore
 from .finish import close_plugins, finish, write_session
 from .lease import stop_heartbeat
 from .prepare import find_agent, load_snapshot, prepare, run_started
@@ -110,6 +110,8 @@ async def _phases(state: RunState, emitter: Emitter) -> AsyncIterator[ev.Event]:
             yield event  # idempotent: finishes a run that crashed before its session write
         return
     state.resumed = snapshot is not None
+    if snapshot is not None:
+        state.trace_links = tuple(restore(snapshot).trace_links)
     started = run_started(state, resumed=state.resumed)
     yield started
     if started.span is not None:
@@ -195,6 +197,7 @@ def _completed(state: RunState) -> tuple[ev.RunCompleted, RunResult[Any]]:
         run_id=state.run_id,
         agent=agent,
         turn=result.turns,
+        replayed=result.replayed,
         output=result.output,
         usage=result.usage,
         turns=result.turns,
@@ -234,9 +237,11 @@ async def _release(state: RunState) -> None:
 async def run_events(params: RunParams, outcome: Outcome) -> AsyncIterator[ev.Event]:
     """Drive one run, yielding every event; ends with one RunCompleted or RunFailed."""
     state = new_state(params)
-    emitter = Emitter(state, make_run_tracer(params.tracer_provider))
+    tracer = make_run_tracer(params.tracer_provider, params.meter_provider)
+    emitter = Emitter(state, tracer)
     state.guard.token.add_listener(state.guard.fire)  # type: ignore[union-attr]
     error: BaseException | None = None
+    finished = False
     try:
         try:
             async for event in _phases(state, emitter):
@@ -254,8 +259,11 @@ async def run_events(params: RunParams, outcome: Outcome) -> AsyncIterator[ev.Ev
             await emitter.emit(terminal)
         except Exception:
             logger.exception("a hook failed on the terminal event of run %s", state.run_id)
+        finished = True
         yield terminal
     finally:
+        if not finished and tracer is not None:
+            tracer.abandon()
         state.guard.token.remove_listener(state.guard.fire)  # type: ignore[union-attr]
         await _cleanup(state)
         outcome.done = True

@@ -76,6 +76,24 @@ async def load_snapshot(state: RunState) -> RunSnapshot | None:
     return snapshot
 
 
+def _check_cost_budget(state: RunState) -> None:
+    """A cost limit needs a price: refuse to run blind rather than never stop."""
+    budget = state.params.budget
+    if budget is None or budget.max_cost_usd is None or state.active is None:
+        return
+    from ..telemetry.pricing import has_price
+
+    provider = state.active.provider
+    if not has_price(provider.name, provider.model):
+        raise UserError(
+            f"RunBudget(max_cost_usd=...) is set but no price is known for "
+            f"{provider.name}:{provider.model}",
+            hint="pip install 'lovia[otel]' (genai-prices), or register one with "
+            "lovia.telemetry.set_price(provider, model, input_per_mtok=..., "
+            "output_per_mtok=...).",
+        )
+
+
 def _new_input(state: RunState, given: list[InputEntry]) -> list[InputEntry]:
     """On resume, input equal to the run's original input is a retry, not a new message.
 
@@ -120,6 +138,7 @@ async def prepare(state: RunState, snapshot: RunSnapshot | None) -> AsyncIterato
     async for event in activate(state, state.params.agent):
         yield event
     assert state.active is not None
+    _check_cost_budget(state)
     state.repairs_left = state.params.agent.output_repairs
     new: list[TranscriptEntry] = [stamp(state, SystemEntry(content=state.active.system))]
     inputs = [stamp(state, e) for e in input_entries(state.params.input)]

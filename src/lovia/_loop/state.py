@@ -50,6 +50,7 @@ class RunParams:
     approval: Any = None
     settings: ModelSettings | None = None
     tracer_provider: Any = None
+    meter_provider: Any = None
 
 
 @dataclass(slots=True, kw_only=True)

@@ -49,17 +49,17 @@ def build_parser() -> argparse.ArgumentParser:
     runs.add_argument("--status", choices=["running", "completed", "failed", "paused"])
     runs.add_argument("--limit", type=int, default=20, help="at most N runs (default 20)")
     show = sub.add_parser("show", parents=[common], help="print a run's transcript")
-    show.add_argument("run", metavar="RUN", help="run id (or a unique prefix)")
+    show.add_argument("run", metavar="RUN", help="run id, a unique prefix, or `last`")
     show.add_argument("--full", action="store_true", help="do not shorten long entries")
     trace = sub.add_parser("trace", parents=[common], help="print a run's span tree")
-    trace.add_argument("run", metavar="RUN", help="run id (or a unique prefix)")
+    trace.add_argument("run", metavar="RUN", help="run id, a unique prefix, or `last`")
     _replay_parser(sub.add_parser(
         "replay", parents=[common], help="rebuild and verify each model view of a run"))
     return parser
 
 
 def _replay_parser(replay: argparse.ArgumentParser) -> None:
-    replay.add_argument("run", metavar="RUN", nargs="?", help="run id (or a unique prefix)")
+    replay.add_argument("run", metavar="RUN", nargs="?", help="run id, a unique prefix, or `last`")
     replay.add_argument("--trace-id", metavar="T", help="find the run by its trace id")
     replay.add_argument("--turn", type=int, metavar="N", help="only this turn")
     replay.add_argument("--attempt", type=int, metavar="K", help="only this attempt of the turn")

@@ -69,13 +69,16 @@ async def open_store(target: StoreLike) -> AsyncGenerator[Store]:
 
 
 async def resolve_run_id(run_id: str, db: Store) -> str:
-    """``run_id`` itself, or the one recent run it is a unique prefix of.
+    """``run_id`` itself, ``last`` (the most recent run), or the one recent run it is a
+    unique prefix of.
 
     Raises :class:`RunNotFound` naming the closest recent ids when nothing matches.
     """
     if await db.load(run_id) is not None:
         return run_id
     recent = [info.run_id for info in await db.list_runs(limit=RECENT_RUNS)]
+    if run_id == "last" and recent:
+        return recent[0]
     prefixed = [rid for rid in recent if rid.startswith(run_id)]
     if len(prefixed) == 1 and run_id:
         return prefixed[0]

@@ -1,11 +1,56 @@
 """OpenTelemetry for lovia: spans for every loop phase, metrics, cost, content policy.
 
 The library only uses the OpenTelemetry *API*; nothing is exported until an
-application configures an SDK (``lovia.telemetry.configure(...)`` is a one-liner).
+application configures an SDK (``lovia.telemetry.configure(...)`` is a one-liner, or
+pass ``tracer_provider=`` to ``Runner.run``). Without an SDK, runs do no telemetry work
+at all. See ``docs/observability.md``.
+
+- ``mapping``: the one table between events and spans (both directions).
+- ``attributes``: every name emitted, the telemetry schema version, metric buckets.
+- ``pricing``: ``price_usage`` / ``set_price`` / ``has_price`` (genai-prices + overrides).
+- ``content``: opt-in content capture and scrubbing.
+- ``local``: the SQLite span store behind ``exporter="local"`` and ``lovia trace``.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
+from .attributes import SEMCONV_VERSION, TELEMETRY_VERSION
+from .pricing import clear_prices, has_price, price_table_version, price_usage, set_price
+from .processor import event_from_span
 from .tracer import RunTracer, make_run_tracer
 
-__all__ = ["RunTracer", "make_run_tracer"]
+if TYPE_CHECKING:
+    from .local import SQLiteSpanExporter, load_spans
+    from .sdk import Telemetry, configure
+
+__all__ = [
+    "SEMCONV_VERSION",
+    "TELEMETRY_VERSION",
+    "RunTracer",
+    "SQLiteSpanExporter",
+    "Telemetry",
+    "clear_prices",
+    "configure",
+    "event_from_span",
+    "has_price",
+    "load_spans",
+    "make_run_tracer",
+    "price_table_version",
+    "price_usage",
+    "set_price",
+]
+
+
+def __getattr__(name: str) -> Any:
+    # configure/local import lazily: nothing of the SDK is touched on `import lovia`
+    if name in ("configure", "Telemetry"):
+        from . import sdk as _sdk_module
+
+        return getattr(_sdk_module, name)
+    if name in ("load_spans", "SQLiteSpanExporter"):
+        from . import local as _local
+
+        return getattr(_local, name)
+    raise AttributeError(f"module 'lovia.telemetry' has no attribute {name!r}")

@@ -3,15 +3,178 @@
 ``price_usage`` returns the cost in USD of one model call, or 0.0 when no price is
 known (or the extra is not installed). Overrides win over the table:
 ``set_price("openai", "my-finetune", input_per_mtok=..., output_per_mtok=...)``.
+
+It runs for every model response, so the table lookup happens once per
+``(provider, model)`` and is cached; plain (non-tiered) prices are then applied with
+float arithmetic (≈1 µs). Tiered prices (long-context tiers) go through
+``genai-prices``' own calculator. As in OpenTelemetry and ``genai-prices``,
+``Usage.input_tokens`` *includes* cache reads and writes; those are priced at their own
+rates when the table has one, else at the input rate. Date-ranged prices are resolved
+when a model is first looked up in the process.
 """
 
 from __future__ import annotations
 
+import logging
+import threading
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
 from ..usage import Usage
 
-__all__ = ["price_usage"]
+__all__ = ["clear_prices", "has_price", "price_table_version", "price_usage", "set_price"]
+
+logger = logging.getLogger("lovia.telemetry")
+
+_MTOK = 1_000_000.0
+
+
+@dataclass(frozen=True, slots=True)
+class _Price:
+    """Per-token prices in USD (None = priced at the input rate)."""
+
+    input: float
+    output: float
+    cache_read: float | None = None
+    cache_write: float | None = None
+    model_price: Any = None
+    """The genai-prices ``ModelPrice`` when it has tiers (slow path above ``tier_start``)."""
+    tier_start: int = 0
+
+    def cost(self, usage: Usage) -> float:
+        if self.model_price is not None and usage.input_tokens >= self.tier_start:
+            return _tiered_cost(self.model_price, usage)
+        read = usage.cache_read_tokens
+        write = usage.cache_write_tokens
+        plain = usage.input_tokens - read - write
+        total = max(plain, 0) * self.input + usage.output_tokens * self.output
+        total += read * (self.input if self.cache_read is None else self.cache_read)
+        total += write * (self.input if self.cache_write is None else self.cache_write)
+        return total
+
+
+_overrides: dict[tuple[str, str], _Price] = {}
+_cache: dict[tuple[str, str], _Price | None] = {}
+_lock = threading.Lock()
+
+
+def set_price(
+    provider: str,
+    model: str,
+    *,
+    input_per_mtok: float,
+    output_per_mtok: float,
+    cache_read_per_mtok: float | None = None,
+    cache_write_per_mtok: float | None = None,
+) -> None:
+    """Use these prices (USD per million tokens) for ``provider``/``model``."""
+    price = _Price(
+        input=input_per_mtok / _MTOK,
+        output=output_per_mtok / _MTOK,
+        cache_read=None if cache_read_per_mtok is None else cache_read_per_mtok / _MTOK,
+        cache_write=None if cache_write_per_mtok is None else cache_write_per_mtok / _MTOK,
+    )
+    with _lock:
+        _overrides[(provider.lower(), model.lower())] = price
+
+
+def clear_prices() -> None:
+    """Forget every override and the lookup cache."""
+    with _lock:
+        _overrides.clear()
+        _cache.clear()
+
+
+def has_price(provider: str, model: str) -> bool:
+    """True when ``price_usage`` can price this model (override or table entry)."""
+    return _lookup(provider, model) is not None
 
 
 def price_usage(provider: str, model: str, usage: Usage) -> float:
     """Cost in USD of ``usage`` on ``provider``/``model`` (0.0 when unknown)."""
-    return 0.0
+    if usage.missing and not (usage.input_tokens or usage.output_tokens):
+        return 0.0
+    price = _lookup(provider, model)
+    if price is None:
+        return 0.0
+    try:
+        return price.cost(usage)
+    except Exception:  # a pricing bug must never break a run
+        logger.debug("pricing %s/%s failed", provider, model, exc_info=True)
+        return 0.0
+
+
+def price_table_version() -> str:
+    """``genai-prices==<version>`` (``+overrides`` when set), or ``none``."""
+    try:
+        from importlib.metadata import version
+
+        base = f"genai-prices=={version('genai-prices')}"
+    except Exception:
+        base = "none"
+    return base + ("+overrides" if _overrides else "")
+
+
+def _lookup(provider: str, model: str) -> _Price | None:
+    key = (provider.lower(), model.lower())
+    found = _overrides.get(key)
+    if found is not None:
+        return found
+    try:
+        return _cache[key]
+    except KeyError:
+        pass
+    price = _from_table(*key)
+    with _lock:
+        _cache[key] = price
+    return price
+
+
+def _from_table(provider: str, model: str) -> _Price | None:
+    try:
+        from genai_prices import data_snapshot  # type: ignore[import-untyped]
+    except ImportError:
+        return None
+    try:
+        snapshot: Any = data_snapshot.get_snapshot()
+        _, info = snapshot.find_provider_model(model, None, provider or None, None)
+        mp: Any = info.get_prices(datetime.now(tz=UTC))
+    except Exception:  # LookupError for unknown models; anything else: unknown too
+        return None
+    fields = {
+        name: getattr(mp, f"{name}_mtok", None)
+        for name in ("input", "output", "cache_read", "cache_write")
+    }
+    if fields["input"] is None and fields["output"] is None:
+        return None
+    tiered = [v for v in fields.values() if v is not None and hasattr(v, "tiers")]
+    starts = [int(t.start) for v in tiered for t in v.tiers]
+
+    def per_token(v: Any) -> float | None:
+        if v is None:
+            return None
+        return float(v.base if hasattr(v, "base") else v) / _MTOK
+
+    return _Price(
+        input=per_token(fields["input"]) or 0.0,
+        output=per_token(fields["output"]) or 0.0,
+        cache_read=per_token(fields["cache_read"]),
+        cache_write=per_token(fields["cache_write"]),
+        model_price=mp if tiered else None,
+        tier_start=min(starts, default=0),
+    )
+
+
+def _tiered_cost(model_price: Any, usage: Usage) -> float:
+    from genai_prices import Usage as PriceUsage  # type: ignore[import-untyped]
+
+    calc: Any = model_price.calc_price(
+        PriceUsage(
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            cache_read_tokens=usage.cache_read_tokens or None,
+            cache_write_tokens=usage.cache_write_tokens or None,
+        )
+    )
+    return float(calc["total_price"])

@@ -1,26 +1,495 @@
-"""The built-in tracing: a consumer of the run's event stream (one table, see mapping)."""
+"""The built-in tracing: a consumer of the run's event stream (one table, see mapping).
+
+``make_run_tracer`` returns None — zero work per event — unless an OpenTelemetry SDK
+is in use (a ``tracer_provider`` was passed, or a real global tracer/meter provider is
+installed). Otherwise the :class:`RunTracer` of one run turns each event into span work
+through ``mapping.EVENTS``:
+
+- parenting is explicit: the run span, the current turn span and the current view span
+  are kept here and passed as ``context=`` to every child, never read from the ambient
+  context (the generator may resume in different tasks). Only the run span takes its
+  parent from the ambient context, so a run started inside a tool (nested run) or inside
+  a user's own span becomes its child;
+- one ``chat`` span per model call; provider retries inside it are span events
+  ``lovia.provider.retry`` (``error.type``, message, delay), not separate spans;
+- leaf spans (checkpoint, session, handoff, compaction, plugins) start at
+  ``now - duration_s`` when their event is emitted and end after the hooks saw it;
+- streamed deltas cost one dict lookup and return the chat span.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import logging
+import time
+import weakref
+from typing import Any, cast
 
-from ..events import Event
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.trace import Link, Span, SpanContext, Status, StatusCode, TraceFlags, Tracer
+
+from .. import events as ev
+from ..transcript import ToolCallEntry
+from . import attributes as A
+from . import content as C
+from .mapping import EVENTS, Attrs, Phase
+from .metrics import Instruments, instruments_for
+from .pricing import price_table_version
 
 __all__ = ["RunTracer", "make_run_tracer"]
 
+logger = logging.getLogger("lovia.telemetry")
+
+_tracers: weakref.WeakKeyDictionary[Any, Tracer] = weakref.WeakKeyDictionary()
+
 
 class RunTracer:
-    """Opens and closes spans (and records metrics) from a run's events."""
+    """Opens and closes spans (and records metrics) from one run's events."""
 
-    def start(self, event: Event) -> Any:
+    __slots__ = (
+        "_chat",
+        "_chat_content",
+        "_chat_labels",
+        "_common",
+        "_compacted",
+        "_guards",
+        "_m",
+        "_policy",
+        "_resumed",
+        "_run",
+        "_run_ctx",
+        "_run_labels",
+        "_saw_checkpoint",
+        "_tools",
+        "_tracer",
+        "_turn",
+        "_view",
+    )
+
+    def __init__(
+        self, tracer: Tracer, instruments: Instruments | None, policy: C.ContentPolicy | None = None
+    ) -> None:
+        self._tracer = tracer
+        self._m = instruments
+        self._policy = policy or C.ContentPolicy()
+        self._common: Attrs = {A.VERSION: A.TELEMETRY_VERSION}
+        self._run: Span | None = None
+        self._run_ctx: Any = None
+        self._turn: tuple[Span, Any] | None = None
+        self._view: tuple[Span, Any] | None = None
+        self._chat: Span | None = None
+        self._chat_labels: Attrs = {}
+        self._chat_content: dict[str, str] = {}
+        self._tools: dict[str, Span] = {}
+        self._guards: dict[tuple[str, str], Span] = {}
+        self._run_labels: Attrs = {}
+        self._saw_checkpoint = False
+        self._resumed = False
+        self._compacted = False
+
+    # -- the two calls the Emitter makes ---------------------------------------------
+
+    def start(self, event: ev.Event) -> Any:
         """Called before hooks see ``event``; returns the live span of its phase."""
-        return None
+        phase = EVENTS.get(type(event))
+        if phase is None:
+            return None
+        action = phase.action
+        if action == "attach":
+            return self._attach(event)
+        try:
+            if action == "open":
+                return self._open(phase, event)
+            if action == "close":
+                return self._close(phase, event)
+            return self._leaf(phase, event)
+        except Exception:  # telemetry must never break a run
+            logger.exception("tracing failed on %s", type(event).__name__)
+            return None
 
-    def end(self, event: Event) -> None:
+    def end(self, event: ev.Event) -> None:
         """Called after hooks saw ``event``; ends the span if the phase ended."""
-        return None
+        span = event.span
+        if span is None:
+            return
+        phase = EVENTS.get(type(event))
+        if phase is not None and (phase.action == "close" or phase.action == "leaf"):
+            span.end()
+
+    # -- actions ---------------------------------------------------------------------
+
+    def _name(self, phase: Phase, event: ev.Event) -> str:
+        return f"{phase.span} {phase.title(event)}" if phase.title is not None else phase.span
+
+    def _attrs(self, phase: Phase, event: ev.Event) -> Attrs:
+        attrs = dict(self._common)
+        attrs[A.AGENT_NAME] = event.agent
+        if event.turn:
+            attrs[A.TURN_INDEX] = event.turn
+        if phase.attrs is not None:
+            attrs.update(phase.attrs(event))
+        return attrs
+
+    def _container(self) -> Any:
+        if self._view is not None:
+            return self._view[1]
+        if self._turn is not None:
+            return self._turn[1]
+        return self._run_ctx
+
+    def _parent(self, slot: str) -> Any:
+        if slot == "run":
+            return self._run_ctx
+        if slot == "view" or slot == "chat" or slot == "tool":
+            return self._turn[1] if self._turn is not None else self._run_ctx
+        return self._container()
+
+    def _open(self, phase: Phase, event: ev.Event) -> Span:
+        slot = phase.slot
+        if slot == "run":
+            return self._open_run(phase, event)  # type: ignore[arg-type]
+        span = self._tracer.start_span(
+            self._name(phase, event),
+            context=self._parent(slot),
+            kind=phase.kind,
+            attributes=self._attrs(phase, event),
+        )
+        if slot == "turn":
+            self._turn = (span, trace.set_span_in_context(span))
+        elif slot == "view":
+            self._view = (span, trace.set_span_in_context(span))
+        elif slot == "chat":
+            self._chat = span
+            self._chat_opened(event, span)  # type: ignore[arg-type]
+        elif slot == "tool":
+            call = cast(ToolCallEntry, event.call)  # type: ignore[attr-defined]
+            self._tools[call.call_id] = span
+            if self._policy.enabled:
+                self._content(span, A.TOOL_ARGUMENTS, C.parse_args(call.arguments))
+        else:
+            self._guards[(event.kind, event.guardrail)] = span  # type: ignore[attr-defined]
+        return span
+
+    def _open_run(self, phase: Phase, event: ev.RunStarted) -> Span:
+        self._common[A.RUN_ID] = event.run_id
+        self._resumed = event.resumed
+        if event.session_id:
+            self._common[A.CONVERSATION_ID] = event.session_id
+        attrs = self._attrs(phase, event)
+        attrs[A.PRICE_TABLE_VERSION] = price_table_version()
+        span = self._tracer.start_span(
+            self._name(phase, event),
+            context=otel_context.get_current(),
+            kind=phase.kind,
+            attributes=attrs,
+            links=_links(event.trace_links),
+        )
+        self._run = span
+        self._run_ctx = trace.set_span_in_context(span)
+        self._run_labels = {A.AGENT_NAME: event.agent, A.REQUEST_MODEL: event.model}
+        return span
+
+    def _attach(self, event: ev.Event) -> Any:
+        if isinstance(event, ev.ProviderRetry):
+            span = self._chat
+            if span is not None:
+                span.add_event(
+                    A.EVENT_RETRY,
+                    {
+                        A.ERROR_TYPE: event.error_type,
+                        A.RETRY_MESSAGE: event.message,
+                        A.RETRY_ATTEMPT: event.attempt,
+                        A.RETRY_DELAY: event.delay_s,
+                    },
+                )
+            if self._m is not None:
+                labels = {
+                    k: self._chat_labels[k]
+                    for k in (A.PROVIDER_NAME, A.REQUEST_MODEL)
+                    if k in self._chat_labels
+                }
+                labels[A.ERROR_TYPE] = event.error_type
+                self._m.retries.add(1, labels)
+            return span
+        if isinstance(event, ev.GuardrailTripped):
+            container = self._container()
+            if container is None:
+                return None
+            span = trace.get_current_span(container)
+            span.add_event(
+                A.EVENT_GUARDRAIL_TRIPPED,
+                {A.GUARDRAIL_NAME: event.guardrail, A.GUARDRAIL_KIND: event.kind},
+            )
+            return span
+        return self._chat
+
+    def _leaf(self, phase: Phase, event: ev.Event) -> Span:
+        duration = getattr(event, "duration_s", 0.0) or 0.0
+        start = time.time_ns() - int(duration * 1e9)
+        span = self._tracer.start_span(
+            self._name(phase, event),
+            context=self._parent(phase.slot),
+            kind=phase.kind,
+            attributes=self._attrs(phase, event),
+            start_time=start,
+        )
+        error = getattr(event, "error", None)
+        if error is not None:
+            span.set_status(Status(StatusCode.ERROR, str(error)[:500]))
+        if isinstance(event, ev.CheckpointSaved):
+            self._saw_checkpoint = True
+        elif isinstance(event, ev.CompactionApplied) and self._m is not None:
+            self._m.compactions.add(1, {A.AGENT_NAME: event.agent, A.COMPACTION_KIND: event.kind})
+        return span
+
+    def _close(self, phase: Phase, event: ev.Event) -> Span | None:
+        slot = phase.slot
+        span: Span | None
+        if slot == "run":
+            return self._close_run(phase, event)  # type: ignore[arg-type]
+        if slot == "turn":
+            span, self._turn = (self._turn[0] if self._turn else None), None
+        elif slot == "view":
+            span, self._view = (self._view[0] if self._view else None), None
+            self._compacted = bool(getattr(event, "compacted", False))
+        elif slot == "chat":
+            span, self._chat = self._chat, None
+        elif slot == "tool":
+            span = self._close_tool(phase, event)  # type: ignore[arg-type]
+        else:
+            span = self._guards.pop((event.kind, event.guardrail), None)  # type: ignore[attr-defined]
+        if span is None:
+            return None
+        attrs = phase.attrs(event) if phase.attrs is not None else {}
+        span.set_attributes(attrs)
+        if A.ERROR_TYPE in attrs:
+            span.set_status(Status(StatusCode.ERROR, getattr(event, "message", "") or None))
+        if slot == "chat":
+            self._chat_closed(event, span)
+        return span
+
+    def _close_tool(self, phase: Phase, event: ev.ToolCallCompleted) -> Span:
+        span = self._tools.pop(event.call.call_id, None)
+        if span is None:  # never started (refused / handoff): a zero-length leaf
+            span = self._tracer.start_span(
+                self._name(phase, event),
+                context=self._parent("tool"),
+                kind=phase.kind,
+                attributes=self._attrs(phase, event),
+            )
+        if self._policy.enabled and not event.is_error:
+            self._content(span, A.TOOL_RESULT, event.result.content)
+        if self._m is not None:
+            labels: Attrs = {A.TOOL_NAME: event.call.name, A.AGENT_NAME: event.agent}
+            if event.started:
+                self._m.tool_calls.add(1, labels)
+            if event.is_error:
+                labels = {**labels, A.ERROR_TYPE: event.error_type or "ToolError"}
+                self._m.tool_errors.add(1, labels)
+            if event.started:
+                self._m.tool_duration.record(event.duration_s, labels)
+        return span
+
+    def _close_run(self, phase: Phase, event: ev.RunCompleted | ev.RunFailed) -> Span | None:
+        span = self._run
+        if span is None:
+            return None
+        failed = isinstance(event, ev.RunFailed)
+        if failed:
+            self._fail_open_spans(event.error_type, event.message)  # type: ignore[union-attr]
+        attrs = phase.attrs(event) if phase.attrs is not None else {}
+        # a replayed run (completed run_id resubmitted) writes no checkpoint: not a new run
+        replayed = isinstance(event, ev.RunCompleted) and (
+            event.replayed or (self._resumed and not self._saw_checkpoint)
+        )
+        if replayed:
+            attrs[A.RUN_REPLAYED] = True
+        span.set_attributes(attrs)
+        if A.ERROR_TYPE in attrs:
+            span.set_status(Status(StatusCode.ERROR, event.message[:500]))  # type: ignore[union-attr]
+        if self._m is not None:
+            self._run_metrics(event, attrs, replayed)
+        return span
+
+    def abandon(self) -> None:
+        """End every open span: the consumer closed the stream before the run ended."""
+        if self._run is None:
+            return
+        message = "the stream was closed before the run ended"
+        self._fail_open_spans("StreamAbandoned", message)
+        self._run.set_attribute(A.ERROR_TYPE, "StreamAbandoned")
+        self._run.set_status(Status(StatusCode.ERROR, message))
+        self._run.end()
+        self._run = None
+
+    def _fail_open_spans(self, error_type: str, message: str) -> None:
+        status = Status(StatusCode.ERROR, message[:500])
+        spans: list[Span] = [*self._tools.values(), *self._guards.values()]
+        spans.extend(s for s in (self._chat,) if s is not None)
+        spans.extend(p[0] for p in (self._view, self._turn) if p is not None)
+        self._tools.clear()
+        self._guards.clear()
+        self._chat = self._view = self._turn = None
+        for span in spans:
+            span.set_attribute(A.ERROR_TYPE, error_type)
+            span.set_status(status)
+            span.end()
+
+    # -- chat details: content + metrics ---------------------------------------------
+
+    def _chat_opened(self, event: ev.ModelCallStarted, span: Span) -> None:
+        self._chat_labels = {
+            A.OPERATION_NAME: "chat",
+            A.PROVIDER_NAME: event.provider,
+            A.REQUEST_MODEL: event.model,
+            A.AGENT_NAME: event.agent,
+        }
+        self._chat_content = {}
+        if self._compacted:  # the view this call uses was compacted by the strategy
+            span.set_attribute(A.CONVERSATION_COMPACTED, True)
+            self._compacted = False
+        request = event.request
+        if self._policy.enabled and request is not None:
+            self._content(span, A.SYSTEM_INSTRUCTIONS, C.system_instructions(request.system))
+            self._content(span, A.INPUT_MESSAGES, C.messages(request.messages))
+
+    def _chat_closed(self, event: ev.Event, span: Span) -> None:
+        if isinstance(event, ev.MessageCompleted):
+            if self._policy.enabled:
+                out = C.output_messages(event.entries, event.finish_reason)
+                self._content(span, A.OUTPUT_MESSAGES, out)
+            if self._policy.on_event and self._chat_content:
+                span.add_event(A.EVENT_DETAILS, dict(self._chat_content))
+            if self._m is not None:
+                _chat_metrics(self._m, self._chat_labels, event)
+        elif isinstance(event, ev.ModelCallFailed) and self._m is not None:
+            labels = {**self._chat_labels, A.ERROR_TYPE: event.error_type}
+            self._m.op_duration.record(event.duration_s, labels)
+        self._chat_content = {}
+
+    def _content(self, span: Span, key: str, value: Any) -> None:
+        try:
+            text = self._policy.encode(key, value)
+        except Exception:
+            logger.exception("the content scrubber failed on %s; nothing recorded", key)
+            return
+        if text is None:
+            return
+        if self._policy.on_span:
+            span.set_attribute(key, text)
+        if self._policy.on_event:
+            if key in (A.TOOL_ARGUMENTS, A.TOOL_RESULT):
+                span.add_event(A.EVENT_DETAILS, {key: text})
+            else:
+                self._chat_content[key] = text
+
+    def _run_metrics(
+        self, event: ev.RunCompleted | ev.RunFailed, attrs: Attrs, replayed: bool
+    ) -> None:
+        m = self._m
+        assert m is not None
+        outcome = str(attrs[A.RUN_OUTCOME])
+        error = attrs.get(A.ERROR_TYPE)
+        duration: Attrs = {**self._run_labels, A.OPERATION_NAME: "invoke_agent"}
+        runs: Attrs = {
+            A.AGENT_NAME: self._run_labels[A.AGENT_NAME],
+            A.RUN_OUTCOME: outcome,
+            A.RUN_FINISH_REASON: event.finish_reason,
+        }
+        if error is not None:
+            duration[A.ERROR_TYPE] = error
+            runs[A.ERROR_TYPE] = error
+        m.agent_duration.record(event.duration_s, duration)
+        if replayed:
+            return
+        m.runs.add(1, runs)
+        m.turns.record(event.turns, {A.AGENT_NAME: runs[A.AGENT_NAME], A.RUN_OUTCOME: outcome})
+
+
+def _chat_metrics(m: Instruments, base: Attrs, event: ev.MessageCompleted) -> None:
+    labels = {**base, A.RESPONSE_MODEL: event.response_model or event.model}
+    m.op_duration.record(event.duration_s, labels)
+    if event.time_to_first_chunk_s is not None:
+        m.ttfc.record(event.time_to_first_chunk_s, labels)
+    u = event.usage
+    spend: Attrs = {
+        A.AGENT_NAME: event.agent,
+        A.PROVIDER_NAME: base[A.PROVIDER_NAME],
+        A.REQUEST_MODEL: base[A.REQUEST_MODEL],
+    }
+    if u.cost_usd:
+        m.cost.add(u.cost_usd, spend)
+    if u.missing:
+        return
+    m.token_usage.record(u.input_tokens, {**labels, A.TOKEN_TYPE: "input"})
+    m.token_usage.record(u.output_tokens, {**labels, A.TOKEN_TYPE: "output"})
+    for kind, value in (
+        ("input", u.input_tokens),
+        ("output", u.output_tokens),
+        ("cache_read", u.cache_read_tokens),
+        ("cache_write", u.cache_write_tokens),
+        ("reasoning", u.reasoning_tokens),
+    ):
+        if value or kind in ("input", "output"):
+            m.tokens.add(value, {**spend, A.TOKEN_TYPE: kind})
+
+
+def _links(trace_links: tuple[str, ...]) -> list[Link]:
+    out: list[Link] = []
+    seen: set[str] = set()
+    for item in trace_links:
+        if item in seen:
+            continue
+        seen.add(item)
+        try:
+            trace_hex, span_hex = item.split(":", 1)
+            ctx = SpanContext(
+                int(trace_hex, 16),
+                int(span_hex, 16),
+                is_remote=True,
+                trace_flags=TraceFlags(TraceFlags.SAMPLED),
+            )
+        except ValueError:
+            continue
+        if ctx.is_valid:
+            out.append(Link(ctx, {"lovia.link.kind": "previous_attempt"}))
+    return out
+
+
+def _no_sdk_tracing(provider: Any) -> bool:
+    return isinstance(provider, (trace.ProxyTracerProvider, trace.NoOpTracerProvider))
+
+
+def _no_sdk_metrics(provider: Any) -> bool:
+    return type(provider).__name__ in ("_ProxyMeterProvider", "NoOpMeterProvider")
+
+
+def _tracer_of(provider: Any) -> Tracer:
+    found = _tracers.get(provider)
+    if found is None:
+        from .._version import __version__
+
+        found = provider.get_tracer(
+            A.SCOPE_NAME, __version__, schema_url=None, attributes={A.VERSION: A.TELEMETRY_VERSION}
+        )
+        try:
+            _tracers[provider] = found
+        except TypeError:
+            pass
+    return found
 
 
 def make_run_tracer(tracer_provider: Any = None, meter_provider: Any = None) -> RunTracer | None:
     """A tracer for one run, or None when no OpenTelemetry SDK is configured."""
-    return None
+    from opentelemetry import metrics
+
+    tp = tracer_provider if tracer_provider is not None else trace.get_tracer_provider()
+    if tracer_provider is None and _no_sdk_tracing(tp):
+        tp = None
+    mp = meter_provider if meter_provider is not None else metrics.get_meter_provider()
+    if meter_provider is None and _no_sdk_metrics(mp):
+        mp = None
+    if tp is None and mp is None:
+        return None
+    tracer = _tracer_of(tp) if tp is not None else trace.NoOpTracer()
+    return RunTracer(tracer, instruments_for(mp) if mp is not None else None, C.current_policy())

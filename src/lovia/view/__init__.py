@@ -1,22 +1,52 @@
-"""Context management: the view each model call receives (see the Context guide)."""
+"""Context management: the view each model call receives (see the Context guide).
+
+- :class:`Compaction` — the default strategy (evict / clear / summarize, view only);
+  :class:`FullView` — the whole transcript, unchanged.
+- :func:`recall_tool` — the ``recall_tool_result`` tool, offered once something was
+  evicted.
+- Replay (pure functions, see :mod:`lovia.view.record`): :func:`resolve_records`,
+  :func:`rebuild_messages`, :func:`rebuild_request`, :func:`rebuild_view`,
+  :func:`verify`, :func:`view_records`.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .base import (
-    BuiltView,
-    ContextStrategy,
-    FullView,
+from .base import BuiltView, ContextStrategy, FullView, ViewInput
+from .compaction import (
+    DEFAULT_SUMMARY_PROMPT,
+    RECALL_TOOL_NAME,
+    Compaction,
+    CompactionState,
+    estimate_tokens,
+)
+from .record import (
+    VIEW_RECORD_VERSION,
     ViewHasher,
-    ViewInput,
     ViewRecord,
     canonical_request,
     rebuild_messages,
+    rebuild_request,
+    rebuild_view,
+    resolve_records,
+    verify,
+    view_records,
 )
 
+if TYPE_CHECKING:
+    from ..tools import Tool
+
+    recall_tool_result: Tool
+    """The ``recall_tool_result`` tool (same object as :func:`recall_tool`)."""
+
 __all__ = [
+    "DEFAULT_SUMMARY_PROMPT",
+    "RECALL_TOOL_NAME",
+    "VIEW_RECORD_VERSION",
     "BuiltView",
+    "Compaction",
+    "CompactionState",
     "ContextStrategy",
     "FullView",
     "ViewHasher",
@@ -24,16 +54,31 @@ __all__ = [
     "ViewRecord",
     "canonical_request",
     "default_strategy",
+    "estimate_tokens",
     "rebuild_messages",
+    "rebuild_request",
+    "rebuild_view",
     "recall_tool",
+    "recall_tool_result",
+    "resolve_records",
+    "verify",
+    "view_records",
 ]
 
 
 def default_strategy() -> ContextStrategy:
-    """The strategy used when an agent sets none."""
-    return FullView()
+    """The strategy used when an agent sets none: ``Compaction()`` with its defaults."""
+    return Compaction()
 
 
-def recall_tool() -> Any:
+def recall_tool() -> Tool:
     """The ``recall_tool_result`` tool (added when the strategy evicted something)."""
-    raise NotImplementedError("recall_tool_result arrives with the Compaction strategy")
+    from .recall import recall_tool as make
+
+    return make()
+
+
+def __getattr__(name: str) -> Any:
+    if name == "recall_tool_result":  # built on first use: keeps `import lovia` fast
+        return recall_tool()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

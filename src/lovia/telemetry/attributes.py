@@ -1,0 +1,203 @@
+"""Every span name, attribute key and metric name lovia emits, in one place.
+
+Pinned GenAI semantic conventions: **v1.41.1** (the last release inside
+``open-telemetry/semantic-conventions``), plus two names from the GenAI repo's main
+branch (``open-telemetry/semantic-conventions-genai``, Oct 2026):
+``gen_ai.usage.cache_write.input_tokens`` (was ``cache_creation``) and
+``gen_ai.conversation.compacted``. ``gen_ai.usage.reasoning.output_tokens`` is in v1.41.1.
+
+Metric names follow the *released* set (``gen_ai.client.token.usage``,
+``gen_ai.client.operation.duration``), as ``opentelemetry-util-genai`` 1.3b0 does.
+lovia's own names live under ``lovia.*`` and will not move. ``TELEMETRY_VERSION``
+(attribute ``lovia.telemetry.version`` on every lovia span) changes whenever any name
+below changes meaning, so dashboards can tell schema versions apart.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+TELEMETRY_VERSION: Final = "1"
+SEMCONV_VERSION: Final = "v1.41.1+genai-main(cache_write,conversation.compacted)"
+SCOPE_NAME: Final = "lovia"
+
+# -- span names (first word; the rest is the agent / model / tool name) --
+SPAN_RUN: Final = "invoke_agent"
+SPAN_TURN: Final = "lovia.turn"
+SPAN_VIEW: Final = "lovia.view"
+SPAN_CHAT: Final = "chat"
+SPAN_TOOL: Final = "execute_tool"
+SPAN_GUARDRAIL: Final = "lovia.guardrail"
+SPAN_HANDOFF: Final = "lovia.handoff"
+SPAN_COMPACTION: Final = "lovia.compaction"
+SPAN_CHECKPOINT: Final = "lovia.checkpoint.write"
+SPAN_SESSION: Final = "lovia.session.write"
+SPAN_PLUGIN_SETUP: Final = "lovia.plugin.setup"
+SPAN_PLUGIN_CLOSE: Final = "lovia.plugin.close"
+
+# -- span events --
+EVENT_RETRY: Final = "lovia.provider.retry"
+EVENT_DETAILS: Final = "gen_ai.client.inference.operation.details"
+EVENT_GUARDRAIL_TRIPPED: Final = "lovia.guardrail.tripped"
+
+# -- GenAI semantic-convention attributes --
+OPERATION_NAME: Final = "gen_ai.operation.name"
+PROVIDER_NAME: Final = "gen_ai.provider.name"
+AGENT_NAME: Final = "gen_ai.agent.name"
+CONVERSATION_ID: Final = "gen_ai.conversation.id"
+CONVERSATION_COMPACTED: Final = "gen_ai.conversation.compacted"
+REQUEST_MODEL: Final = "gen_ai.request.model"
+REQUEST_TEMPERATURE: Final = "gen_ai.request.temperature"
+REQUEST_TOP_P: Final = "gen_ai.request.top_p"
+REQUEST_MAX_TOKENS: Final = "gen_ai.request.max_tokens"
+REQUEST_STOP_SEQUENCES: Final = "gen_ai.request.stop_sequences"
+REQUEST_SEED: Final = "gen_ai.request.seed"
+REQUEST_STREAM: Final = "gen_ai.request.stream"
+RESPONSE_MODEL: Final = "gen_ai.response.model"
+RESPONSE_ID: Final = "gen_ai.response.id"
+RESPONSE_FINISH_REASONS: Final = "gen_ai.response.finish_reasons"
+RESPONSE_TTFC: Final = "gen_ai.response.time_to_first_chunk"
+USAGE_INPUT: Final = "gen_ai.usage.input_tokens"
+USAGE_OUTPUT: Final = "gen_ai.usage.output_tokens"
+USAGE_CACHE_READ: Final = "gen_ai.usage.cache_read.input_tokens"
+USAGE_CACHE_WRITE: Final = "gen_ai.usage.cache_write.input_tokens"
+USAGE_REASONING: Final = "gen_ai.usage.reasoning.output_tokens"
+TOKEN_TYPE: Final = "gen_ai.token.type"
+TOOL_NAME: Final = "gen_ai.tool.name"
+TOOL_CALL_ID: Final = "gen_ai.tool.call.id"
+TOOL_TYPE: Final = "gen_ai.tool.type"
+TOOL_DESCRIPTION: Final = "gen_ai.tool.description"
+TOOL_ARGUMENTS: Final = "gen_ai.tool.call.arguments"
+TOOL_RESULT: Final = "gen_ai.tool.call.result"
+INPUT_MESSAGES: Final = "gen_ai.input.messages"
+OUTPUT_MESSAGES: Final = "gen_ai.output.messages"
+SYSTEM_INSTRUCTIONS: Final = "gen_ai.system_instructions"
+SERVER_ADDRESS: Final = "server.address"
+SERVER_PORT: Final = "server.port"
+ERROR_TYPE: Final = "error.type"
+
+# -- lovia attributes --
+VERSION: Final = "lovia.telemetry.version"
+RUN_ID: Final = "lovia.run.id"
+RUN_RESUMED: Final = "lovia.run.resumed"
+RUN_REPLAYED: Final = "lovia.run.replayed"
+RUN_TURNS: Final = "lovia.run.turns"
+RUN_FINISH_REASON: Final = "lovia.run.finish_reason"
+RUN_OUTCOME: Final = "lovia.run.outcome"
+RUN_FINAL_AGENT: Final = "lovia.run.final_agent"
+RUN_USAGE_PREFIX: Final = "lovia.run.usage."
+TURN_USAGE_PREFIX: Final = "lovia.turn.usage."
+TURN_INDEX: Final = "lovia.turn.index"
+TURN_TOOL_CALLS: Final = "lovia.turn.tool_calls"
+COST_USD: Final = "lovia.cost.usd"
+PRICE_TABLE_VERSION: Final = "lovia.price_table.version"
+FINISH_REASON_RAW: Final = "lovia.finish_reason.raw"
+VIEW_HASH: Final = "lovia.view.hash"
+VIEW_ENTRIES: Final = "lovia.view.entries"
+VIEW_INJECTED: Final = "lovia.view.injected"
+VIEW_ATTEMPT: Final = "lovia.view.attempt"
+TOOL_IDEMPOTENCY_KEY: Final = "lovia.tool.idempotency_key"
+TOOL_STARTED: Final = "lovia.tool.started"
+TOOL_IS_ERROR: Final = "lovia.tool.is_error"
+GUARDRAIL_NAME: Final = "lovia.guardrail.name"
+GUARDRAIL_KIND: Final = "lovia.guardrail.kind"
+GUARDRAIL_TRIPPED: Final = "lovia.guardrail.tripped"
+GUARDRAIL_REASON: Final = "lovia.guardrail.reason"
+HANDOFF_FROM: Final = "lovia.handoff.from_agent"
+HANDOFF_TO: Final = "lovia.handoff.to_agent"
+COMPACTION_KIND: Final = "lovia.compaction.kind"
+COMPACTION_ENTRIES: Final = "lovia.compaction.entries"
+COMPACTION_TOKENS_BEFORE: Final = "lovia.compaction.tokens_before"
+COMPACTION_TOKENS_AFTER: Final = "lovia.compaction.tokens_after"
+CHECKPOINT_KIND: Final = "lovia.checkpoint.kind"
+CHECKPOINT_ENTRIES: Final = "lovia.checkpoint.entries"
+CHECKPOINT_BYTES: Final = "lovia.checkpoint.bytes"
+STORE: Final = "lovia.store"
+SESSION_ENTRIES: Final = "lovia.session.entries"
+PLUGIN_NAME: Final = "lovia.plugin.name"
+RETRY_ATTEMPT: Final = "lovia.retry.attempt"
+RETRY_DELAY: Final = "lovia.retry.delay_s"
+RETRY_MESSAGE: Final = "lovia.retry.message"
+ERROR_MESSAGE: Final = "lovia.error.message"
+
+USAGE_FIELDS: Final = (
+    "input_tokens",
+    "output_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "reasoning_tokens",
+    "requests",
+    "tool_calls",
+)
+"""``Usage`` fields copied under ``lovia.run.usage.*`` / ``lovia.turn.usage.*``."""
+
+# -- metrics: name, unit --
+M_TOKEN_USAGE: Final = "gen_ai.client.token.usage"
+M_OPERATION_DURATION: Final = "gen_ai.client.operation.duration"
+M_TTFC: Final = "gen_ai.client.operation.time_to_first_chunk"
+M_AGENT_DURATION: Final = "gen_ai.invoke_agent.duration"
+M_TOOL_DURATION: Final = "gen_ai.execute_tool.duration"
+M_RUNS: Final = "lovia.runs"
+M_TURNS: Final = "lovia.turns"
+M_COST: Final = "lovia.cost"
+M_TOKENS: Final = "lovia.tokens"
+M_TOOL_CALLS: Final = "lovia.tool.calls"
+M_TOOL_ERRORS: Final = "lovia.tool.errors"
+M_RETRIES: Final = "lovia.provider.retries"
+M_COMPACTIONS: Final = "lovia.compactions"
+
+TOKEN_BUCKETS: Final = (
+    1,
+    4,
+    16,
+    64,
+    256,
+    1024,
+    4096,
+    16384,
+    65536,
+    262144,
+    1048576,
+    4194304,
+    16777216,
+    67108864,
+)
+DURATION_BUCKETS: Final = (
+    0.01,
+    0.02,
+    0.04,
+    0.08,
+    0.16,
+    0.32,
+    0.64,
+    1.28,
+    2.56,
+    5.12,
+    10.24,
+    20.48,
+    40.96,
+    81.92,
+)
+AGENT_BUCKETS: Final = (0.1, 0.2, 0.4, 0.8, 1.6, 3.2, 6.4, 12.8, 25.6, 51.2, 102.4, 204.8, 409.6)
+TURN_BUCKETS: Final = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
+
+METRIC_LABELS: Final[dict[str, frozenset[str]]] = {
+    M_TOKEN_USAGE: frozenset(
+        {OPERATION_NAME, PROVIDER_NAME, REQUEST_MODEL, RESPONSE_MODEL, TOKEN_TYPE, AGENT_NAME}
+    ),
+    M_OPERATION_DURATION: frozenset(
+        {OPERATION_NAME, PROVIDER_NAME, REQUEST_MODEL, RESPONSE_MODEL, AGENT_NAME, ERROR_TYPE}
+    ),
+    M_TTFC: frozenset({OPERATION_NAME, PROVIDER_NAME, REQUEST_MODEL, RESPONSE_MODEL, AGENT_NAME}),
+    M_AGENT_DURATION: frozenset({AGENT_NAME, OPERATION_NAME, REQUEST_MODEL, ERROR_TYPE}),
+    M_TOOL_DURATION: frozenset({TOOL_NAME, AGENT_NAME, ERROR_TYPE}),
+    M_RUNS: frozenset({AGENT_NAME, RUN_OUTCOME, RUN_FINISH_REASON, ERROR_TYPE}),
+    M_TURNS: frozenset({AGENT_NAME, RUN_OUTCOME}),
+    M_COST: frozenset({AGENT_NAME, PROVIDER_NAME, REQUEST_MODEL}),
+    M_TOKENS: frozenset({AGENT_NAME, PROVIDER_NAME, REQUEST_MODEL, TOKEN_TYPE}),
+    M_TOOL_CALLS: frozenset({TOOL_NAME, AGENT_NAME}),
+    M_TOOL_ERRORS: frozenset({TOOL_NAME, AGENT_NAME, ERROR_TYPE}),
+    M_RETRIES: frozenset({PROVIDER_NAME, REQUEST_MODEL, ERROR_TYPE}),
+    M_COMPACTIONS: frozenset({AGENT_NAME, COMPACTION_KIND}),
+}
+"""The allowed label keys of every metric (no ids, no content: bounded cardinality)."""

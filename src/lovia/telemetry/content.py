@@ -1,0 +1,173 @@
+"""Content capture policy: off by default, opt in per process.
+
+``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`` accepts (case-insensitive)
+``NO_CONTENT`` (default), ``SPAN_ONLY``, ``EVENT_ONLY``, ``SPAN_AND_EVENT``, and for
+compatibility ``true`` (= ``SPAN_ONLY``) / ``false`` (= ``NO_CONTENT``); anything else
+logs a warning and captures nothing. ``configure(capture_content=...)`` overrides it.
+
+When on, chat spans get ``gen_ai.input.messages`` / ``gen_ai.output.messages`` /
+``gen_ai.system_instructions`` (JSON, GenAI message schema: roles + ``text`` /
+``tool_call`` / ``tool_call_response`` / ``reasoning`` parts) and tool spans get
+``gen_ai.tool.call.arguments`` / ``gen_ai.tool.call.result``. EVENT modes add a
+``gen_ai.client.inference.operation.details`` span event with the same keys.
+
+A scrubber ``scrub(key, value) -> value | None`` sees every structured value before it
+is serialized; returning ``None`` drops it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+__all__ = ["ContentPolicy", "Scrubber", "current_policy", "set_policy"]
+
+logger = logging.getLogger("lovia.telemetry")
+
+ENV_VAR = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+Mode = Literal["NO_CONTENT", "SPAN_ONLY", "EVENT_ONLY", "SPAN_AND_EVENT"]
+Scrubber = Callable[[str, Any], Any]
+
+_ALIASES: dict[str, Mode] = {
+    "no_content": "NO_CONTENT",
+    "span_only": "SPAN_ONLY",
+    "event_only": "EVENT_ONLY",
+    "span_and_event": "SPAN_AND_EVENT",
+    "true": "SPAN_ONLY",
+    "false": "NO_CONTENT",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ContentPolicy:
+    """What content to record, where, and how to scrub it first."""
+
+    mode: Mode = "NO_CONTENT"
+    scrub: Scrubber | None = None
+
+    @property
+    def on_span(self) -> bool:
+        return self.mode in ("SPAN_ONLY", "SPAN_AND_EVENT")
+
+    @property
+    def on_event(self) -> bool:
+        return self.mode in ("EVENT_ONLY", "SPAN_AND_EVENT")
+
+    @property
+    def enabled(self) -> bool:
+        return self.mode != "NO_CONTENT"
+
+    def encode(self, key: str, value: Any) -> str | None:
+        """Scrub then JSON-encode ``value`` (None when scrubbed away)."""
+        if self.scrub is not None:
+            value = self.scrub(key, value)
+            if value is None:
+                return None
+        if isinstance(value, str):
+            return value
+        return json.dumps(value, ensure_ascii=False, default=str)
+
+
+_configured: Mode | None = None
+_scrub: Scrubber | None = None
+
+
+def parse_mode(value: str | bool | None) -> Mode:
+    """The capture mode named by ``value`` (env-var syntax; bools accepted)."""
+    if value is None:
+        return "NO_CONTENT"
+    if isinstance(value, bool):
+        return "SPAN_ONLY" if value else "NO_CONTENT"
+    mode = _ALIASES.get(value.strip().lower())
+    if mode is None:
+        logger.warning(
+            "%s=%r is not one of NO_CONTENT, SPAN_ONLY, EVENT_ONLY, "
+            "SPAN_AND_EVENT, true, false; capturing no content",
+            ENV_VAR,
+            value,
+        )
+        return "NO_CONTENT"
+    return mode
+
+
+def set_policy(capture_content: str | bool | None, scrub: Scrubber | None) -> None:
+    """Process-wide override (``configure`` calls it); None = use the env var."""
+    global _configured, _scrub
+    _configured = None if capture_content is None else parse_mode(capture_content)
+    _scrub = scrub
+
+
+def current_policy() -> ContentPolicy:
+    """The policy for a run starting now (the env var is read per run)."""
+    mode = _configured
+    if mode is None:
+        raw = os.environ.get(ENV_VAR)
+        mode = parse_mode(raw) if raw else "NO_CONTENT"
+    return ContentPolicy(mode, _scrub)
+
+
+# -- GenAI message schema --------------------------------------------------------------
+
+
+def parse_args(arguments: str) -> Any:
+    try:
+        return json.loads(arguments)
+    except (TypeError, ValueError):
+        return arguments
+
+
+def _part(entry: Any) -> tuple[str, dict[str, Any]] | None:
+    """(role, part) of one transcript entry, or None to skip it."""
+    kind = getattr(entry, "type", "")
+    if kind == "input":
+        return entry.role, {"type": "text", "content": entry.content}
+    if kind == "system":
+        return "system", {"type": "text", "content": entry.content}
+    if kind == "text":
+        return "assistant", {"type": "text", "content": entry.text}
+    if kind == "reasoning":
+        return "assistant", {"type": "reasoning", "content": entry.text}
+    if kind == "tool_call":
+        return "assistant", {
+            "type": "tool_call",
+            "id": entry.call_id,
+            "name": entry.name,
+            "arguments": parse_args(entry.arguments),
+        }
+    if kind == "tool_result":
+        return "tool", {
+            "type": "tool_call_response",
+            "id": entry.call_id,
+            "response": entry.content,
+        }
+    return None
+
+
+def messages(entries: Iterable[Any]) -> list[dict[str, Any]]:
+    """Transcript entries as GenAI messages (consecutive parts of one role merged)."""
+    out: list[dict[str, Any]] = []
+    for entry in entries:
+        found = _part(entry)
+        if found is None:
+            continue
+        role, part = found
+        if out and out[-1]["role"] == role and role in ("assistant", "tool"):
+            out[-1]["parts"].append(part)
+        else:
+            out.append({"role": role, "parts": [part]})
+    return out
+
+
+def output_messages(entries: Iterable[Any], finish_reason: str) -> list[dict[str, Any]]:
+    msgs = messages(entries) or [{"role": "assistant", "parts": []}]
+    for msg in msgs:
+        msg["finish_reason"] = finish_reason
+    return msgs
+
+
+def system_instructions(system: str) -> list[dict[str, Any]]:
+    return [{"type": "text", "content": system}] if system else []

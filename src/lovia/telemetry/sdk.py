@@ -1,0 +1,202 @@
+"""``configure()``: the one-liner that installs an OpenTelemetry SDK for an application.
+
+The library never does this on import. ``configure`` creates a ``TracerProvider`` (and a
+``MeterProvider``), sets them as the process-global providers (OpenTelemetry allows
+that once per process: call ``configure`` once, at startup) and returns a
+:class:`Telemetry` whose ``shutdown()`` flushes and stops the exporters.
+
+Needs the ``otel`` extra (``pip install 'lovia[otel]'``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from ..errors import UserError
+from . import attributes as A
+from . import content as C
+from .pricing import price_table_version
+
+__all__ = ["Telemetry", "configure"]
+
+logger = logging.getLogger("lovia.telemetry")
+
+Exporter = Literal["otlp", "console", "local", "none"]
+Metrics = bool | Literal["otlp", "console", "prometheus", "none"]
+
+
+@dataclass(slots=True)
+class Telemetry:
+    """What ``configure`` installed; keep it to flush and shut down at exit."""
+
+    tracer_provider: Any
+    meter_provider: Any = None
+    metric_readers: list[Any] = field(default_factory=list[Any])
+    prometheus_server: Any = None
+    local_path: Path | None = None
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        ok = bool(self.tracer_provider.force_flush(timeout_millis))
+        if self.meter_provider is not None:
+            ok = bool(self.meter_provider.force_flush(timeout_millis)) and ok
+        return ok
+
+    def shutdown(self) -> None:
+        """Flush and stop exporters (and the Prometheus endpoint, if any)."""
+        self.tracer_provider.shutdown()
+        if self.meter_provider is not None:
+            self.meter_provider.shutdown()
+        if self.prometheus_server is not None:
+            self.prometheus_server.shutdown()
+            self.prometheus_server.server_close()
+            self.prometheus_server = None
+
+
+def _sdk() -> None:
+    try:
+        import opentelemetry.sdk  # noqa: F401  # pyright: ignore[reportUnusedImport]
+    except ImportError as exc:
+        raise UserError(
+            "lovia.telemetry.configure needs the OpenTelemetry SDK",
+            hint="pip install 'lovia[otel]'",
+        ) from exc
+
+
+def _span_processor(exporter: Exporter, local_path: Path | None) -> Any:
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
+
+    if exporter == "otlp":
+        try:
+            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+        except ImportError as exc:
+            raise UserError(
+                "exporter='otlp' needs opentelemetry-exporter-otlp-proto-http",
+                hint="pip install 'lovia[otel]'",
+            ) from exc
+        return BatchSpanProcessor(OTLPSpanExporter())  # endpoint/headers from OTEL_* env
+    if exporter == "console":
+        from opentelemetry.sdk.trace.export import ConsoleSpanExporter
+
+        return SimpleSpanProcessor(ConsoleSpanExporter())
+    if exporter == "local":
+        from .local import DEFAULT_PATH, SQLiteSpanExporter
+
+        return BatchSpanProcessor(SQLiteSpanExporter(local_path or DEFAULT_PATH))  # type: ignore[arg-type]
+    if exporter == "none":
+        return None
+    raise UserError(
+        f"unknown exporter {exporter!r}", hint="Use 'otlp', 'console', 'local' or 'none'."
+    )
+
+
+def _metric_reader(kind: str, port: int, addr: str) -> tuple[Any, Any]:
+    """(reader, prometheus http server or None)."""
+    from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
+
+    if kind == "otlp":
+        from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+
+        return PeriodicExportingMetricReader(OTLPMetricExporter()), None
+    if kind == "console":
+        from opentelemetry.sdk.metrics.export import ConsoleMetricExporter
+
+        return PeriodicExportingMetricReader(ConsoleMetricExporter()), None
+    if kind == "prometheus":
+        try:
+            from opentelemetry.exporter.prometheus import PrometheusMetricReader
+            from prometheus_client import start_http_server
+        except ImportError as exc:
+            raise UserError(
+                "metrics='prometheus' needs opentelemetry-exporter-prometheus",
+                hint="pip install 'lovia[otel]'",
+            ) from exc
+        reader = PrometheusMetricReader()
+        server, _thread = start_http_server(port, addr=addr)
+        return reader, server
+    raise UserError(
+        f"unknown metrics option {kind!r}",
+        hint="Use True, False, 'otlp', 'console' or 'prometheus'.",
+    )
+
+
+def _metrics_kind(metrics: Metrics, exporter: Exporter) -> str | None:
+    if metrics is False or metrics == "none":
+        return None
+    if metrics is True:
+        return {"otlp": "otlp", "console": "console"}.get(exporter)
+    return str(metrics)
+
+
+def configure(
+    service_name: str = "lovia",
+    exporter: Exporter = "otlp",
+    *,
+    capture_content: str | bool | None = None,
+    scrub: C.Scrubber | None = None,
+    metrics: Metrics = True,
+    local_path: str | Path | None = None,
+    resource_attributes: Mapping[str, Any] | None = None,
+    prometheus_port: int = 9464,
+    prometheus_addr: str = "127.0.0.1",
+    set_global: bool = True,
+) -> Telemetry:
+    """Install tracing (and metrics) for this process and return the handle.
+
+    - ``exporter``: ``otlp`` (OTLP/HTTP; endpoint, headers, timeouts from the standard
+      ``OTEL_EXPORTER_OTLP_*`` variables), ``console``, ``local`` (SQLite table
+      ``lovia_spans`` in ``local_path``, default ``.lovia/lovia.db``) or ``none``.
+    - ``metrics``: True = same destination as ``exporter`` (otlp/console; none for
+      local), or ``"otlp"`` / ``"console"`` / ``"prometheus"`` (scrape endpoint on
+      ``prometheus_addr:prometheus_port``, loopback by default) / False.
+    - ``capture_content`` / ``scrub``: see ``lovia.telemetry.content``.
+    - ``set_global=False`` only builds the providers (pass them to ``Runner.run``).
+    """
+    _sdk()
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+
+    attrs: dict[str, Any] = {
+        "service.name": service_name,
+        A.PRICE_TABLE_VERSION: price_table_version(),
+        A.VERSION: A.TELEMETRY_VERSION,
+    }
+    attrs.update(resource_attributes or {})
+    resource = Resource.create(attrs)
+    path = Path(str(local_path)) if local_path is not None else None
+    processor = _span_processor(exporter, path)
+    tp = TracerProvider(resource=resource)
+    if processor is not None:
+        tp.add_span_processor(processor)
+    handle = Telemetry(tracer_provider=tp, local_path=path if exporter == "local" else None)
+    if handle.local_path is None and exporter == "local":
+        from .local import DEFAULT_PATH
+
+        handle.local_path = Path(DEFAULT_PATH)
+    kind = _metrics_kind(metrics, exporter)
+    if kind is not None:
+        reader, handle.prometheus_server = _metric_reader(kind, prometheus_port, prometheus_addr)
+        handle.metric_readers.append(reader)
+        handle.meter_provider = MeterProvider(resource=resource, metric_readers=[reader])
+    if capture_content is not None or scrub is not None:
+        C.set_policy(capture_content, scrub)
+    if set_global:
+        _install(handle)
+    return handle
+
+
+def _install(handle: Telemetry) -> None:
+    from opentelemetry import metrics, trace
+
+    if not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
+        logger.warning(
+            "a global TracerProvider is already set; lovia.telemetry.configure "
+            "cannot replace it (call configure once, at startup)"
+        )
+    trace.set_tracer_provider(handle.tracer_provider)
+    if handle.meter_provider is not None:
+        metrics.set_meter_provider(handle.meter_provider)

@@ -1,0 +1,511 @@
+"""``Compaction``: the default context strategy (see the Context management guide).
+
+Three transforms, applied to the view only — the transcript is never changed:
+
+1. **Evict** a tool result larger than ``max_result_tokens`` (or than the tool's own
+   ``max_result_chars``): it is replaced by a stub with the same id and ``call_id`` that
+   names the id and tells the model to call ``recall_tool_result``.
+2. **Clear** tool results older than ``clear_after_turns`` model turns the same way.
+3. **Summarize** the early conversation with a model call when the estimated view
+   exceeds ``summarize_at`` × the model's context window, keeping the most recent
+   ``keep_recent_turns`` turns and every tool call/result pair intact. The summary is a
+   ``user`` entry with ``origin="summary"`` (in the view and the view record only).
+
+Decisions are stable: what was evicted, cleared or summarized stays so in every later
+view of the run, so the provider's cached prompt prefix stays valid. Building a view
+costs O(new entries + view size): per-run state (cursors, the current view items, token
+counts) lives in :class:`CompactionState`, made by ``new_state()``, never on the
+strategy object, which is a frozen configuration shared by concurrent runs.
+
+On a retry after a context overflow (``attempt >= 2``) the thresholds are halved and
+the early conversation is summarized at once.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import logging
+from collections import deque
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import UserError
+from ..providers.base import Provider
+from ..transcript import (
+    InputEntry,
+    ReasoningEntry,
+    SystemEntry,
+    TextEntry,
+    ToolCallEntry,
+    ToolResultEntry,
+    TranscriptEntry,
+    new_id,
+)
+from .base import BuiltView, ViewInput
+
+__all__ = [
+    "DEFAULT_SUMMARY_PROMPT",
+    "RECALL_TOOL_NAME",
+    "Compaction",
+    "CompactionState",
+    "estimate_tokens",
+]
+
+logger = logging.getLogger("lovia.view")
+
+RECALL_TOOL_NAME = "recall_tool_result"
+
+DEFAULT_SUMMARY_PROMPT = (
+    "You compress the early part of a conversation between a user and an AI agent that "
+    "uses tools, so the agent can continue the task without it. Write a concise summary "
+    "that keeps: the user's goals and constraints, decisions made, facts learned from "
+    "tool results (with ids, names, numbers and paths verbatim), what was tried and "
+    "failed, and the work still open. If the conversation starts with an earlier "
+    "summary, merge it in. Answer with the summary only."
+)
+_SUMMARY_REQUEST = "Summarize the conversation above as instructed."
+
+_MODEL_TYPES = frozenset(("text", "reasoning", "tool_call"))
+
+
+def estimate_tokens(entry: TranscriptEntry) -> int:
+    """Rough token count of one entry: characters / 4, plus a few tokens of framing."""
+    if isinstance(entry, (InputEntry, ToolResultEntry, SystemEntry)):
+        chars = len(entry.content)
+    elif isinstance(entry, TextEntry):
+        chars = len(entry.text)
+    elif isinstance(entry, ToolCallEntry):
+        chars = len(entry.arguments) + len(entry.name)
+    elif isinstance(entry, ReasoningEntry):
+        chars = len(entry.text) + len(entry.encrypted or "") + len(entry.signature or "")
+    else:
+        chars = 16
+    return chars // 4 + 4
+
+
+class CompactionState:
+    """Per-run state of :class:`Compaction` (one per run and agent)."""
+
+    __slots__ = (
+        "base",
+        "builds",
+        "calls_open",
+        "clear_q",
+        "cursor",
+        "dropped",
+        "hidden",
+        "ids",
+        "items",
+        "last",
+        "last_estimate",
+        "model_msg",
+        "overhead",
+        "pair",
+        "replaced",
+        "responses",
+        "seen_input",
+        "starts",
+        "stubbed",
+        "summary",
+        "summary_tokens",
+        "toks",
+        "total",
+    )
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self.cursor = 0
+        """Transcript entries already taken in."""
+        self.last: TranscriptEntry | None = None
+        self.items: list[TranscriptEntry] = []
+        """The view after the summary: transcript entries or their stubs, in order."""
+        self.ids: list[str] = []
+        self.toks: list[int] = []
+        self.base = 0
+        """Absolute position of ``items[0]`` (entries before it are summarized)."""
+        self.total = 0
+        self.replaced: dict[str, TranscriptEntry] = {}
+        self.hidden: dict[str, int] = {}
+        """Entry id -> position of tool calls left out of the view (no result yet)."""
+        self.calls_open: dict[str, str] = {}
+        """call_id -> entry id of the call waiting for its result."""
+        self.pair: dict[str, int] = {}
+        """Result entry id -> position of its call."""
+        self.starts: list[int] = []
+        """Positions where each model response starts."""
+        self.model_msg: str | None = None
+        self.responses = 0
+        self.clear_q: deque[tuple[int, int]] = deque()
+        self.summary: InputEntry | None = None
+        self.summary_tokens = 0
+        self.stubbed = False
+        self.dropped = 0
+        self.builds = 0
+        self.last_estimate = 0
+        self.seen_input: int | None = None
+        self.overhead = 0
+
+
+@dataclass(slots=True)
+class _Limits:
+    max_result: int | None
+    clear_after: int | None
+    keep_turns: int
+    threshold: int | None
+    target: int | None
+    force: bool
+
+
+Summarize = Callable[..., Awaitable[str]]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Compaction:
+    """Evict huge tool results, clear old ones, summarize early turns — in the view only.
+
+    Defaults (see the Context management guide): results over 8,000 tokens (or over a
+    quarter of the context window, if smaller) are evicted; results of 256+ tokens are
+    cleared after 30 turns; past 80% of a known context window the conversation before
+    the last 6 turns is summarized by the active model (or ``summary_model``). With an
+    unknown window, summarization waits for a context overflow.
+    """
+
+    max_result_tokens: int | None = 8_000
+    """Evict results above this estimate (capped at a quarter of the window); None: off."""
+    clear_after_turns: int | None = 30
+    """Clear results older than this many model turns; None: never."""
+    clear_min_tokens: int = 256
+    """Results smaller than this are never cleared (the stub would save nothing)."""
+    summarize_at: float | None = 0.8
+    """Summarize past this fraction of the context window; None: only after an overflow."""
+    keep_recent_turns: int = 6
+    """Model turns (a response + its tool results) always kept verbatim."""
+    summary_model: Provider | None = None
+    """A (cheaper) model for summaries; default: the agent's own model."""
+    summary_prompt: str = DEFAULT_SUMMARY_PROMPT
+    preview_chars: int = 200
+    """Characters of the evicted result shown in its stub."""
+    estimator: Callable[[TranscriptEntry], int] = estimate_tokens
+    """Token estimate of one entry (calibrated against the provider's reported usage)."""
+
+    def __post_init__(self) -> None:
+        if self.summarize_at is not None and not 0 < self.summarize_at <= 1:
+            raise UserError(
+                f"Compaction(summarize_at={self.summarize_at!r}) is out of range",
+                hint="Use a fraction of the context window, e.g. 0.8.",
+            )
+        if self.keep_recent_turns < 1:
+            raise UserError("Compaction(keep_recent_turns=...) must be at least 1")
+        for name in ("max_result_tokens", "clear_after_turns"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise UserError(f"Compaction({name}={value!r}) must be positive or None")
+
+    def new_state(self) -> CompactionState:
+        return CompactionState()
+
+    async def build(self, inp: ViewInput, state: Any, summarize: Any) -> BuiltView:
+        st: CompactionState = state
+        lim = self._limits(inp)
+        log: list[tuple[str, tuple[str, ...]]] = []
+        self._take_in(inp, st, lim, log)
+        self._clear(st, lim, log)
+        if lim.force:
+            self._evict_all(st, lim, inp, log)
+        summary: str | None = None
+        estimate = self._estimate(inp, st)
+        if lim.force or (lim.threshold is not None and estimate > lim.threshold):
+            summary = await self._summarize(inp, st, lim, summarize, log)
+        st.builds += 1
+        st.last_estimate = st.total + st.summary_tokens
+        return _output(st, log, summary)
+
+    # -------------------------------------------------------------------- limits
+
+    def _limits(self, inp: ViewInput) -> _Limits:
+        window = inp.profile.context_window
+        max_result = self.max_result_tokens
+        if window and max_result is not None:
+            max_result = min(max_result, max(1, window // 4))
+        clear_after, keep = self.clear_after_turns, self.keep_recent_turns
+        threshold = int(window * self.summarize_at) if window and self.summarize_at else None
+        force = inp.attempt >= 2
+        if force:
+            max_result = None if max_result is None else max(1, max_result // 2)
+            clear_after = None if clear_after is None else max(1, clear_after // 2)
+            keep = max(1, keep // 2)
+        target = None if threshold is None else threshold // 2
+        return _Limits(max_result, clear_after, keep, threshold, target, force)
+
+    def _estimate(self, inp: ViewInput, st: CompactionState) -> int:
+        """Last reported input tokens + the estimated change since (chars/4)."""
+        reported = inp.last_input_tokens
+        if reported is not None and reported != st.seen_input:
+            st.seen_input = reported
+            if st.builds:
+                st.overhead = max(0, reported - st.last_estimate)
+        if not st.builds and st.overhead == 0:
+            st.overhead = len(inp.system) // 4
+        return st.total + st.summary_tokens + st.overhead
+
+    # -------------------------------------------------------------------- taking in
+
+    def _take_in(
+        self,
+        inp: ViewInput,
+        st: CompactionState,
+        lim: _Limits,
+        log: list[tuple[str, tuple[str, ...]]],
+    ) -> None:
+        entries = inp.entries
+        n = len(entries)
+        if st.cursor > n or (st.cursor and entries[st.cursor - 1] is not st.last):
+            st.reset()  # not the transcript this state was built from
+        evicted: list[str] = []
+        orphans: list[str] = []
+        for i in range(st.cursor, n):
+            self._add(entries[i], st, lim, inp, evicted, orphans)
+        st.cursor = n
+        st.last = entries[n - 1] if n else None
+        if evicted:
+            log.append(("evict", tuple(evicted)))
+        if orphans:
+            log.append(("orphan", tuple(orphans)))
+
+    def _add(
+        self,
+        entry: TranscriptEntry,
+        st: CompactionState,
+        lim: _Limits,
+        inp: ViewInput,
+        evicted: list[str],
+        orphans: list[str],
+    ) -> None:
+        if isinstance(entry, SystemEntry):
+            st.model_msg = None
+            return
+        pos = st.base + len(st.items)
+        if entry.type in _MODEL_TYPES:
+            msg: str = getattr(entry, "message_id", "")
+            if st.model_msg is None or msg != st.model_msg:
+                st.responses += 1
+                st.starts.append(pos)
+            st.model_msg = msg
+        else:
+            st.model_msg = None
+        if isinstance(entry, ToolCallEntry):
+            older = st.calls_open.get(entry.call_id)
+            if older is not None:  # same call_id again: the older call stays unanswered
+                orphans.append(older)
+            st.calls_open[entry.call_id] = entry.id
+            st.hidden[entry.id] = pos
+        elif isinstance(entry, ToolResultEntry):
+            call = st.calls_open.pop(entry.call_id, None)
+            if call is None:  # no call in the view to pair with: leave it out
+                orphans.append(entry.id)
+                st.dropped += 1
+                return
+            st.pair[entry.id] = st.hidden.pop(call)
+            tokens = self.estimator(entry)
+            if self._too_big(entry, tokens, lim, inp):
+                entry = self._stub(entry, "evicted")
+                st.replaced[entry.id] = entry
+                st.stubbed = True
+                evicted.append(entry.id)
+            elif tokens >= self.clear_min_tokens and entry.name != RECALL_TOOL_NAME:
+                st.clear_q.append((st.responses, pos))
+        st.items.append(entry)
+        st.ids.append(entry.id)
+        tokens = self.estimator(entry)
+        st.toks.append(tokens)
+        st.total += tokens
+
+    def _too_big(self, entry: ToolResultEntry, tokens: int, lim: _Limits, inp: ViewInput) -> bool:
+        if entry.name == RECALL_TOOL_NAME:
+            return False
+        cap = inp.result_caps.get(entry.name)
+        if cap is not None and len(entry.content) > cap:
+            return True
+        return lim.max_result is not None and tokens > lim.max_result
+
+    def _stub(self, entry: ToolResultEntry, verb: str) -> ToolResultEntry:
+        preview = json.dumps(entry.content[: self.preview_chars], ensure_ascii=False)
+        text = (
+            f"[tool result {entry.id} {verb} from view: {len(entry.content)} chars; "
+            f'preview: {preview}; call {RECALL_TOOL_NAME}("{entry.id}") to see it]'
+        )
+        return entry.model_copy(update={"content": text})
+
+    def _replace(self, st: CompactionState, k: int, stub: ToolResultEntry) -> None:
+        tokens = self.estimator(stub)
+        st.total += tokens - st.toks[k]
+        st.toks[k] = tokens
+        st.items[k] = stub
+        st.replaced[stub.id] = stub
+        st.stubbed = True
+
+    # -------------------------------------------------------------------- clearing
+
+    def _clear(
+        self, st: CompactionState, lim: _Limits, log: list[tuple[str, tuple[str, ...]]]
+    ) -> None:
+        if lim.clear_after is None:
+            return
+        queue, cleared = st.clear_q, list[str]()
+        while queue and st.responses - queue[0][0] > lim.clear_after:
+            k = queue.popleft()[1] - st.base
+            if k < 0:
+                continue
+            entry = st.items[k]
+            if entry.id in st.replaced or not isinstance(entry, ToolResultEntry):
+                continue
+            self._replace(st, k, self._stub(entry, "cleared"))
+            cleared.append(entry.id)
+        if cleared:
+            log.append(("clear", tuple(cleared)))
+
+    def _evict_all(
+        self,
+        st: CompactionState,
+        lim: _Limits,
+        inp: ViewInput,
+        log: list[tuple[str, tuple[str, ...]]],
+    ) -> None:
+        """After an overflow: apply the (halved) size limit to results already in view."""
+        evicted: list[str] = []
+        for k, entry in enumerate(st.items):
+            if (
+                isinstance(entry, ToolResultEntry)
+                and entry.id not in st.replaced
+                and self._too_big(entry, st.toks[k], lim, inp)
+            ):
+                self._replace(st, k, self._stub(entry, "evicted"))
+                evicted.append(entry.id)
+        if evicted:
+            log.append(("evict", tuple(evicted)))
+
+    # -------------------------------------------------------------------- summary
+
+    async def _summarize(
+        self,
+        inp: ViewInput,
+        st: CompactionState,
+        lim: _Limits,
+        summarize: Summarize,
+        log: list[tuple[str, tuple[str, ...]]],
+    ) -> str | None:
+        cut = _cut(st, lim)
+        if cut is None:
+            return None
+        k = cut - st.base
+        head = st.items[:k]
+        messages: list[TranscriptEntry] = [] if st.summary is None else [st.summary]
+        messages += [e for e in head if e.id not in st.hidden]
+        messages.append(InputEntry(role="user", content=_SUMMARY_REQUEST))
+        try:
+            if self.summary_model is None:
+                text = await summarize(messages, self.summary_prompt)
+            else:
+                text = await summarize(messages, self.summary_prompt, provider=self.summary_model)
+        except Exception:
+            logger.warning(
+                "summarizing the early conversation failed; the view stays uncompacted this time",
+                exc_info=True,
+            )
+            return None
+        text = (text or "").strip()
+        if not text:
+            return None
+        _drop_prefix(st, k)
+        entry = InputEntry(
+            id=new_id("sum"),
+            role="user",
+            origin="summary",
+            content=f"<summary>\n{text}\n</summary>",
+            turn=inp.turn,
+            agent=inp.agent_name,
+        )
+        if st.summary is not None:
+            st.replaced.pop(st.summary.id, None)
+        st.summary = entry
+        st.summary_tokens = self.estimator(entry)
+        st.replaced[entry.id] = entry
+        log.append(("summarize", tuple(e.id for e in head)))
+        return text
+
+
+def _cut(st: CompactionState, lim: _Limits) -> int | None:
+    """Where the kept part starts (absolute position), or None if nothing to summarize."""
+    starts = st.starts
+    if not starts:
+        return None
+    idx = max(0, len(starts) - lim.keep_turns)
+    if lim.force and len(starts) > 1:
+        idx = max(idx, 1)  # after an overflow, summarize at least the oldest turn
+    if lim.target is not None:  # keep fewer turns when they alone are too big (min 1)
+        while idx < len(starts) - 1 and sum(st.toks[starts[idx] - st.base :]) > lim.target:
+            idx += 1
+    k = starts[idx] - st.base
+    while k > 0 and isinstance(st.items[k - 1], InputEntry):
+        k -= 1  # keep the user message that led to the kept turns
+    k = _pair_safe(st, k)
+    return st.base + k if k > 0 else None
+
+
+def _pair_safe(st: CompactionState, k: int) -> int:
+    """Move the cut back until no kept result's call is before it."""
+    moved = True
+    while moved and k > 0:
+        moved = False
+        for entry in st.items[k:]:
+            if isinstance(entry, ToolResultEntry):
+                call_pos = st.pair.get(entry.id, st.base) - st.base
+                if call_pos < k:
+                    i = bisect.bisect_right(st.starts, st.base + call_pos) - 1
+                    k = max(0, (st.starts[i] - st.base) if i >= 0 else 0)
+                    k = min(k, call_pos)
+                    moved = True
+                    break
+    return k
+
+
+def _drop_prefix(st: CompactionState, k: int) -> None:
+    gone = st.items[:k]
+    del st.items[:k], st.ids[:k], st.toks[:k]
+    st.base += k
+    st.total = sum(st.toks)
+    gone_ids = {e.id for e in gone}
+    for entry_id in gone_ids:
+        st.replaced.pop(entry_id, None)
+        st.hidden.pop(entry_id, None)
+        st.pair.pop(entry_id, None)
+    st.calls_open = {c: e for c, e in st.calls_open.items() if e not in gone_ids}
+    st.starts = st.starts[bisect.bisect_left(st.starts, st.base) :]
+
+
+def _output(
+    st: CompactionState, log: Sequence[tuple[str, tuple[str, ...]]], summary: str | None
+) -> BuiltView:
+    if st.hidden:
+        keep = [i for i, entry_id in enumerate(st.ids) if entry_id not in st.hidden]
+        items = [st.items[i] for i in keep]
+        ids = [st.ids[i] for i in keep]
+    else:
+        items, ids = list(st.items), list(st.ids)
+    if st.summary is not None:
+        items.insert(0, st.summary)
+        ids.insert(0, st.summary.id)
+    compacted = bool(st.replaced) or bool(st.hidden) or st.dropped > 0
+    return BuiltView(
+        messages=items,
+        order=ids,
+        replaced=dict(st.replaced),
+        summary=summary,
+        compactions=tuple(log),
+        evicted=st.stubbed,
+        compacted=compacted,
+    )
