@@ -19,6 +19,7 @@ from typing import Any, Literal
 from ..errors import UserError
 from . import attributes as A
 from . import content as C
+from .local import path_from_url
 from .pricing import price_table_version
 
 __all__ = ["Telemetry", "configure"]
@@ -167,7 +168,7 @@ def configure(
     }
     attrs.update(resource_attributes or {})
     resource = Resource.create(attrs)
-    path = Path(str(local_path)) if local_path is not None else None
+    path = path_from_url(local_path) if local_path is not None else None
     processor = _span_processor(exporter, path)
     tp = TracerProvider(resource=resource)
     if processor is not None:
