@@ -44,6 +44,10 @@ if _TYPE_CHECKING:
     from .providers.anthropic import Anthropic
     from .providers.openai_chat import OpenAIChat
     from .providers.openai_responses import OpenAIResponses
+    from .tools import Tool as _Tool
+    from .view.compaction import Compaction
+
+    recall_tool_result: _Tool
 
 # Imported on first use, so `import lovia` stays fast (yaml, subprocess, adapters...).
 _LAZY = {
@@ -55,6 +59,8 @@ _LAZY = {
     "Anthropic": ".providers.anthropic",
     "OpenAIChat": ".providers.openai_chat",
     "OpenAIResponses": ".providers.openai_responses",
+    "Compaction": ".view.compaction",
+    "recall_tool_result": ".view",
 }
 
 
@@ -76,6 +82,7 @@ __all__ = [
     "ApprovalPending",
     "BudgetExceeded",
     "CancelToken",
+    "Compaction",
     "ContextOverflow",
     "GuardrailResult",
     "GuardrailTripped",
@@ -113,6 +120,7 @@ __all__ = [
     "__version__",
     "events",
     "guardrail",
+    "recall_tool_result",
     "tool",
     "transcript",
 ]
