@@ -50,8 +50,7 @@ def demo_model() -> Any:
         [
             [call("lookup_order", order_id="A-1001"), call("lookup_order", order_id="A-1002")],
             call("refund_policy", days_since_delivery=2),
-            "A-1001 shipped on 2026-11-27 and can still be refunded; "
-            "A-1002 is waiting for stock.",
+            "A-1001 shipped on 2026-11-27 and can still be refunded; A-1002 is waiting for stock.",
         ],
         model="demo-scripted",
     )
@@ -64,8 +63,9 @@ async def main(store_url: str) -> None:
     try:
         from lovia.telemetry import configure
 
-        telemetry = configure(service_name="lovia-quickstart", exporter="local",
-                              local_path=store_url)
+        telemetry = configure(
+            service_name="lovia-quickstart", exporter="local", local_path=store_url
+        )
     except (ImportError, TypeError):
         pass
     agent = Agent(
@@ -76,18 +76,24 @@ async def main(store_url: str) -> None:
     )
     db = store(store_url)
     result = await Runner.run(
-        agent, "Where are my orders A-1001 and A-1002, and can I refund the first?",
-        checkpointer=db, session=db, session_id="customer-42",
+        agent,
+        "Where are my orders A-1001 and A-1002, and can I refund the first?",
+        checkpointer=db,
+        session=db,
+        session_id="customer-42",
     )
     if telemetry is not None:
         telemetry.shutdown()
     print(result.output)
-    print(f"run {result.run_id}: {result.turns} turns, {result.usage.input_tokens} in / "
-          f"{result.usage.output_tokens} out tokens, {result.usage.tool_calls} tool calls")
+    print(
+        f"run {result.run_id}: {result.turns} turns, {result.usage.input_tokens} in / "
+        f"{result.usage.output_tokens} out tokens, {result.usage.tool_calls} tool calls"
+    )
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--store", default=os.environ.get("LOVIA_STORE",
-                                                          "sqlite:///.lovia/lovia.db"))
+    parser.add_argument(
+        "--store", default=os.environ.get("LOVIA_STORE", "sqlite:///.lovia/lovia.db")
+    )
     asyncio.run(main(parser.parse_args().store))

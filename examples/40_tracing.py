@@ -47,11 +47,16 @@ def print_tree(spans: tuple[ReadableSpan, ...]) -> None:
 
     def show(span: ReadableSpan, depth: int) -> None:
         attrs = span.attributes or {}
-        extra = [f"{k}={attrs[k]}" for k in ("gen_ai.usage.input_tokens", "lovia.cost.usd",
-                                              "error.type") if k in attrs]
+        extra = [
+            f"{k}={attrs[k]}"
+            for k in ("gen_ai.usage.input_tokens", "lovia.cost.usd", "error.type")
+            if k in attrs
+        ]
         ms = ((span.end_time or 0) - (span.start_time or 0)) / 1e6
         print(f"{'  ' * depth}{span.name}  [{ms:.1f} ms] {' '.join(extra)}")
-        for child in sorted(children.get(span.context.span_id, []), key=lambda c: c.start_time or 0):
+        for child in sorted(
+            children.get(span.context.span_id, []), key=lambda c: c.start_time or 0
+        ):
             show(child, depth + 1)
 
     for root in children.get(None, []):
@@ -71,8 +76,12 @@ async def main(console: bool) -> None:
     metrics.set_meter_provider(mp)
     set_price("test", "scripted", input_per_mtok=2.5, output_per_mtok=10.0)
 
-    model = ScriptedModel([[call("weather", city="Paris"), call("weather", city="Oslo")],
-                           "Paris is sunny; Oslo has snow."])
+    model = ScriptedModel(
+        [
+            [call("weather", city="Paris"), call("weather", city="Oslo")],
+            "Paris is sunny; Oslo has snow.",
+        ]
+    )
     agent = Agent(name="forecaster", model=model, tools=[weather])
     result = await Runner.run(agent, "Weather in Paris and Oslo?", tracer_provider=tp)
     print("answer:", result.output, f"(cost ${result.usage.cost_usd:.6f})")

@@ -43,14 +43,20 @@ class Reminders:
 async def main() -> None:
     url = f"sqlite:///{Path(tempfile.mkdtemp()) / 'lovia.db'}"
     db = store(url)
-    billing = Agent(name="billing", instructions="You handle refunds.",
-                    model=ScriptedModel(["Refund issued."]))
-    support = Agent(name="support", instructions="You help with orders.",
-                    tools=[lookup_order], plugins=[Reminders()], handoffs=[billing],
-                    model=ScriptedModel([call("lookup_order", order_id="A1"),
-                                         call("transfer_to_billing")]))
-    result = await Runner.run(support, "Where is A1? Refund it.", checkpointer=db,
-                              session=db, session_id="demo")
+    billing = Agent(
+        name="billing", instructions="You handle refunds.", model=ScriptedModel(["Refund issued."])
+    )
+    support = Agent(
+        name="support",
+        instructions="You help with orders.",
+        tools=[lookup_order],
+        plugins=[Reminders()],
+        handoffs=[billing],
+        model=ScriptedModel([call("lookup_order", order_id="A1"), call("transfer_to_billing")]),
+    )
+    result = await Runner.run(
+        support, "Where is A1? Refund it.", checkpointer=db, session=db, session_id="demo"
+    )
     await db.aclose()
     print(f"store {url}")
     print(f"run {result.run_id}: {result.output!r} after {result.turns} turns")
@@ -58,15 +64,23 @@ async def main() -> None:
     views = await replay.views(str(result.run_id), url)
     for view in views:
         state = "ok" if view.ok else "MISMATCH"
-        print(f"  {view.label} {view.agent:8} {len(view.messages)} entries "
-              f"{view.rebuilt_hash[:16]}… {state}")
+        print(
+            f"  {view.label} {view.agent:8} {len(view.messages)} entries "
+            f"{view.rebuilt_hash[:16]}… {state}"
+        )
 
     report = await replay.verify_run(str(result.run_id), url)
     print("verified:", report.ok)
 
     diff = replay.diff_views(views[0], views[-1])
-    print("turn 1 -> last: added", len(diff.added), "entries; agent", diff.agent,
-          "; reminders removed", diff.injected_removed)
+    print(
+        "turn 1 -> last: added",
+        len(diff.added),
+        "entries; agent",
+        diff.agent,
+        "; reminders removed",
+        diff.injected_removed,
+    )
 
     from lovia.providers.openai_chat import OpenAIChat
 

@@ -71,9 +71,15 @@ class StubAndSummarize:
                 messages.append(stub)
             elif inp.turn >= 3 and entry.id == first_input:
                 summary = "Earlier, the user greeted the agent."
-                stub = InputEntry(id=f"sum_{entry.id}", content=summary, origin="summary",
-                                  run_id=entry.run_id, turn=inp.turn, agent=inp.agent_name,
-                                  ts=entry.ts)
+                stub = InputEntry(
+                    id=f"sum_{entry.id}",
+                    content=summary,
+                    origin="summary",
+                    run_id=entry.run_id,
+                    turn=inp.turn,
+                    agent=inp.agent_name,
+                    ts=entry.ts,
+                )
                 replaced[stub.id] = stub
                 messages.append(stub)
                 order.append(stub.id)
@@ -81,8 +87,13 @@ class StubAndSummarize:
             else:
                 messages.append(entry)
             order.append(entry.id)
-        return BuiltView(messages=messages, order=order, replaced=replaced, summary=summary,
-                         compactions=[("evict", tuple(sorted(stale)))] if stale else ())
+        return BuiltView(
+            messages=messages,
+            order=order,
+            replaced=replaced,
+            summary=summary,
+            compactions=[("evict", tuple(sorted(stale)))] if stale else (),
+        )
 
 
 def compaction_strategy() -> Any:
@@ -107,24 +118,43 @@ class Recorded:
 async def record_scenario(url: str) -> tuple[str, str, list[str]]:
     """Two runs in one session; the second is the interesting one. Returns ids + hashes."""
     db = store(url)
-    billing = Agent(name="billing", instructions="You handle refunds.",
-                    model=ScriptedModel(["Refund issued for B2."]))
+    billing = Agent(
+        name="billing",
+        instructions="You handle refunds.",
+        model=ScriptedModel(["Refund issued for B2."]),
+    )
     support = Agent(
-        name="support", instructions="You help with orders.", tools=[lookup_order],
-        plugins=[Reminders()], handoffs=[billing], context=compaction_strategy(),
-        model=ScriptedModel([call("lookup_order", order_id="A1", id="call_a1"),
-                             call("lookup_order", order_id="B2", id="call_b2"),
-                             call("transfer_to_billing", id="call_tx")]))
+        name="support",
+        instructions="You help with orders.",
+        tools=[lookup_order],
+        plugins=[Reminders()],
+        handoffs=[billing],
+        context=compaction_strategy(),
+        model=ScriptedModel(
+            [
+                call("lookup_order", order_id="A1", id="call_a1"),
+                call("lookup_order", order_id="B2", id="call_b2"),
+                call("transfer_to_billing", id="call_tx"),
+            ]
+        ),
+    )
     opts: dict[str, Any] = {"checkpointer": db, "session": db, "session_id": "sess-1"}
-    first = await Runner.run(support.clone(model=ScriptedModel(["Hello! How can I help?"])),
-                             "hi", **opts)
+    first = await Runner.run(
+        support.clone(model=ScriptedModel(["Hello! How can I help?"])), "hi", **opts
+    )
     stream = Runner.stream(support, "where are A1 and B2? refund B2", **opts)
     hashes = [e.view_hash async for e in stream if type(e).__name__ == "ViewBuilt"]
     result = await stream.result()
     broken = support.clone(model=ScriptedModel([ProviderServerError("upstream 502")]))
     with contextlib.suppress(ProviderServerError):
-        await Runner.run(broken, "status?", checkpointer=db, session=db, session_id="sess-2",
-                         run_id="run-failed-1")
+        await Runner.run(
+            broken,
+            "status?",
+            checkpointer=db,
+            session=db,
+            session_id="sess-2",
+            run_id="run-failed-1",
+        )
     await db.aclose()
     return str(first.run_id), str(result.run_id), hashes
 
@@ -146,11 +176,23 @@ class Result:
 
 def lovia(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> Result:
     """Run ``python -m lovia.cli ARGS`` (stdout piped, so plain output)."""
-    full_env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "NO_COLOR": "1", "TZ": "UTC",
-                **(env or {})}
+    full_env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT / "src"),
+        "NO_COLOR": "1",
+        "TZ": "UTC",
+        **(env or {}),
+    }
     full_env.pop("LOVIA_STORE", None) if env is None or "LOVIA_STORE" not in env else None
-    proc = subprocess.run([sys.executable, "-m", "lovia.cli", *args], capture_output=True,
-                          text=True, env=full_env, cwd=cwd, timeout=60, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-m", "lovia.cli", *args],
+        capture_output=True,
+        text=True,
+        env=full_env,
+        cwd=cwd,
+        timeout=60,
+        check=False,
+    )
     return Result(proc.returncode, proc.stdout, proc.stderr)
 
 

@@ -83,13 +83,16 @@ def _ids(recorded: Recorded) -> list[str]:
     return [recorded.first_run_id, recorded.run_id, "run-failed-1"]
 
 
-@pytest.mark.parametrize(("args", "expected"), [
-    (["runs"], RUNS),
-    (["runs", "--session", "sess-1", "--limit", "1"], RUNS_FILTERED),
-    (["show", "<run1>"], SHOW),
-    (["show", "<run2>"], SHOW_FAILED),
-    (["replay", "<run1>", "--turn", "3"], REPLAY_TURN_3),
-])
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["runs"], RUNS),
+        (["runs", "--session", "sess-1", "--limit", "1"], RUNS_FILTERED),
+        (["show", "<run1>"], SHOW),
+        (["show", "<run2>"], SHOW_FAILED),
+        (["replay", "<run1>", "--turn", "3"], REPLAY_TURN_3),
+    ],
+)
 def test_golden(recorded: Recorded, args: list[str], expected: str) -> None:
     ids = _ids(recorded)
     real = [ids[int(a[4])] if a.startswith("<run") else a for a in args]

@@ -60,8 +60,9 @@ async def _copy(src_url: str, dst_url: str) -> None:
         for session in ("sess-1", "sess-2"):
             entries = await src.load_session(session)
             for run_id in dict.fromkeys(e.run_id for e in entries):
-                await dst.append_segment(session, run_id,
-                                         [e for e in entries if e.run_id == run_id])
+                await dst.append_segment(
+                    session, run_id, [e for e in entries if e.run_id == run_id]
+                )
     finally:
         await src.aclose()
         await dst.aclose()
@@ -69,9 +70,13 @@ async def _copy(src_url: str, dst_url: str) -> None:
 
 def test_same_output_from_postgres(recorded: Recorded, pg_url: str) -> None:
     asyncio.run(_copy(recorded.url, pg_url))
-    for args in (["replay", recorded.run_id], ["replay", recorded.run_id, "--format", "json"],
-                 ["show", recorded.run_id], ["runs"],
-                 ["replay", recorded.run_id, "--diff", "1", "4"]):
+    for args in (
+        ["replay", recorded.run_id],
+        ["replay", recorded.run_id, "--format", "json"],
+        ["show", recorded.run_id],
+        ["runs"],
+        ["replay", recorded.run_id, "--diff", "1", "4"],
+    ):
         lite = lovia(*args, "--store", recorded.url)
         pg = lovia(*args, "--store", pg_url)
         assert lite.code == 0 and pg.code == 0, (lite.err, pg.err)
@@ -108,8 +113,10 @@ def server() -> Iterator[str]:
 def _counts(path: Path) -> tuple[int, ...]:
     conn = sqlite3.connect(path)
     try:
-        return tuple(conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
-                     for t in ("runs", "records", "sessions"))
+        return tuple(
+            conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+            for t in ("runs", "records", "sessions")
+        )
     finally:
         conn.close()
 
@@ -119,8 +126,19 @@ def test_whatif_rerun_writes_nothing(recorded: Recorded, server: str) -> None:
         pytest.skip("wire fixture missing")
     before = _counts(recorded.path)
     _Canned.bodies.clear()
-    res = lovia("replay", recorded.run_id, "--turn", "2", "--model", "openai:gpt-4o",
-                "--base-url", server, "--no-stream", "--store", recorded.url)
+    res = lovia(
+        "replay",
+        recorded.run_id,
+        "--turn",
+        "2",
+        "--model",
+        "openai:gpt-4o",
+        "--base-url",
+        server,
+        "--no-stream",
+        "--store",
+        recorded.url,
+    )
     assert res.code == 0, res.err
     assert "what-if: turn 2" in res.out and "nothing is written to the run" in res.out
     recorded_part, rerun_part = res.out.split("rerun (openai:gpt-4o):")
@@ -129,9 +147,23 @@ def test_whatif_rerun_writes_nothing(recorded: Recorded, server: str) -> None:
     assert "4200 + 42 = 4242" in rerun_part and "finish stop" in rerun_part
     (body,) = _Canned.bodies
     assert body["model"] == "gpt-4o" and body["messages"][0] == {
-        "role": "system", "content": "You help with orders."}
+        "role": "system",
+        "content": "You help with orders.",
+    }
     assert _counts(recorded.path) == before
-    as_json = lovia("replay", recorded.run_id, "--turn", "2", "--model", "openai:gpt-4o",
-                    "--base-url", server, "--no-stream", "--json", "--store", recorded.url)
+    as_json = lovia(
+        "replay",
+        recorded.run_id,
+        "--turn",
+        "2",
+        "--model",
+        "openai:gpt-4o",
+        "--base-url",
+        server,
+        "--no-stream",
+        "--json",
+        "--store",
+        recorded.url,
+    )
     data = json.loads(as_json.out)
     assert data["view_ok"] is True and data["rerun"]["finish_reason"] == "stop"

@@ -30,15 +30,17 @@ def test_replay_reproduces_every_view(recorded: Recorded) -> None:
 
 
 def test_replay_json_and_turn(recorded: Recorded) -> None:
-    res = lovia("replay", recorded.run_id[:10], "--turn", "3", "--format", "json",
-                "--store", recorded.url)
+    res = lovia(
+        "replay", recorded.run_id[:10], "--turn", "3", "--format", "json", "--store", recorded.url
+    )
     assert res.code == 0, res.err
     data = json.loads(res.out)
     assert data["ok"] is True and data["run"]["run_id"] == recorded.run_id
     (view,) = data["views"]
     assert view["turn"] == 3 and view["rebuilt_hash"] == recorded.hashes[2]
     assert [m["content"] for m in view["messages"] if m["type"] == "input"][-1] == (
-        "<reminder>be brief</reminder>")
+        "<reminder>be brief</reminder>"
+    )
 
 
 def test_replay_diff(recorded: Recorded) -> None:
@@ -50,8 +52,7 @@ def test_replay_diff(recorded: Recorded) -> None:
     assert "  agent      support -> billing" in res.out
     assert "  + system   You handle refunds." in res.out
     assert "  - tool     lookup_order" in res.out
-    three = lovia("replay", recorded.run_id, "--diff", "2", "3", "--json", "--store",
-                  recorded.url)
+    three = lovia("replay", recorded.run_id, "--diff", "2", "3", "--json", "--store", recorded.url)
     diff = json.loads(three.out)
     assert len(diff["evicted"]) == 1 and diff["summary"] == "Earlier, the user greeted the agent."
     assert len(diff["summarized"]) == 1
@@ -64,8 +65,10 @@ def _tamper(path: Path, old: str, new: str) -> None:
         rows = conn.execute("SELECT rowid, data FROM records WHERE kind = 'entries'").fetchall()
         hits = [(rowid, data) for rowid, data in rows if old in data]
         assert len(hits) == 1, hits
-        conn.execute("UPDATE records SET data = ? WHERE rowid = ?",
-                     (hits[0][1].replace(old, new), hits[0][0]))
+        conn.execute(
+            "UPDATE records SET data = ? WHERE rowid = ?",
+            (hits[0][1].replace(old, new), hits[0][0]),
+        )
         conn.commit()
     finally:
         conn.close()
@@ -90,7 +93,11 @@ def test_tampered_entry_fails_naming_the_turn(recorded: Recorded, tmp_path: Path
 async def test_python_api(recorded: Recorded) -> None:
     views = await replay.views(recorded.run_id, recorded.url)
     assert [(v.turn, v.attempt, v.agent) for v in views] == [
-        (1, 1, "support"), (2, 1, "support"), (3, 1, "support"), (4, 1, "billing")]
+        (1, 1, "support"),
+        (2, 1, "support"),
+        (3, 1, "support"),
+        (4, 1, "billing"),
+    ]
     assert [v.rebuilt_hash for v in views] == recorded.hashes
     assert all(v.ok and v.recorded_hash == v.rebuilt_hash for v in views)
     assert views[2].record.summary is not None and views[0].injected[0].type == "input"

@@ -178,9 +178,7 @@ async def test_within_budget_completes() -> None:
         log: list[str] = []
         model = ScriptedModel([[call("work", n=1), call("work", n=2)], "ok"])
         agent = Agent(name="worker", model=model, tools=make_tools(log))
-        budget = RunBudget(
-            max_turns=2, max_tool_calls=2, max_total_tokens=10_000, max_seconds=30
-        )
+        budget = RunBudget(max_turns=2, max_tool_calls=2, max_total_tokens=10_000, max_seconds=30)
         return Scenario(agent, "go", {"budget": budget})
 
     a, _ = await both(make)

@@ -158,18 +158,20 @@ async def test_resubmitting_the_same_input_does_not_duplicate_it() -> None:
     with pytest.raises(ProviderServerError):
         await Runner.run(agent, "hello", run_id="r6", checkpointer=store)
     fresh = ScriptedModel(["hi"])
-    result = await Runner.run(agent.clone(model=fresh), "hello", run_id="r6",
-                              checkpointer=store)
+    result = await Runner.run(agent.clone(model=fresh), "hello", run_id="r6", checkpointer=store)
     inputs = [e for e in result.entries if e.type == "input"]
     assert [(e.content, e.origin) for e in inputs] == [("hello", "input")]
     steer = ScriptedModel([ProviderServerError("x", status=500)])
     with pytest.raises(ProviderServerError):
         await Runner.run(agent.clone(model=steer), "first", run_id="r7", checkpointer=store)
     fresh = ScriptedModel(["ok"])
-    result = await Runner.run(agent.clone(model=fresh), "actually, second", run_id="r7",
-                              checkpointer=store)
+    result = await Runner.run(
+        agent.clone(model=fresh), "actually, second", run_id="r7", checkpointer=store
+    )
     assert [(e.content, e.origin) for e in result.entries if e.type == "input"] == [
-        ("first", "input"), ("actually, second", "mailbox")]
+        ("first", "input"),
+        ("actually, second", "mailbox"),
+    ]
 
 
 async def test_cost_budget_without_a_price_is_refused() -> None:

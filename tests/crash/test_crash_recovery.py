@@ -51,7 +51,9 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 def _run(url: str, run_id: str, kill_at: str, log: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, str(WORKER), url, run_id, kill_at, str(log)],
-        capture_output=True, text=True, timeout=60,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
 
 
@@ -61,8 +63,13 @@ async def _inspect(url: str, run_id: str) -> tuple[list[str], int, str]:
         snapshot = await db.load(run_id)
         assert snapshot is not None
         history = await db.load_session("crash-session")
-        calls = [e["call_id"] for r in snapshot.records if r.kind == "entries"
-                 for e in r.data["entries"] if e["type"] == "tool_result"]
+        calls = [
+            e["call_id"]
+            for r in snapshot.records
+            if r.kind == "entries"
+            for e in r.data["entries"]
+            if e["type"] == "tool_result"
+        ]
         segments = len({e.run_id for e in history})
         return calls, segments if history else 0, snapshot.info.status
     finally:

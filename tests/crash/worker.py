@@ -59,10 +59,16 @@ def passes(ctx: Any, output: Any) -> None:
 
 async def main() -> None:
     db = store(STORE_URL)
-    agent = Agent(name="crashy", model=FunctionModel(decide), tools=[record], hooks=hooks,
-                  output_guardrails=[passes])
-    result = await Runner.run(agent, "go", run_id=RUN_ID, checkpointer=db, session=db,
-                              session_id="crash-session")
+    agent = Agent(
+        name="crashy",
+        model=FunctionModel(decide),
+        tools=[record],
+        hooks=hooks,
+        output_guardrails=[passes],
+    )
+    result = await Runner.run(
+        agent, "go", run_id=RUN_ID, checkpointer=db, session=db, session_id="crash-session"
+    )
     print(result.output)
     await db.aclose()
 

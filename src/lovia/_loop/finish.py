@@ -28,22 +28,21 @@ async def run_guardrails(
 ) -> AsyncIterator[ev.Event]:
     """Run guardrails in order; a trip raises GuardrailTripped after its events."""
     assert state.active is not None
-    base = {"run_id": state.run_id, "agent": state.active.agent.name, "turn": state.turn}
     for guard in guards:
-        yield ev.GuardrailStarted(**base, kind=kind, guardrail=guard.name)  # type: ignore[arg-type]
+        yield ev.GuardrailStarted(**state.base(), kind=kind, guardrail=guard.name)
         result = await guard.check(state.ctx, value)
         yield ev.GuardrailCompleted(
-            **base,
+            **state.base(),
             kind=kind,
-            guardrail=guard.name,  # type: ignore[arg-type]
+            guardrail=guard.name,
             tripped=result.tripped,
             reason=result.reason,
         )
         if result.tripped:
             yield ev.GuardrailTripped(
-                **base,
+                **state.base(),
                 kind=kind,
-                guardrail=guard.name,  # type: ignore[arg-type]
+                guardrail=guard.name,
                 reason=result.reason,
             )
             raise errors.GuardrailTripped(

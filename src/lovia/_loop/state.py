@@ -9,7 +9,7 @@ import asyncio
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from ..agent import Agent, Handoff
 from ..context import RunContext
@@ -24,7 +24,16 @@ from ..transcript import Transcript, TranscriptEntry, entry_to_dict
 from ..usage import RunBudget, Usage
 from ..view.base import ContextStrategy, ViewHasher
 
-__all__ = ["ActiveAgent", "CancelGuard", "RunParams", "RunState"]
+__all__ = ["ActiveAgent", "CancelGuard", "EventBase", "RunParams", "RunState"]
+
+
+class EventBase(TypedDict):
+    """The fields every event of a run carries."""
+
+    run_id: str
+    agent: str
+    turn: int
+
 
 DEFAULT_MAX_TURNS = 50
 
@@ -171,6 +180,10 @@ class RunState:
 
     def new_entries(self) -> list[TranscriptEntry]:
         return list(self.transcript)[self.run_start :]
+
+    def base(self) -> EventBase:
+        agent = self.active.agent.name if self.active else self.params.agent.name
+        return {"run_id": self.run_id, "agent": agent, "turn": self.turn}
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started

@@ -18,11 +18,6 @@ from .tool_calls import tool_phase
 __all__ = ["finalize", "resume_turn", "turn"]
 
 
-def _base(state: RunState) -> dict[str, object]:
-    assert state.active is not None
-    return {"run_id": state.run_id, "agent": state.active.agent.name, "turn": state.turn}
-
-
 def drain_mailbox(state: RunState) -> None:
     mail = [stamp(state, m) for m in state.ctx.mailbox.drain()]
     if mail:
@@ -36,7 +31,7 @@ async def turn(state: RunState) -> AsyncIterator[ev.Event]:
     state.turn += 1
     state.ctx.turn = state.turn
     before = state.usage.copy()
-    yield ev.TurnStarted(**_base(state))  # type: ignore[arg-type]
+    yield ev.TurnStarted(**state.base())
     drain_mailbox(state)
     async for event in model_step(state):
         yield event
@@ -52,7 +47,7 @@ async def resume_turn(state: RunState, calls: Sequence[ToolCallEntry]) -> AsyncI
     """Finish a turn whose model response was stored before a crash or a pause."""
     state.ctx.turn = state.turn
     before = state.usage.copy()
-    yield ev.TurnStarted(**_base(state))  # type: ignore[arg-type]
+    yield ev.TurnStarted(**state.base())
     async for event in _after_response(state, [], list(calls), before):
         yield event
 
@@ -69,8 +64,8 @@ async def _after_response(
     turn_usage = state.usage.copy()
     _subtract(turn_usage, before)
     yield ev.TurnEnded(
-        **_base(state),
-        usage=turn_usage,  # type: ignore[arg-type]
+        **state.base(),
+        usage=turn_usage,
         tool_calls=len(calls),
     )
     if state.pending_handoff is not None:
@@ -150,7 +145,7 @@ async def switch_agent(state: RunState) -> AsyncIterator[ev.Event]:
         "state", {"turn": state.turn, "usage": state.usage.to_dict(), "agent": handoff.agent.name}
     )
     yield ev.HandoffOccurred(
-        **_base(state),
-        from_agent=from_name,  # type: ignore[arg-type]
+        **state.base(),
+        from_agent=from_name,
         to_agent=handoff.agent.name,
     )

@@ -30,8 +30,12 @@ EXIT_ERROR = 2
 
 def _common() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--store", metavar="URL", default=None,
-                        help="store URL (default: $LOVIA_STORE or sqlite:///.lovia/lovia.db)")
+    common.add_argument(
+        "--store",
+        metavar="URL",
+        default=None,
+        help="store URL (default: $LOVIA_STORE or sqlite:///.lovia/lovia.db)",
+    )
     common.add_argument("--json", action="store_true", help="print JSON")
     return common
 
@@ -40,8 +44,10 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser (subcommands ``runs``, ``show``, ``trace``, ``replay``)."""
     common = _common()
     parser = argparse.ArgumentParser(
-        prog="lovia", description="Inspect and replay lovia runs stored in a session/"
-        "checkpoint store.", parents=[common])
+        prog="lovia",
+        description="Inspect and replay lovia runs stored in a session/checkpoint store.",
+        parents=[common],
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     runs = sub.add_parser("runs", parents=[common], help="list recent runs")
     runs.add_argument("--session", help="only runs of this session id")
@@ -53,8 +59,11 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--full", action="store_true", help="do not shorten long entries")
     trace = sub.add_parser("trace", parents=[common], help="print a run's span tree")
     trace.add_argument("run", metavar="RUN", help="run id, a unique prefix, or `last`")
-    _replay_parser(sub.add_parser(
-        "replay", parents=[common], help="rebuild and verify each model view of a run"))
+    _replay_parser(
+        sub.add_parser(
+            "replay", parents=[common], help="rebuild and verify each model view of a run"
+        )
+    )
     return parser
 
 
@@ -63,21 +72,45 @@ def _replay_parser(replay: argparse.ArgumentParser) -> None:
     replay.add_argument("--trace-id", metavar="T", help="find the run by its trace id")
     replay.add_argument("--turn", type=int, metavar="N", help="only this turn")
     replay.add_argument("--attempt", type=int, metavar="K", help="only this attempt of the turn")
-    replay.add_argument("--format", choices=["text", "json", "request"], default=None,
-                        help="text (default), json, or the exact provider request body")
-    replay.add_argument("--diff", nargs=2, type=int, metavar=("A", "B"),
-                        help="what changed between the views of turns A and B")
-    replay.add_argument("--model", metavar="M",
-                        help="what-if: send the view of --turn to model M (provider:model)")
+    replay.add_argument(
+        "--format",
+        choices=["text", "json", "request"],
+        default=None,
+        help="text (default), json, or the exact provider request body",
+    )
+    replay.add_argument(
+        "--diff",
+        nargs=2,
+        type=int,
+        metavar=("A", "B"),
+        help="what changed between the views of turns A and B",
+    )
+    replay.add_argument(
+        "--model", metavar="M", help="what-if: send the view of --turn to model M (provider:model)"
+    )
     replay.add_argument("--base-url", metavar="U", help="API base URL for --model")
-    replay.add_argument("--provider", metavar="P",
-                        help="adapter for --format request (default: the recorded provider; "
-                        "openai, openai-responses, anthropic)")
+    replay.add_argument(
+        "--provider",
+        metavar="P",
+        help="adapter for --format request (default: the recorded provider; "
+        "openai, openai-responses, anthropic)",
+    )
     stream = replay.add_mutually_exclusive_group()
-    stream.add_argument("--stream", dest="stream", action="store_const", const=True,
-                        default=None, help="render/send a streaming request (default)")
-    stream.add_argument("--no-stream", dest="stream", action="store_const", const=False,
-                        help="render/send a non-streaming request")
+    stream.add_argument(
+        "--stream",
+        dest="stream",
+        action="store_const",
+        const=True,
+        default=None,
+        help="render/send a streaming request (default)",
+    )
+    stream.add_argument(
+        "--no-stream",
+        dest="stream",
+        action="store_const",
+        const=False,
+        help="render/send a non-streaming request",
+    )
     replay.add_argument("--full", action="store_true", help="do not shorten long entries")
 
 

@@ -13,15 +13,24 @@ from typing import Any, TextIO
 __all__ = ["Out", "fmt_cost", "fmt_duration", "fmt_time", "fmt_tokens", "one_line"]
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
-_STYLES = {"bold": "1", "dim": "2", "red": "31", "green": "32", "yellow": "33",
-           "blue": "34", "magenta": "35", "cyan": "36"}
+_STYLES = {
+    "bold": "1",
+    "dim": "2",
+    "red": "31",
+    "green": "32",
+    "yellow": "33",
+    "blue": "34",
+    "magenta": "35",
+    "cyan": "36",
+}
 
 
 class Out:
     """Writes the command's output; styles only when ``pretty``."""
 
-    def __init__(self, stream: TextIO | None = None, *, json_mode: bool = False,
-                 pretty: bool | None = None) -> None:
+    def __init__(
+        self, stream: TextIO | None = None, *, json_mode: bool = False, pretty: bool | None = None
+    ) -> None:
         self.stream = stream or sys.stdout
         self.json_mode = json_mode
         if pretty is None:
@@ -41,11 +50,11 @@ class Out:
     def json(self, value: Any) -> None:
         self.stream.write(json.dumps(value, indent=2, ensure_ascii=False, default=str) + "\n")
 
-    def table(self, headers: Sequence[str], rows: Sequence[Sequence[str]],
-              right: Sequence[int] = ()) -> None:
+    def table(
+        self, headers: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[int] = ()
+    ) -> None:
         """Columns padded to their widest cell; ``right`` aligns those columns right."""
-        widths = [max([len(h), *(visible_len(r[i]) for r in rows)])
-                  for i, h in enumerate(headers)]
+        widths = [max([len(h), *(visible_len(r[i]) for r in rows)]) for i, h in enumerate(headers)]
 
         def cells(row: Sequence[str]) -> str:
             parts: list[str] = []

@@ -46,13 +46,19 @@ async def replay(args: argparse.Namespace, out: Out) -> int:
         return await render_requests(args, out, chosen)
     bad = [m for m in report.mismatches if m.view in chosen]
     if fmt == "json":
-        out.json({"run": info_dict(run.info), "ok": not bad,
-                  "views": [_json_view(v, report) for v in chosen]})
+        out.json(
+            {
+                "run": info_dict(run.info),
+                "ok": not bad,
+                "views": [_json_view(v, report) for v in chosen],
+            }
+        )
     else:
         _text(out, run, chosen, report, width=None if args.full else WIDTH)
     for mismatch in bad:
-        sys.stderr.write(f"error: the view of {mismatch.view.label} does not match its "
-                         f"recorded hash\n")
+        sys.stderr.write(
+            f"error: the view of {mismatch.view.label} does not match its recorded hash\n"
+        )
     return 1 if bad else 0
 
 
@@ -62,27 +68,33 @@ async def _run_id(args: argparse.Namespace, db: Store) -> str:
     if args.run:
         return str(args.run)
     if not args.trace_id:
-        raise UserError("which run?", hint="lovia replay RUN, or lovia replay --trace-id T; "
-                        "`lovia runs` lists recent runs.")
+        raise UserError(
+            "which run?",
+            hint="lovia replay RUN, or lovia replay --trace-id T; `lovia runs` lists recent runs.",
+        )
     trace_id = str(args.trace_id).strip().lower()
     info = await db.find_run_by_trace(trace_id)
     if info is None:
         raise RunNotFound(
             f"no run with trace id {trace_id} in this store",
             hint="Trace ids are stored when the run had an OpenTelemetry SDK configured; "
-            "check --store / $LOVIA_STORE.")
+            "check --store / $LOVIA_STORE.",
+        )
     return info.run_id
 
 
 def _chosen(views: list[ReplayedView], args: argparse.Namespace) -> list[ReplayedView]:
     chosen = select(views, args.turn, args.attempt)
     if args.model and args.turn is None:
-        raise UserError("--model needs --turn N (which view to re-send)",
-                        hint=f"Turns with views: {_turns(views)}.")
+        raise UserError(
+            "--model needs --turn N (which view to re-send)",
+            hint=f"Turns with views: {_turns(views)}.",
+        )
     if not chosen:
         want = f"turn {args.turn}" + (f" attempt {args.attempt}" if args.attempt else "")
-        raise UserError(f"this run has no view for {want}",
-                        hint=f"Turns with views: {_turns(views)}.")
+        raise UserError(
+            f"this run has no view for {want}", hint=f"Turns with views: {_turns(views)}."
+        )
     return chosen
 
 
@@ -96,32 +108,43 @@ def _json_view(view: ReplayedView, report: Verification) -> dict[str, Any]:
     return data
 
 
-def _text(out: Out, run: RunData, views: Sequence[ReplayedView], report: Verification,
-          width: int | None) -> None:
+def _text(
+    out: Out, run: RunData, views: Sequence[ReplayedView], report: Verification, width: int | None
+) -> None:
     info = run.info
-    out.line(out.style(f"run {info.run_id}", "bold") + f" · {len(run.views)} views · "
-             f"session {info.session_id or '-'} · {info.status}")
+    out.line(
+        out.style(f"run {info.run_id}", "bold") + f" · {len(run.views)} views · "
+        f"session {info.session_id or '-'} · {info.status}"
+    )
     for view in views:
         out.line()
         _view_block(out, view, report, width)
     good = sum(1 for v in views if v.ok)
     verdict = "all verified" if good == len(views) else f"{len(views) - good} MISMATCHED"
     out.line()
-    out.line(out.style(f"{good}/{len(views)} views rebuilt with the recorded hash "
-                       f"({verdict})", "green" if good == len(views) else "red"))
+    out.line(
+        out.style(
+            f"{good}/{len(views)} views rebuilt with the recorded hash ({verdict})",
+            "green" if good == len(views) else "red",
+        )
+    )
 
 
-def _view_block(out: Out, view: ReplayedView, report: Verification,
-                width: int | None) -> None:
-    out.line(out.style(f"{view.label} · {view.agent} · {view.provider}:{view.model}", "bold",
-                       "blue"))
+def _view_block(out: Out, view: ReplayedView, report: Verification, width: int | None) -> None:
+    out.line(
+        out.style(f"{view.label} · {view.agent} · {view.provider}:{view.model}", "bold", "blue")
+    )
     out.line(f"  recorded  {view.recorded_hash}")
     if view.ok:
-        out.line(f"  rebuilt   {view.rebuilt_hash}  "
-                 + out.style(f"ok (same hash as span attribute {HASH_ATTRIBUTE})", "green"))
+        out.line(
+            f"  rebuilt   {view.rebuilt_hash}  "
+            + out.style(f"ok (same hash as span attribute {HASH_ATTRIBUTE})", "green")
+        )
     else:
-        out.line(f"  rebuilt   {view.rebuilt_hash or '(not rebuilt)'}  "
-                 + out.style("MISMATCH", "red", "bold"))
+        out.line(
+            f"  rebuilt   {view.rebuilt_hash or '(not rebuilt)'}  "
+            + out.style("MISMATCH", "red", "bold")
+        )
         mismatch = next(m for m in report.mismatches if m.view is view)
         for line in mismatch.details:
             out.line("    " + out.style(line, "red"))
@@ -138,8 +161,10 @@ def _view_block(out: Out, view: ReplayedView, report: Verification,
 
 
 def _messages(out: Out, view: ReplayedView, width: int | None) -> None:
-    origin = [*("replaced" if i in view.record.replaced else "" for i in view.record.order),
-              *("injected" for _ in view.record.injected)]
+    origin = [
+        *("replaced" if i in view.record.replaced else "" for i in view.record.order),
+        *("injected" for _ in view.record.injected),
+    ]
     for entry, how in zip(view.messages, origin, strict=False):
         role = _role(entry)
         mark = out.style(f" ({how})", "yellow") if how else ""
@@ -149,8 +174,14 @@ def _messages(out: Out, view: ReplayedView, width: int | None) -> None:
 def _role(entry: Any) -> str:
     if entry.type == "input":
         return str(entry.role)
-    return {"text": "assistant", "tool_call": "tool_call", "tool_result": "tool_result",
-            "reasoning": "reasoning", "handoff": "handoff", "system": "system"}[entry.type]
+    return {
+        "text": "assistant",
+        "tool_call": "tool_call",
+        "tool_result": "tool_result",
+        "reasoning": "reasoning",
+        "handoff": "handoff",
+        "system": "system",
+    }[entry.type]
 
 
 def _cut(text: str, width: int | None) -> str:

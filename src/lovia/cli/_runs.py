@@ -11,14 +11,14 @@ from ._out import Out, fmt_cost, fmt_duration, fmt_time, fmt_tokens
 
 __all__ = ["runs"]
 
-HEADERS = ("RUN", "AGENT", "SESSION", "STATUS", "TURNS", "TOKENS", "COST", "STARTED",
-           "DURATION")
+HEADERS = ("RUN", "AGENT", "SESSION", "STATUS", "TURNS", "TOKENS", "COST", "STARTED", "DURATION")
 
 
 async def runs(args: argparse.Namespace, out: Out) -> int:
     async with open_store(store_url(args)) as db:
-        found = await db.list_runs(session_id=args.session, agent=args.agent,
-                                   status=args.status, limit=args.limit)
+        found = await db.list_runs(
+            session_id=args.session, agent=args.agent, status=args.status, limit=args.limit
+        )
     if out.json_mode:
         out.json([info_dict(i) for i in found])
         return 0
@@ -39,7 +39,13 @@ def _status(out: Out, info: RunInfo) -> str:
 def _row(out: Out, info: RunInfo) -> list[str]:
     duration = None if info.ended_at is None else max(0.0, info.ended_at - info.started_at)
     return [
-        info.run_id, info.agent, info.session_id or "-", _status(out, info), str(info.turns),
-        fmt_tokens(info.input_tokens + info.output_tokens), fmt_cost(info.cost_usd),
-        fmt_time(info.started_at), fmt_duration(duration),
+        info.run_id,
+        info.agent,
+        info.session_id or "-",
+        _status(out, info),
+        str(info.turns),
+        fmt_tokens(info.input_tokens + info.output_tokens),
+        fmt_cost(info.cost_usd),
+        fmt_time(info.started_at),
+        fmt_duration(duration),
     ]

@@ -20,13 +20,23 @@ async def show(args: argparse.Namespace, out: Out) -> int:
         run = await load_run(args.run, db)
     entries = run.entries or list(run.session_copies.values())
     if out.json_mode:
-        out.json({"run": info_dict(run.info), "history": [entry_to_dict(e) for e in run.history],
-                  "entries": [entry_to_dict(e) for e in entries]})
+        out.json(
+            {
+                "run": info_dict(run.info),
+                "history": [entry_to_dict(e) for e in run.history],
+                "entries": [entry_to_dict(e) for e in entries],
+            }
+        )
         return 0
     header(out, run)
     if run.history:
-        out.line(out.style(f"({len(run.history)} earlier entries from session "
-                           f"{run.info.session_id} precede this run)", "dim"))
+        out.line(
+            out.style(
+                f"({len(run.history)} earlier entries from session "
+                f"{run.info.session_id} precede this run)",
+                "dim",
+            )
+        )
     render_transcript(out, entries, width=None if args.full else WIDTH)
     return 0
 
@@ -41,14 +51,17 @@ def header(out: Out, run: RunData) -> None:
     duration = None if info.ended_at is None else info.ended_at - info.started_at
     out.line(out.style(f"run {info.run_id}", "bold"))
     turns = f"{info.turns} turn{'' if info.turns == 1 else 's'}"
-    out.line(f"agent {agents} · session {info.session_id or '-'} · {status} · {turns} · "
-             f"{info.input_tokens}+{info.output_tokens} tokens · "
-             f"{fmt_cost(info.cost_usd)} · {fmt_time(info.started_at)} · "
-             f"{fmt_duration(duration)}")
+    out.line(
+        f"agent {agents} · session {info.session_id or '-'} · {status} · {turns} · "
+        f"{info.input_tokens}+{info.output_tokens} tokens · "
+        f"{fmt_cost(info.cost_usd)} · {fmt_time(info.started_at)} · "
+        f"{fmt_duration(duration)}"
+    )
 
 
-def render_transcript(out: Out, entries: Sequence[TranscriptEntry],
-                      width: int | None = WIDTH) -> None:
+def render_transcript(
+    out: Out, entries: Sequence[TranscriptEntry], width: int | None = WIDTH
+) -> None:
     """Entries grouped by turn; each tool call followed by its result (by call_id)."""
     results = {e.call_id: e for e in entries if isinstance(e, ToolResultEntry)}
     calls = {e.call_id for e in entries if isinstance(e, ToolCallEntry)}
@@ -75,12 +88,23 @@ def _label(entry: TranscriptEntry) -> str:
         origin = getattr(entry, "origin", "input")
         role = str(getattr(entry, "role", "user"))
         return role if origin in ("input", "history") else f"{role}[{origin}]"
-    return {"system": "system", "text": "assistant", "reasoning": "reasoning",
-            "tool_call": "tool", "tool_result": "result", "handoff": "handoff"}[entry.type]
+    return {
+        "system": "system",
+        "text": "assistant",
+        "reasoning": "reasoning",
+        "tool_call": "tool",
+        "tool_result": "result",
+        "handoff": "handoff",
+    }[entry.type]
 
 
-_COLORS = {"system": "dim", "assistant": "green", "tool": "cyan", "handoff": "magenta",
-           "reasoning": "dim"}
+_COLORS = {
+    "system": "dim",
+    "assistant": "green",
+    "tool": "cyan",
+    "handoff": "magenta",
+    "reasoning": "dim",
+}
 
 
 def _entry(out: Out, entry: TranscriptEntry, width: int | None) -> None:

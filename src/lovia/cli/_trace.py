@@ -49,15 +49,23 @@ async def trace(args: argparse.Namespace, out: Out) -> int:
             f"no spans stored for run {run.info.run_id}",
             hint='Record them with lovia.telemetry.configure(exporter="local") in the '
             "application (same store), or look the trace up in Jaeger/Tempo"
-            + (f" by trace id {run.info.trace_id}." if run.info.trace_id else "."))
+            + (f" by trace id {run.info.trace_id}." if run.info.trace_id else "."),
+        )
     trace_id = run.info.trace_id or spans[0].trace_id
     roots = build_tree(spans)
     if out.json_mode:
-        out.json({"run_id": run.info.run_id, "trace_id": trace_id,
-                  "spans": [_span_json(s) for s in roots]})
+        out.json(
+            {
+                "run_id": run.info.run_id,
+                "trace_id": trace_id,
+                "spans": [_span_json(s) for s in roots],
+            }
+        )
         return 0
-    out.line(out.style(f"trace {trace_id}", "bold")
-             + "  (search this trace id in Jaeger / Grafana Tempo)")
+    out.line(
+        out.style(f"trace {trace_id}", "bold")
+        + "  (search this trace id in Jaeger / Grafana Tempo)"
+    )
     for line in tree_lines(roots, out):
         out.line(line)
     return 0
@@ -70,8 +78,10 @@ async def _load_spans(url: str, run_id: str, trace_id: str | None) -> list[Any]:
         raise UserError("lovia.telemetry failed to import") from exc
     load_spans: Any = getattr(telemetry, "load_spans", None)
     if load_spans is None:
-        raise UserError("this lovia has no embedded span store to read",
-                        hint="Upgrade lovia, or look the run up in Jaeger/Tempo.")
+        raise UserError(
+            "this lovia has no embedded span store to read",
+            hint="Upgrade lovia, or look the run up in Jaeger/Tempo.",
+        )
     found: Any = load_spans(url, run_id=run_id, trace_id=trace_id)
     if inspect.isawaitable(found):
         found = await found
@@ -122,12 +132,13 @@ def normalize(span: Any) -> SpanRow:
     return SpanRow(
         name=str(_get(span, "name") or "?"),
         span_id=_hex(_get(span, "span_id") or _get(context, "span_id"), 16),
-        parent_id=_hex(_get(span, "parent_span_id", "parent_id") or _get(parent, "span_id"),
-                       16) or None,
+        parent_id=_hex(_get(span, "parent_span_id", "parent_id") or _get(parent, "span_id"), 16)
+        or None,
         trace_id=_hex(_get(span, "trace_id") or _get(context, "trace_id"), 32),
         start=_seconds(_get(span, "start_time", "start_time_unix_nano", "start")) or 0.0,
         end=_seconds(_get(span, "end_time", "end_time_unix_nano", "end")),
-        attributes=attributes, error=error,
+        attributes=attributes,
+        error=error,
     )
 
 
@@ -168,8 +179,10 @@ def tree_lines(roots: Sequence[SpanRow], out: Out) -> list[str]:
 def _details(attrs: Mapping[str, Any]) -> list[str]:
     out: list[str] = []
     for prefix in ("gen_ai.usage.", "lovia.turn.usage.", "lovia.run.usage."):
-        tokens_in, tokens_out = attrs.get(prefix + "input_tokens"), attrs.get(
-            prefix + "output_tokens")
+        tokens_in, tokens_out = (
+            attrs.get(prefix + "input_tokens"),
+            attrs.get(prefix + "output_tokens"),
+        )
         if tokens_in is not None or tokens_out is not None:
             out.append(f"tokens {tokens_in or 0}+{tokens_out or 0}")
             break
@@ -187,6 +200,13 @@ def _details(attrs: Mapping[str, Any]) -> list[str]:
 
 
 def _span_json(span: SpanRow) -> dict[str, Any]:
-    return {"name": span.name, "span_id": span.span_id, "parent_id": span.parent_id,
-            "start": span.start, "duration_s": span.duration, "error": span.error,
-            "attributes": span.attributes, "children": [_span_json(c) for c in span.children]}
+    return {
+        "name": span.name,
+        "span_id": span.span_id,
+        "parent_id": span.parent_id,
+        "start": span.start,
+        "duration_s": span.duration,
+        "error": span.error,
+        "attributes": span.attributes,
+        "children": [_span_json(c) for c in span.children],
+    }

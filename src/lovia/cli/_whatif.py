@@ -45,8 +45,7 @@ def _last(views: Sequence[ReplayedView], turn: int) -> ReplayedView:
     chosen = select(views, turn)
     if not chosen:
         turns = ", ".join(str(t) for t in sorted({v.turn for v in views}))
-        raise UserError(f"this run has no view for turn {turn}",
-                        hint=f"Turns with views: {turns}.")
+        raise UserError(f"this run has no view for turn {turn}", hint=f"Turns with views: {turns}.")
     return chosen[-1]
 
 
@@ -86,8 +85,9 @@ def diff_lines(diff: ViewDiff, a: ReplayedView, b: ReplayedView) -> list[str]:
     return lines
 
 
-async def _render(view: ReplayedView, args: argparse.Namespace,
-                  cache: dict[str, Provider]) -> dict[str, Any]:
+async def _render(
+    view: ReplayedView, args: argparse.Namespace, cache: dict[str, Provider]
+) -> dict[str, Any]:
     prefix = str(args.provider or view.provider)
     if prefix not in _ADAPTER_PREFIXES and view.request is not None and prefix == "test":
         from ..view.base import canonical_request  # what lovia.testing models "send"
@@ -96,13 +96,13 @@ async def _render(view: ReplayedView, args: argparse.Namespace,
         return body
     spec = f"{prefix}:{view.model}"
     if spec not in cache:
-        cache[spec] = provider_for(spec, base_url=args.base_url, stream=args.stream,
-                                   for_render=True)
+        cache[spec] = provider_for(
+            spec, base_url=args.base_url, stream=args.stream, for_render=True
+        )
     return render_request(view, cache[spec])
 
 
-async def render_requests(args: argparse.Namespace, out: Out,
-                          views: Sequence[ReplayedView]) -> int:
+async def render_requests(args: argparse.Namespace, out: Out, views: Sequence[ReplayedView]) -> int:
     """Print the exact request body of each view (one view: the body itself)."""
     cache: dict[str, Provider] = {}
     try:
@@ -113,8 +113,12 @@ async def render_requests(args: argparse.Namespace, out: Out,
     if len(views) == 1:
         out.json(bodies[0])
     else:
-        out.json([{"turn": v.turn, "attempt": v.attempt, "agent": v.agent, "body": b}
-                  for v, b in zip(views, bodies, strict=True)])
+        out.json(
+            [
+                {"turn": v.turn, "attempt": v.attempt, "agent": v.agent, "body": b}
+                for v, b in zip(views, bodies, strict=True)
+            ]
+        )
     return 0 if all(v.ok for v in views) else 1
 
 
@@ -126,8 +130,13 @@ async def _close(provider: Provider) -> None:
 
 def recorded_answer(run: RunData, view: ReplayedView) -> list[TranscriptEntry]:
     """The model entries the run recorded for the turn of ``view``."""
-    return [e for e in run.entries if e.turn == view.turn and e.agent == view.agent
-            and e.type in ("text", "reasoning", "tool_call")]
+    return [
+        e
+        for e in run.entries
+        if e.turn == view.turn
+        and e.agent == view.agent
+        and e.type in ("text", "reasoning", "tool_call")
+    ]
 
 
 async def whatif(args: argparse.Namespace, out: Out, run: RunData, view: ReplayedView) -> int:
@@ -140,14 +149,28 @@ async def whatif(args: argparse.Namespace, out: Out, run: RunData, view: Replaye
             await _close(provider)
     old = recorded_answer(run, view)
     if out.json_mode:
-        out.json({"turn": view.turn, "attempt": view.attempt, "view_hash": view.rebuilt_hash,
-                  "view_ok": view.ok, "recorded": {"model": f"{view.provider}:{view.model}",
-                  "entries": [_brief(e) for e in old]},
-                  "rerun": {"model": str(args.model), **_response(response)}})
+        out.json(
+            {
+                "turn": view.turn,
+                "attempt": view.attempt,
+                "view_hash": view.rebuilt_hash,
+                "view_ok": view.ok,
+                "recorded": {
+                    "model": f"{view.provider}:{view.model}",
+                    "entries": [_brief(e) for e in old],
+                },
+                "rerun": {"model": str(args.model), **_response(response)},
+            }
+        )
         return 0
     state = "verified" if view.ok else "NOT VERIFIED"
-    out.line(out.style(f"what-if: {view.label} · view {view.rebuilt_hash[:16]}… ({state}); "
-                       "nothing is written to the run", "bold"))
+    out.line(
+        out.style(
+            f"what-if: {view.label} · view {view.rebuilt_hash[:16]}… ({state}); "
+            "nothing is written to the run",
+            "bold",
+        )
+    )
     out.line(out.style(f"recorded ({view.provider}:{view.model}):", "bold"))
     for entry in old:
         out.line(f"  {_brief(entry)['type']:<10}{one_line(entry_text(entry), 120)}")
@@ -155,8 +178,9 @@ async def whatif(args: argparse.Namespace, out: Out, run: RunData, view: Replaye
     for entry in response.entries:
         out.line(f"  {entry.type:<10}{one_line(entry_text(entry), 120)}")
     usage = response.usage
-    out.line(f"  finish {response.finish_reason} · {usage.input_tokens}+{usage.output_tokens} "
-             "tokens")
+    out.line(
+        f"  finish {response.finish_reason} · {usage.input_tokens}+{usage.output_tokens} tokens"
+    )
     return 0
 
 
@@ -166,7 +190,11 @@ def _brief(entry: TranscriptEntry) -> dict[str, Any]:
 
 
 def _response(response: ModelResponse) -> dict[str, Any]:
-    return {"entries": [_brief(e) for e in response.entries],
-            "finish_reason": response.finish_reason,
-            "usage": {"input_tokens": response.usage.input_tokens,
-                      "output_tokens": response.usage.output_tokens}}
+    return {
+        "entries": [_brief(e) for e in response.entries],
+        "finish_reason": response.finish_reason,
+        "usage": {
+            "input_tokens": response.usage.input_tokens,
+            "output_tokens": response.usage.output_tokens,
+        },
+    }

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, cast, runtime_checkable
 
 from ..transcript import ReasoningEntry, TextEntry, ToolCallEntry, TranscriptEntry
 from ..usage import Usage
@@ -77,7 +77,9 @@ class ModelSettings:
         for name in self.__slots__:  # type: ignore[attr-defined]
             value = getattr(self, name)
             if value is not None and value != {}:
-                out[name] = list(value) if isinstance(value, tuple) else value
+                out[name] = (
+                    list(cast(tuple[Any, ...], value)) if isinstance(value, tuple) else value
+                )
         if "extra" in out:
             out["extra"] = dict(out["extra"])
         return out

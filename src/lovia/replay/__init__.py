@@ -91,8 +91,9 @@ async def views(run_id: str, store: StoreLike) -> list[ReplayedView]:
 
 def verify(run: RunData, rebuilt: list[ReplayedView]) -> Verification:
     """Compare every rebuilt view with its recorded hash and explain each mismatch."""
-    mismatches = [Mismatch(view=v, details=explain_mismatch(v, run, rebuilt))
-                  for v in rebuilt if not v.ok]
+    mismatches = [
+        Mismatch(view=v, details=explain_mismatch(v, run, rebuilt)) for v in rebuilt if not v.ok
+    ]
     return Verification(run=run, views=rebuilt, mismatches=mismatches)
 
 

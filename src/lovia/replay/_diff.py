@@ -47,10 +47,24 @@ class ViewDiff:
     @property
     def empty(self) -> bool:
         """True when nothing but the reminders' ids changed."""
-        return not any((self.added, self.evicted, self.summarized, self.dropped,
-                        self.restored, self.summary, self.injected_added,
-                        self.injected_removed, self.system, self.tools_added,
-                        self.tools_removed, self.tools_changed, self.settings, self.agent))
+        return not any(
+            (
+                self.added,
+                self.evicted,
+                self.summarized,
+                self.dropped,
+                self.restored,
+                self.summary,
+                self.injected_added,
+                self.injected_removed,
+                self.system,
+                self.tools_added,
+                self.tools_removed,
+                self.tools_changed,
+                self.settings,
+                self.agent,
+            )
+        )
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -120,8 +134,9 @@ def entry_text(entry: TranscriptEntry) -> str:
     return f"{getattr(entry, 'from_agent', '')} -> {getattr(entry, 'to_agent', '')}"
 
 
-def explain_mismatch(view: ReplayedView, run: RunData,
-                     verified: Sequence[ReplayedView]) -> list[str]:
+def explain_mismatch(
+    view: ReplayedView, run: RunData, verified: Sequence[ReplayedView]
+) -> list[str]:
     """Lines saying what differs in a view whose rebuilt hash is not the recorded one.
 
     The record stores entry ids, not their bytes, so the culprit is found by evidence:
@@ -133,18 +148,23 @@ def explain_mismatch(view: ReplayedView, run: RunData,
     for entry_id in view.record.order:
         stored, copy = ours.get(entry_id), run.session_copies.get(entry_id)
         if stored is not None and copy is not None and stored != copy:
-            lines.append(f"entry {entry_id} ({stored.type}, turn {stored.turn}) differs "
-                         "between the checkpoint and the session segment:")
+            lines.append(
+                f"entry {entry_id} ({stored.type}, turn {stored.turn}) differs "
+                "between the checkpoint and the session segment:"
+            )
             lines.extend(_field_diff(entry_to_dict(copy), entry_to_dict(stored)))
     good = {i for v in verified if v.ok for i in v.record.order}
     suspects = [i for i in _full_ids(view) if i not in good]
     if good and suspects:
         lines.append("entries in this view and in no view that verified:")
-        lines.extend(f"  {i}: {_short(ours[i]) if i in ours else '(session history)'}"
-                     for i in suspects)
+        lines.extend(
+            f"  {i}: {_short(ours[i]) if i in ours else '(session history)'}" for i in suspects
+        )
     if not view.record.replaced and view.rebuilt_hash and not good:
-        lines.append("no other view of this run verifies: the stored transcript or this "
-                     "record was changed, or it was written by a different lovia version")
+        lines.append(
+            "no other view of this run verifies: the stored transcript or this "
+            "record was changed, or it was written by a different lovia version"
+        )
     return lines
 
 

@@ -115,8 +115,14 @@ async def load_run(run_id: str, db: Store) -> RunData:
         history = session[: info.history_len]
         copies = {e.id: e for e in session[info.history_len :] if e.run_id == run_id}
     entries, views = _fold(snapshot)
-    return RunData(info=info, history=history, entries=entries, views=views,
-                   result=snapshot.result, session_copies=copies)
+    return RunData(
+        info=info,
+        history=history,
+        entries=entries,
+        views=views,
+        result=snapshot.result,
+        session_copies=copies,
+    )
 
 
 def _fold(snapshot: RunSnapshot) -> tuple[list[TranscriptEntry], list[ViewRecord]]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, cast
 
 from ..errors import UserError
 from ..providers.base import ModelRequest, ModelResponse, Provider
@@ -23,8 +23,11 @@ _SECRET_VALUES = re.compile(r"\b(sk-[A-Za-z0-9_-]{8,}|sk-ant-[A-Za-z0-9_-]{8,}|B
 def redact(value: Any) -> Any:
     """A copy of ``value`` with API keys (by field name or by shape) replaced."""
     if isinstance(value, dict):
-        return {k: REDACTED if isinstance(k, str) and _SECRET_KEYS.match(k) else redact(v)
-                for k, v in value.items()}  # type: ignore[reportUnknownVariableType]
+        items = cast(dict[Any, Any], value).items()
+        return {
+            k: REDACTED if isinstance(k, str) and _SECRET_KEYS.match(k) else redact(v)
+            for k, v in items
+        }
     if isinstance(value, list):
         return [redact(v) for v in value]  # type: ignore[reportUnknownVariableType]
     if isinstance(value, str):
@@ -58,17 +61,24 @@ async def rerun(view: ReplayedView, provider: Provider) -> ModelResponse:
         if isinstance(item, ModelResponse):
             response = item
     if response is None:
-        raise UserError(f"{provider.name}:{provider.model} returned no final response",
-                        hint="Check the provider adapter or the server.")
+        raise UserError(
+            f"{provider.name}:{provider.model} returned no final response",
+            hint="Check the provider adapter or the server.",
+        )
     return response
 
 
-_ADAPTERS = {"openai": "openai", "openai-chat": "openai", "openai-responses": "openai-responses",
-             "anthropic": "anthropic"}
+_ADAPTERS = {
+    "openai": "openai",
+    "openai-chat": "openai",
+    "openai-responses": "openai-responses",
+    "anthropic": "anthropic",
+}
 
 
-def provider_for(spec: str, *, base_url: str | None = None, stream: bool | None = None,
-                 for_render: bool = False) -> Provider:
+def provider_for(
+    spec: str, *, base_url: str | None = None, stream: bool | None = None, for_render: bool = False
+) -> Provider:
     """A provider for ``"prefix:model"``.
 
     With ``base_url`` or ``stream`` (or ``for_render``: no API key is needed to render)

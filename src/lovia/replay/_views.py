@@ -65,13 +65,23 @@ class ReplayedView:
     def to_dict(self) -> dict[str, Any]:
         """JSON form (``lovia replay --format json``)."""
         return {
-            "turn": self.turn, "attempt": self.attempt, "agent": self.agent,
-            "model": self.model, "provider": self.provider, "ok": self.ok,
-            "recorded_hash": self.recorded_hash, "rebuilt_hash": self.rebuilt_hash,
-            "system": self.system, "tools": self.tools, "settings": self.settings,
-            "output_schema": self.record.output_schema, "summary": self.record.summary,
-            "replaced": sorted(self.record.replaced), "injected": len(self.record.injected),
-            "messages": [entry_to_dict(e) for e in self.messages], "problems": self.problems,
+            "turn": self.turn,
+            "attempt": self.attempt,
+            "agent": self.agent,
+            "model": self.model,
+            "provider": self.provider,
+            "ok": self.ok,
+            "recorded_hash": self.recorded_hash,
+            "rebuilt_hash": self.rebuilt_hash,
+            "system": self.system,
+            "tools": self.tools,
+            "settings": self.settings,
+            "output_schema": self.record.output_schema,
+            "summary": self.record.summary,
+            "replaced": sorted(self.record.replaced),
+            "injected": len(self.record.injected),
+            "messages": [entry_to_dict(e) for e in self.messages],
+            "problems": self.problems,
         }
 
 
@@ -95,23 +105,37 @@ def rebuild_views(run: RunData) -> list[ReplayedView]:
     return [_replay(record, by_id, hasher) for record in run.views]
 
 
-def _replay(record: ViewRecord, by_id: Mapping[str, TranscriptEntry],
-            hasher: ViewHasher) -> ReplayedView:
+def _replay(
+    record: ViewRecord, by_id: Mapping[str, TranscriptEntry], hasher: ViewHasher
+) -> ReplayedView:
     request, problems = rebuild_request(record, by_id)
     rebuilt = hasher.hash(request) if request is not None else ""
     if request is not None and rebuilt != record.hash:
         problems.append("the rebuilt view does not hash to the recorded hash")
     return ReplayedView(
-        turn=record.turn, attempt=record.attempt, agent=record.agent, model=record.model,
-        provider=record.provider, system=record.system,
+        turn=record.turn,
+        attempt=record.attempt,
+        agent=record.agent,
+        model=record.model,
+        provider=record.provider,
+        system=record.system,
         messages=list(request.messages) if request is not None else [],
-        tools=record.tools, settings=record.settings, recorded_hash=record.hash,
-        rebuilt_hash=rebuilt, record=record, request=request, problems=problems,
+        tools=record.tools,
+        settings=record.settings,
+        recorded_hash=record.hash,
+        rebuilt_hash=rebuilt,
+        record=record,
+        request=request,
+        problems=problems,
     )
 
 
-def select(views: Sequence[ReplayedView], turn: int | None = None,
-           attempt: int | None = None) -> list[ReplayedView]:
+def select(
+    views: Sequence[ReplayedView], turn: int | None = None, attempt: int | None = None
+) -> list[ReplayedView]:
     """The views of ``turn`` (all turns when None), optionally one ``attempt``."""
-    return [v for v in views
-            if (turn is None or v.turn == turn) and (attempt is None or v.attempt == attempt)]
+    return [
+        v
+        for v in views
+        if (turn is None or v.turn == turn) and (attempt is None or v.attempt == attempt)
+    ]

@@ -170,9 +170,7 @@ class _Sql:
             f"WHERE l.owner = excluded.owner OR l.expires_at <= {_NOW} RETURNING 1"
         )
         self.release = f"DELETE FROM {leases} WHERE run_id = $1 AND owner = $2"
-        self.lease_holder = (
-            f"SELECT owner FROM {leases} WHERE run_id = $1 AND expires_at > {_NOW}"
-        )
+        self.lease_holder = f"SELECT owner FROM {leases} WHERE run_id = $1 AND expires_at > {_NOW}"
         self.delete = (
             f"WITH gone AS (DELETE FROM {runs} WHERE {{where}} RETURNING run_id), "
             f"r AS (DELETE FROM {records} WHERE run_id IN (SELECT run_id FROM gone)), "

@@ -275,4 +275,3 @@ def _clean_schema(schema: dict[str, Any]) -> dict[str, Any]:
         schema["properties"] = clean
     schema.setdefault("properties", {})
     return schema
-
