@@ -22,6 +22,7 @@ from ..providers.base import (
     Provider,
     ReasoningChunk,
     RetryNotice,
+    StreamItem,
     TextChunk,
     ToolCallChunk,
 )
@@ -30,7 +31,7 @@ from ..transcript import InputEntry, TranscriptEntry
 from ..view.base import BuiltView, ViewInput, ViewRecord
 from ..view.record import view_parts
 from .checkpoint import save_progress
-from .state import ActiveAgent, RunState
+from .state import ActiveAgent, EventBase, RunState
 
 __all__ = ["MAX_OVERFLOW_RETRIES", "model_step", "stamp"]
 
@@ -233,16 +234,50 @@ def _record(
     return record
 
 
-async def _call_model(
-    state: RunState, request: ModelRequest, view_hash: str, attempt: int
-) -> AsyncIterator[ev.Event]:
-    """Stream one model call (phase 4). Reason for length: one place owns the stream."""
-    active = state.active
-    assert active is not None and state.guard is not None
-    provider, name, turn = active.provider, active.agent.name, state.turn
-    base: dict[str, Any] = {"run_id": state.run_id, "agent": name, "turn": turn}
-    yield ev.ModelCallStarted(
+def _delta(base: EventBase, item: StreamItem) -> ev.Event | None:
+    """The event for one streamed chunk (None for the final response)."""
+    if isinstance(item, TextChunk):
+        return ev.TextDelta(**base, text=item.text)
+    if isinstance(item, ToolCallChunk):
+        return ev.ToolCallDelta(
+            **base,
+            index=item.index,
+            call_id=item.call_id,
+            name=item.name,
+            arguments=item.arguments,
+        )
+    if isinstance(item, ReasoningChunk):
+        return ev.ReasoningDelta(**base, text=item.text)
+    if isinstance(item, RetryNotice):
+        return ev.ProviderRetry(
+            **base,
+            attempt=item.attempt,
+            error_type=type(item.error).__name__,
+            message=str(item.error),
+            delay_s=item.delay,
+        )
+    return None
+
+
+def _failed(
+    base: EventBase, provider: Provider, exc: BaseException, t0: float
+) -> ev.ModelCallFailed:
+    return ev.ModelCallFailed(
         **base,
+        model=provider.model,
+        provider=provider.name,
+        error_type=type(exc).__name__,
+        message=str(exc),
+        error=exc,
+        duration_s=time.perf_counter() - t0,
+    )
+
+
+def _started(
+    state: RunState, provider: Provider, request: ModelRequest, view_hash: str, attempt: int
+) -> ev.ModelCallStarted:
+    return ev.ModelCallStarted(
+        **state.base(),
         model=provider.model,
         provider=provider.name,
         view_hash=view_hash,
@@ -253,11 +288,20 @@ async def _call_model(
         compacted=attempt > 1,
         request=request,
     )
+
+
+async def _call_model(
+    state: RunState, request: ModelRequest, view_hash: str, attempt: int
+) -> AsyncIterator[ev.Event]:
+    """Stream one model call (phase 4); the guard makes a cancel interrupt the read."""
+    active = state.active
+    assert active is not None and state.guard is not None
+    provider, guard, base = active.provider, state.guard, state.base()
+    yield _started(state, provider, request, view_hash, attempt)
     t0 = time.perf_counter()
     first: float | None = None
     response: ModelResponse | None = None
     stream = provider.stream(request)
-    guard = state.guard
     try:
         while True:
             guard.arm()
@@ -267,58 +311,25 @@ async def _call_model(
                 break
             finally:
                 guard.disarm()
-            if isinstance(item, TextChunk):
-                first = first or time.perf_counter()
-                yield ev.TextDelta(**base, text=item.text)
-            elif isinstance(item, ToolCallChunk):
-                first = first or time.perf_counter()
-                yield ev.ToolCallDelta(
-                    **base,
-                    index=item.index,
-                    call_id=item.call_id,
-                    name=item.name,
-                    arguments=item.arguments,
-                )
-            elif isinstance(item, ReasoningChunk):
-                first = first or time.perf_counter()
-                yield ev.ReasoningDelta(**base, text=item.text)
-            elif isinstance(item, RetryNotice):
-                yield ev.ProviderRetry(
-                    **base,
-                    attempt=item.attempt,
-                    error_type=type(item.error).__name__,
-                    message=str(item.error),
-                    delay_s=item.delay,
-                )
-            else:
-                response = item
+            event = _delta(base, item)
+            if event is None:
+                response = item  # type: ignore[assignment]
+                continue
+            if first is None and not isinstance(item, RetryNotice):
+                first = time.perf_counter()
+            yield event
     except (Exception, asyncio.CancelledError) as exc:
         await _close_quietly(stream)
         if first is not None:
             exc._lovia_partial = True  # type: ignore[attr-defined]
-        yield ev.ModelCallFailed(
-            **base,
-            model=provider.model,
-            provider=provider.name,
-            error_type=type(exc).__name__,
-            message=str(exc),
-            error=exc,
-            duration_s=time.perf_counter() - t0,
-        )
+        yield _failed(base, provider, exc, t0)
         raise
     if response is None:
         exc = StreamInterrupted(
             "the provider's stream ended without a final response",
             hint="Check the provider adapter or server; this is a bug.",
         )
-        yield ev.ModelCallFailed(
-            **base,
-            model=provider.model,
-            provider=provider.name,
-            error_type=type(exc).__name__,
-            message=str(exc),
-            error=exc,
-        )
+        yield _failed(base, provider, exc, t0)
         raise exc
     state.response = (response, first - t0 if first else None, time.perf_counter() - t0)
 
