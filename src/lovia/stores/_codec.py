@@ -9,7 +9,7 @@ included; lone surrogates cannot be encoded as UTF-8 and are refused with a
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pydantic_core
@@ -19,6 +19,7 @@ from ..transcript import TranscriptEntry, dump_entries, load_entries
 from .base import CheckpointRecord, RunInfo, check_version
 
 __all__ = [
+    "run_filter",
     "RUN_COLUMNS",
     "EncodedRecord",
     "decode_record",
@@ -149,3 +150,17 @@ def info_from_row(row: Sequence[Any]) -> RunInfo:
         version=row[15],
         extra=load_json(extra) if extra else {},
     )
+
+
+def run_filter(placeholder: Callable[[int], str], **filters: str | None) -> tuple[str, list[Any]]:
+    """``(WHERE clause, params)`` for the given column filters (None = no filter).
+
+    ``placeholder(n)`` renders the n-th (1-based) parameter: ``?`` or ``$n``.
+    """
+    clauses: list[str] = []
+    params: list[Any] = []
+    for column, value in filters.items():
+        if value is not None:
+            params.append(value)
+            clauses.append(f"{column} = {placeholder(len(params))}")
+    return (f"WHERE {' AND '.join(clauses)}" if clauses else ""), params

@@ -42,6 +42,7 @@ from ._codec import (
     info_row,
     join_segments,
     load_json,
+    run_filter,
 )
 from .base import SCHEMA_VERSION, CheckpointRecord, RunInfo, RunSnapshot, check_version
 
@@ -338,13 +339,9 @@ class PostgresStore:
         limit: int = 50,
     ) -> list[RunInfo]:
         """Runs matching every given filter, newest first."""
-        clauses: list[str] = []
-        params: list[Any] = []
-        for column, value in (("session_id", session_id), ("agent", agent), ("status", status)):
-            if value is not None:
-                params.append(value)
-                clauses.append(f"{column} = ${len(params)}")
-        where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+        where, params = run_filter(
+            lambda n: f"${n}", session_id=session_id, agent=agent, status=status
+        )
         params.append(limit)
         sql = (
             f"SELECT {_COLS} FROM {self._sql.runs} {where} "

@@ -41,6 +41,7 @@ from ._codec import (
     info_row,
     join_segments,
     load_json,
+    run_filter,
 )
 from .base import SCHEMA_VERSION, CheckpointRecord, RunInfo, RunSnapshot, check_version
 
@@ -162,13 +163,7 @@ class SQLiteStore:
         limit: int = 50,
     ) -> list[RunInfo]:
         """Runs matching every given filter, newest first."""
-        clauses: list[str] = []
-        params: list[Any] = []
-        for column, value in (("session_id", session_id), ("agent", agent), ("status", status)):
-            if value is not None:
-                clauses.append(f"{column} = ?")
-                params.append(value)
-        where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+        where, params = run_filter(lambda n: "?", session_id=session_id, agent=agent, status=status)
         sql = f"SELECT {_COLS} FROM runs {where} ORDER BY started_at DESC, rowid DESC LIMIT ?"
         rows = await self._run(_fetch, sql, (*params, limit))
         return [info_from_row(row) for row in rows]
