@@ -1,0 +1,136 @@
+"""The floor: a hand-written minimal agent loop doing the same HTTP as a framework.
+
+Posts the conversation, parses the tool calls (JSON or SSE), runs ``add``, appends the
+tool results and repeats until the model answers with text. ``--client httpx2`` runs the
+same loop on httpx2 to measure the HTTP client itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import json
+from typing import Any
+
+from _common import (
+    ADD_TOOL_SCHEMA,
+    INSTRUCTIONS,
+    MAX_TURNS,
+    PROMPT,
+    add,
+    cpu_request_hook,
+    import_timer,
+    measure,
+    model_name,
+    parse_args,
+)
+
+
+def _options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--client", choices=["httpx", "httpx2"], default="httpx")
+
+
+async def json_turn(
+    client: Any, url: str, body: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """One non-streamed request; returns (assistant message, usage)."""
+    response = await client.post(url, json=body)
+    response.raise_for_status()
+    data = response.json()
+    return data["choices"][0]["message"], data.get("usage") or {}
+
+
+def _merge_delta(
+    message: dict[str, Any], calls: dict[int, dict[str, Any]], delta: dict[str, Any]
+) -> None:
+    """Fold one streamed ``delta`` into the message being assembled."""
+    if delta.get("content"):
+        message["content"] = (message.get("content") or "") + delta["content"]
+    for part in delta.get("tool_calls") or ():
+        call = calls.setdefault(
+            part["index"], {"id": "", "type": "function", "function": {"name": "", "arguments": ""}}
+        )
+        if part.get("id"):
+            call["id"] = part["id"]
+        function = part.get("function") or {}
+        if function.get("name"):
+            call["function"]["name"] = function["name"]
+        call["function"]["arguments"] += function.get("arguments") or ""
+
+
+async def sse_turn(
+    client: Any, url: str, body: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """One streamed request; returns (assistant message, usage)."""
+    message: dict[str, Any] = {"role": "assistant", "content": None}
+    calls: dict[int, dict[str, Any]] = {}
+    usage: dict[str, Any] = {}
+    async with client.stream("POST", url, json=body) as response:
+        response.raise_for_status()
+        async for line in response.aiter_lines():
+            if not line.startswith("data:"):
+                continue
+            data = line[5:].strip()
+            if data == "[DONE]":
+                continue  # read on to the end of the body so the connection is reused
+            chunk = json.loads(data)
+            if chunk.get("usage"):
+                usage = chunk["usage"]
+            for choice in chunk.get("choices") or ():
+                _merge_delta(message, calls, choice.get("delta") or {})
+    if calls:
+        message["tool_calls"] = [calls[i] for i in sorted(calls)]
+    return message, usage
+
+
+async def run_once(client: Any, url: str, model: str, stream: bool) -> str:
+    """One agent run: loop until the model answers with text; return that text."""
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": INSTRUCTIONS},
+        {"role": "user", "content": PROMPT},
+    ]
+    body: dict[str, Any] = {"model": model, "messages": messages, "tools": [ADD_TOOL_SCHEMA]}
+    if stream:
+        body["stream"] = True
+        body["stream_options"] = {"include_usage": True}
+    turn = sse_turn if stream else json_turn
+    total_tokens = 0
+    for _ in range(MAX_TURNS):
+        message, usage = await turn(client, url, body)
+        total_tokens += usage.get("total_tokens", 0)
+        messages.append(message)
+        calls = message.get("tool_calls")
+        if not calls:
+            return message.get("content") or ""
+        for call in calls:
+            arguments = json.loads(call["function"]["arguments"])
+            messages.append(
+                {"role": "tool", "tool_call_id": call["id"], "content": str(add(**arguments))}
+            )
+    raise RuntimeError("max turns exceeded")
+
+
+async def main() -> None:
+    """Parse options, build the client, measure."""
+    args = parse_args(__doc__.splitlines()[0], _options)
+    elapsed = import_timer()
+    http = importlib.import_module(args.client)
+    import_s = elapsed()
+    marks: list[float] = []
+    hooks = {"request": [cpu_request_hook(marks)]} if args.per_turn else {}
+    async with http.AsyncClient(timeout=60.0, event_hooks=hooks) as client:  # default pool limits
+        url = args.base_url.rstrip("/") + "/chat/completions"
+        model = model_name(args.turns, args.calls)
+
+        async def one() -> str:
+            return await run_once(client, url, model, args.mode == "sse")
+
+        contender = "floor" if args.client == "httpx" else f"floor-{args.client}"
+        await measure(
+            contender, args, one, import_s, cpu_marks=marks, extra={"client": args.client}
+        )
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

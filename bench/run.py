@@ -1,0 +1,386 @@
+"""Run the lovia benchmarks: contenders against the fake server, interleaved and repeated.
+
+Usage: ``python bench/run.py [--repeats 3] [--quick] [--only floor,lovia] [--no-docs]``
+
+Starts ``fake_server.py`` in its own process, runs every driver in ``bench/drivers`` as a
+subprocess on the same interpreter (``bench/.venv-peers`` when it exists, so lovia and the
+peers share one Python and one set of libraries), in rotating order per repeat. Writes
+``bench/results/latest.json`` and the tables of ``docs/performance.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shlex
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+BENCH = Path(__file__).resolve().parent
+ROOT = BENCH.parent
+DRIVERS = BENCH / "drivers"
+PEERS_PY = BENCH / ".venv-peers" / "bin" / "python"
+RESULTS = BENCH / "results" / "latest.json"
+DOC = ROOT / "docs" / "performance.md"
+DRIVER_TIMEOUT_S = 900
+
+
+@dataclass(frozen=True)
+class Contender:
+    """A named driver invocation."""
+
+    name: str
+    script: str
+    args: tuple[str, ...] = ()
+
+
+CONTENDERS = (
+    Contender("floor", "floor.py"),
+    Contender("floor-httpx2", "floor.py", ("--client", "httpx2")),
+    Contender("lovia", "lovia_driver.py"),
+    Contender("lovia+otel", "lovia_driver.py", ("--otel",)),
+    Contender("openai-agents", "openai_agents_driver.py"),
+    Contender("pydantic-ai", "pydantic_ai_driver.py"),
+    Contender("pydantic-ai+otel", "pydantic_ai_driver.py", ("--instrument",)),
+)
+IMPORT_MODULES = ("lovia", "httpx", "httpx2", "agents", "pydantic_ai")
+PACKAGES = (
+    "lovia",
+    "httpx",
+    "httpx2",
+    "openai",
+    "openai-agents",
+    "pydantic-ai-slim",
+    "pydantic",
+    "opentelemetry-sdk",
+)
+
+
+@dataclass
+class Server:
+    """The fake server subprocess."""
+
+    process: subprocess.Popen[str]
+    port: int
+
+    @property
+    def base_url(self) -> str:
+        """OpenAI-style base URL."""
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def stats(self, reset: bool = False) -> dict[str, Any]:
+        """Read (and optionally reset) the server's counters."""
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{self.port}/stats", method="POST" if reset else "GET"
+        )
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return json.loads(response.read())
+
+    def stop(self) -> None:
+        """Terminate the server process."""
+        self.process.terminate()
+        self.process.wait(timeout=10)
+
+
+@dataclass
+class Session:
+    """Settings and collected results of one benchmark session."""
+
+    python: str
+    server: Server
+    results: list[dict[str, Any]] = field(default_factory=list)
+
+
+# --------------------------------------------------------------------------- processes
+
+
+def start_server(python: str) -> Server:
+    """Start the fake server on a free port and wait for it to print the port."""
+    process = subprocess.Popen(
+        [python, str(BENCH / "fake_server.py"), "--port", "0"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdout is not None
+    port = int(process.stdout.readline().strip())
+    return Server(process, port)
+
+
+def run_driver(session: Session, contender: Contender, options: list[str]) -> dict[str, Any]:
+    """Run one driver subprocess; return its JSON line plus server CPU per request."""
+    command = [
+        session.python,
+        str(DRIVERS / contender.script),
+        "--base-url",
+        session.server.base_url,
+        *contender.args,
+        *options,
+    ]
+    before = session.server.stats(reset=True)
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=DRIVER_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        return {"contender": contender.name, "ok": False, "error": "timeout"}
+    after = session.server.stats()
+    result = _last_json_line(done.stdout)
+    if result is None or done.returncode != 0:
+        tail = (done.stderr or done.stdout or "no output").strip().splitlines()[-1]
+        return {"contender": contender.name, "ok": False, "error": tail[:500]}
+    result["contender"] = contender.name
+    if after["requests"]:
+        server_cpu = after["cpu_s"] - before["cpu_s"]
+        result["server_cpu_us_per_request"] = round(server_cpu / after["requests"] * 1e6, 1)
+        result["server_connections"] = after["connections"]
+    return result
+
+
+def _last_json_line(text: str) -> dict[str, Any] | None:
+    """The last line of ``text`` that parses as a JSON object."""
+    for line in reversed(text.strip().splitlines()):
+        try:
+            value = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            return value
+    return None
+
+
+# --------------------------------------------------------------------------- suites
+
+
+def workload_options(mode: str, concurrency: int, runs: int, turns: int, calls: int) -> list[str]:
+    """Driver command-line options for one configuration."""
+    return [
+        "--mode",
+        mode,
+        "--concurrency",
+        str(concurrency),
+        "--runs",
+        str(runs),
+        "--turns",
+        str(turns),
+        "--calls",
+        str(calls),
+    ]
+
+
+def run_matrix(session: Session, contenders: list[Contender], args: argparse.Namespace) -> None:
+    """Main matrix: json/sse x concurrency 1/50, contenders rotated every repeat."""
+    configs = [(mode, conc) for mode in ("json", "sse") for conc in (1, 50)]
+    for repeat in range(args.repeats):
+        for mode, conc in configs:
+            runs = args.runs_c1 if conc == 1 else args.runs_c50
+            shift = repeat % len(contenders)
+            for contender in contenders[shift:] + contenders[:shift]:
+                options = workload_options(mode, conc, runs, args.turns, args.calls)
+                result = run_driver(session, contender, options)
+                result.update(suite="matrix", repeat=repeat, mode=mode, concurrency=conc)
+                session.results.append(result)
+                _progress(result)
+
+
+def run_thousand(session: Session, contenders: list[Contender]) -> None:
+    """1,000 concurrent runs in one process (SSE, T=5 C=2), one untimed warm-up run."""
+    for contender in contenders:
+        options = [*workload_options("sse", 1000, 1000, 5, 2), "--warmup", "1"]
+        result = run_driver(session, contender, options)
+        result["suite"] = "thousand"
+        session.results.append(result)
+        _progress(result)
+
+
+def run_long(session: Session, contenders: list[Contender], turns: int) -> None:
+    """One long run (T turns, C=1) per contender, CPU per turn early vs late."""
+    for contender in contenders:
+        for mode in ("json", "sse"):
+            options = [*workload_options(mode, 1, 1, turns, 1), "--per-turn"]
+            result = run_driver(session, contender, options)
+            result.update(suite="long", mode=mode)
+            session.results.append(result)
+            _progress(result)
+
+
+def import_times(python: str, modules: tuple[str, ...], samples: int = 7) -> dict[str, Any]:
+    """Median wall time of a cold ``python -c 'import X'`` (and of bare start-up)."""
+    out: dict[str, Any] = {}
+    for module in ("", *modules):
+        code = f"import {module}" if module else "pass"
+        times = []
+        for _ in range(samples):
+            start = time.perf_counter()
+            done = subprocess.run([python, "-c", code], capture_output=True, timeout=120)
+            times.append(time.perf_counter() - start)
+            if done.returncode != 0:
+                break
+        key = module or "(interpreter start-up)"
+        if done.returncode != 0:
+            out[key] = {"error": done.stderr.decode(errors="replace").strip().splitlines()[-1:]}
+        else:
+            out[key] = {"median_s": round(statistics.median(times), 4)}
+    base = out["(interpreter start-up)"]["median_s"]
+    for value in out.values():
+        if "median_s" in value:
+            value["net_s"] = round(value["median_s"] - base, 4)
+    return out
+
+
+def _progress(result: dict[str, Any]) -> None:
+    """One progress line on stderr."""
+    keys = (
+        "contender",
+        "mode",
+        "concurrency",
+        "cpu_us_per_roundtrip",
+        "peak_rss_mb",
+        "ok",
+        "error",
+    )
+    print("  " + " ".join(f"{k}={result.get(k)}" for k in keys if k in result), file=sys.stderr)
+
+
+# --------------------------------------------------------------------------- summary
+
+
+def summarise(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Mean figures per (contender, mode, concurrency) of the matrix, with floor ratios."""
+    groups: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
+    for result in results:
+        if result.get("suite") == "matrix":
+            key = (result["contender"], result["mode"], result["concurrency"])
+            groups.setdefault(key, []).append(result)
+    rows = [_row(key, group) for key, group in groups.items()]
+    floors = {(r["mode"], r["concurrency"]): r for r in rows if r["contender"] == "floor"}
+    for row in rows:
+        floor = floors.get((row["mode"], row["concurrency"]))
+        if floor and row.get("cpu_us") and floor.get("cpu_us"):
+            row["cpu_ratio"] = round(row["cpu_us"] / floor["cpu_us"], 2)
+            row["rss_ratio"] = round(row["rss_mb"] / floor["rss_mb"], 2)
+    return rows
+
+
+def _row(key: tuple[str, str, int], group: list[dict[str, Any]]) -> dict[str, Any]:
+    """Aggregate the repeats of one configuration."""
+    contender, mode, conc = key
+    good = [r for r in group if "cpu_us_per_roundtrip" in r]
+    row: dict[str, Any] = {"contender": contender, "mode": mode, "concurrency": conc}
+    row["ok"] = bool(good) and all(r.get("ok") for r in group)
+    if not good:
+        row["error"] = next((r.get("error") for r in group if r.get("error")), "no result")
+        return row
+    cpu = [r["cpu_us_per_roundtrip"] for r in good]
+    row["cpu_us"] = round(statistics.mean(cpu), 1)
+    row["cpu_spread_pct"] = round((max(cpu) - min(cpu)) / row["cpu_us"] * 100, 1)
+    row["rss_mb"] = round(statistics.median(r["peak_rss_mb"] for r in good), 1)
+    row["wall_s"] = round(statistics.mean(r["wall_s"] for r in good), 3)
+    server = [r["server_cpu_us_per_request"] for r in good if "server_cpu_us_per_request" in r]
+    if server:
+        row["server_cpu_us_per_request"] = round(statistics.mean(server), 1)
+    row["repeats"] = len(good)
+    return row
+
+
+def environment(python: str) -> dict[str, Any]:
+    """Machine, interpreter and package versions for the report."""
+    code = (
+        "import importlib.metadata as m, json, platform\n"
+        f"names = {list(PACKAGES)!r}\n"
+        "def v(n):\n"
+        "    try:\n        return m.version(n)\n"
+        "    except m.PackageNotFoundError:\n        return None\n"
+        "print(json.dumps({'python': platform.python_version(), 'packages': {n: v(n) for n in names}}))"
+    )
+    done = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=60)
+    info = json.loads(done.stdout)
+    info.update(
+        date=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        nproc=os.cpu_count(),
+        cpu_model=_cpu_model(),
+        platform=platform.platform(),
+        interpreter=python,
+    )
+    return info
+
+
+def _cpu_model() -> str:
+    """CPU model name from /proc/cpuinfo."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+# --------------------------------------------------------------------------- main
+
+
+def parse_args() -> argparse.Namespace:
+    """Command line."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--runs-c1", type=int, default=20)
+    parser.add_argument("--runs-c50", type=int, default=100)
+    parser.add_argument("--turns", type=int, default=5)
+    parser.add_argument("--calls", type=int, default=2)
+    parser.add_argument("--long-turns", type=int, default=500)
+    parser.add_argument("--only", default="", help="comma-separated contender names")
+    parser.add_argument("--python", default=str(PEERS_PY) if PEERS_PY.exists() else sys.executable)
+    parser.add_argument("--quick", action="store_true", help="1 repeat, fewer runs, no long run")
+    parser.add_argument("--skip-extras", action="store_true", help="no import/1000/long suites")
+    parser.add_argument("--no-docs", action="store_true", help="do not rewrite docs/performance.md")
+    args = parser.parse_args()
+    if args.quick:
+        args.repeats, args.runs_c1, args.runs_c50, args.long_turns = 1, 10, 50, 0
+    return args
+
+
+def main() -> None:
+    """Run every suite, then write results and docs."""
+    args = parse_args()
+    wanted = {n for n in args.only.split(",") if n}
+    contenders = [c for c in CONTENDERS if not wanted or c.name in wanted]
+    server = start_server(sys.executable)
+    session = Session(args.python, server)
+    print(f"fake server on port {server.port}; interpreter {args.python}", file=sys.stderr)
+    try:
+        run_matrix(session, contenders, args)
+        extras: dict[str, Any] = {}
+        if not args.skip_extras:
+            extras["import_times"] = import_times(args.python, IMPORT_MODULES)
+            floor_and_lovia = [c for c in CONTENDERS if c.name in ("floor", "lovia")]
+            run_thousand(session, floor_and_lovia)
+            if args.long_turns:
+                run_long(session, floor_and_lovia, args.long_turns)
+    finally:
+        server.stop()
+    report = {
+        "command": shlex.join([Path(sys.executable).name, *sys.argv]),
+        "environment": environment(args.python),
+        "summary": summarise(session.results),
+        "results": session.results,
+        **extras,
+    }
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(report, indent=2) + "\n")
+    from report import render  # local module: Markdown rendering
+
+    markdown = render(report)
+    print(markdown)
+    if not args.no_docs:
+        DOC.write_text(markdown)
+        print(f"wrote {DOC.relative_to(ROOT)} and {RESULTS.relative_to(ROOT)}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
