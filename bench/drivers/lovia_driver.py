@@ -30,13 +30,22 @@ IMPORT_S = elapsed()
 
 
 @tool
-def add(a: int, b: int) -> int:
+async def add(a: int, b: int) -> int:
     """Add two integers."""
+    return a + b
+
+
+@tool(name="add")
+def add_sync(a: int, b: int) -> int:
+    """Add two integers (a sync tool: lovia runs it in a worker thread)."""
     return a + b
 
 
 def _options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--otel", action="store_true", help="OTel SDK tracing + metrics on")
+    parser.add_argument(
+        "--sync-tool", action="store_true", help="declare `add` as a sync tool (thread hop)"
+    )
 
 
 def build_agent(args: argparse.Namespace, marks: list[float]) -> Agent:
@@ -55,7 +64,8 @@ def build_agent(args: argparse.Namespace, marks: list[float]) -> Agent:
         stream=args.mode == "sse",
         **options,
     )
-    return Agent(name="bench", instructions=INSTRUCTIONS, model=model, tools=[add])
+    tool_fn = add_sync if args.sync_tool else add
+    return Agent(name="bench", instructions=INSTRUCTIONS, model=model, tools=[tool_fn])
 
 
 async def run_once(agent: Agent) -> str:

@@ -57,11 +57,14 @@ def recording() -> Iterator[list[events.Event]]:
         seen.append(out)
         return out
 
+    original_idle = Emitter.idle
     Emitter.emit = emit  # type: ignore[method-assign]
+    Emitter.idle = lambda self: False  # type: ignore[method-assign]  # see every event
     try:
         yield seen
     finally:
         Emitter.emit = original  # type: ignore[method-assign]
+        Emitter.idle = original_idle  # type: ignore[method-assign]
 
 
 async def run_mode(s: Scenario) -> Outcome:

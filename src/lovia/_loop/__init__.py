@@ -52,6 +52,15 @@ class Emitter:
         self.state = state
         self.tracer = tracer
 
+    def idle(self) -> bool:
+        """True when no tracer and no hook can see events (the consumer still does)."""
+        state = self.state
+        if self.tracer is not None:
+            return False
+        if state.active is not None:
+            return not state.active.hooks
+        return state.params.agent.hooks is None
+
     async def emit(self, event: ev.Event) -> ev.Event:
         tracer = self.tracer
         if tracer is not None:
@@ -245,7 +254,7 @@ async def run_events(params: RunParams, outcome: Outcome) -> AsyncIterator[ev.Ev
     try:
         try:
             async for event in _phases(state, emitter):
-                yield await emitter.emit(event)
+                yield event if emitter.idle() else await emitter.emit(event)
         except GeneratorExit:
             raise
         except BaseException as exc:

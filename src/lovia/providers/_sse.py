@@ -51,8 +51,10 @@ class SSEDecoder:
         if self._pending_cr and text.startswith("\n"):
             text = text[1:]  # the LF of a CRLF split across two chunks
         self._pending_cr = text.endswith("\r")
-        self._buffer += text
-        lines = self._buffer.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+        buffer = self._buffer + text
+        if "\r" in buffer:
+            buffer = buffer.replace("\r\n", "\n").replace("\r", "\n")
+        lines = buffer.split("\n")
         self._buffer = lines.pop()
         events: list[SSEEvent] = []
         for line in lines:
@@ -75,6 +77,9 @@ class SSEDecoder:
         return events
 
     def _line(self, line: str) -> SSEEvent | None:
+        if line.startswith("data:"):  # the common case first
+            self._data.append(line[6:] if line.startswith("data: ") else line[5:])
+            return None
         if not line:
             return self._dispatch()
         if line.startswith(":"):
@@ -94,7 +99,8 @@ class SSEDecoder:
         if not self._data:
             self._event = ""
             return None
-        event = SSEEvent(event=self._event or "message", data="\n".join(self._data), id=self._id)
+        data = self._data[0] if len(self._data) == 1 else "\n".join(self._data)
+        event = SSEEvent(event=self._event or "message", data=data, id=self._id)
         self._data = []
         self._event = ""
         return event
