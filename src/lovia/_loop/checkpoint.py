@@ -88,6 +88,8 @@ class ResumePoint:
         self.usage = Usage()
         self.agent: str | None = None
         self.trace_links: list[str] = []
+        self.last_input_tokens: int | None = None
+        """Input tokens reported for the run's last model call (None: unknown)."""
 
 
 def restore(snapshot: RunSnapshot) -> ResumePoint:
@@ -103,6 +105,9 @@ def restore(snapshot: RunSnapshot) -> ResumePoint:
             point.turn = int(data.get("turn", point.turn))
             point.usage = Usage.from_dict(data.get("usage", {}))
             point.agent = data.get("agent", point.agent)
+            if "last_input_tokens" in data:
+                tokens = data["last_input_tokens"]
+                point.last_input_tokens = None if tokens is None else int(tokens)
             link = data.get("trace")
             if link:
                 point.trace_links.append(str(link))

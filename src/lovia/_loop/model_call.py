@@ -357,7 +357,13 @@ async def _record_response(state: RunState) -> AsyncIterator[ev.Event]:
         state.last_input_tokens = usage.input_tokens
     state.note_entries(entries)
     state.note(
-        "state", {"turn": state.turn, "usage": state.usage.to_dict(), "agent": active.agent.name}
+        "state",
+        {
+            "turn": state.turn,
+            "usage": state.usage.to_dict(),
+            "agent": active.agent.name,
+            "last_input_tokens": state.last_input_tokens,
+        },
     )
     yield ev.MessageCompleted(
         run_id=state.run_id,

@@ -3,14 +3,16 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from .. import events as ev
 from ..agent import Agent
-from ..errors import UserError
+from ..errors import LoviaError, UserError
 from ..stores.base import RunSnapshot
 from ..transcript import InputEntry, SystemEntry, TranscriptEntry
+from ..view.record import ViewRecord, resolve_records, view_records
 from .activate import activate, resolve_provider
 from .checkpoint import ResumePoint, open_calls, restore, run_info, save_progress
 from .finish import run_guardrails
@@ -19,6 +21,8 @@ from .model_call import stamp
 from .state import RunState
 
 __all__ = ["find_agent", "load_snapshot", "prepare"]
+
+logger = logging.getLogger("lovia.loop")
 
 
 def input_entries(value: Any) -> list[InputEntry]:
@@ -171,6 +175,8 @@ async def _resume(state: RunState, snapshot: RunSnapshot) -> AsyncIterator[ev.Ev
     if agent is not state.params.agent:
         async for event in activate(state, agent):
             yield event
+    state.last_input_tokens = point.last_input_tokens
+    _restore_views(state, snapshot, [state.params.agent, agent])
     state.repairs_left = agent.output_repairs
     for entry in _new_input(state, input_entries(state.params.input)):
         state.ctx.mailbox.put(entry)
@@ -185,3 +191,51 @@ async def _resume(state: RunState, snapshot: RunSnapshot) -> AsyncIterator[ev.Ev
             },
         )
     state.resume_calls = open_calls(state.new_entries())
+
+
+def _restore_views(state: RunState, snapshot: RunSnapshot, agents: list[Agent[Any, Any]]) -> None:
+    """Continue the run's view-record chain and put each agent's context state back.
+
+    The next view record is a delta against the last stored one; each agent's strategy
+    gets its last view record through the optional ``restore`` hook (see
+    ``lovia.view.base``), so the resumed run builds the view the crashed worker would have.
+    """
+    try:
+        records = resolve_records(view_records(snapshot.records))
+    except LoviaError:
+        logger.warning(
+            "run %s: stored view records do not resolve; views are re-decided",
+            state.run_id,
+            exc_info=True,
+        )
+        return
+    if not records:
+        return
+    last = records[-1]
+    state.hasher.resume(last)
+    state.last_view_size = len(last.order) + len(last.injected)
+    entries = list(state.transcript)
+    done: set[int] = set()
+    for agent in agents:
+        active = state.activated.get(id(agent))
+        if active is None or id(agent) in done or active.strategy is None:
+            continue
+        done.add(id(agent))
+        mine = _last_of(records, agent.name)
+        hook = getattr(active.strategy, "restore", None)
+        if mine is None or not callable(hook):
+            continue
+        try:
+            hook(active.strategy_state, mine, entries)
+        except Exception:
+            logger.warning(
+                "run %s: restoring the context state of agent %r failed; it starts fresh",
+                state.run_id,
+                agent.name,
+                exc_info=True,
+            )
+            active.strategy_state = active.strategy.new_state()
+
+
+def _last_of(records: list[ViewRecord], agent: str) -> ViewRecord | None:
+    return next((r for r in reversed(records) if r.agent == agent), None)

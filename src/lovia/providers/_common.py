@@ -10,9 +10,10 @@
 
 from __future__ import annotations
 
+import bisect
 import logging
 import os
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Self
 
@@ -20,7 +21,6 @@ import httpx
 
 from ..errors import UserError
 from ..transcript import (
-    InputEntry,
     ReasoningEntry,
     TextEntry,
     ToolCallEntry,
@@ -38,6 +38,7 @@ __all__ = [
     "InputTurn",
     "ToolResultsTurn",
     "Turn",
+    "TurnCache",
     "anthropic_profile",
     "compat_profile",
     "group_entries",
@@ -72,24 +73,99 @@ class ToolResultsTurn:
 Turn = InputTurn | AssistantTurn | ToolResultsTurn
 
 
+def _group(entries: Sequence[TranscriptEntry], start: int) -> tuple[list[Turn], list[int]]:
+    """Group ``entries[start:]`` into turns; also return where each turn starts."""
+    turns: list[Turn] = []
+    starts: list[int] = []
+    last: Turn | None = None
+    for index in range(start, len(entries)):
+        entry = entries[index]
+        kind = entry.type
+        if kind == "input":
+            last = InputTurn(entry.role, entry.content)  # type: ignore[union-attr]
+        elif kind in ("text", "reasoning", "tool_call"):
+            message_id: str = entry.message_id  # type: ignore[union-attr]
+            if type(last) is AssistantTurn and last.message_id == message_id:
+                last.entries.append(entry)  # type: ignore[arg-type]
+                continue
+            last = AssistantTurn(message_id, [entry])  # type: ignore[list-item]
+        elif kind == "tool_result":
+            if type(last) is ToolResultsTurn:
+                last.results.append(entry)  # type: ignore[arg-type]
+                continue
+            last = ToolResultsTurn([entry])  # type: ignore[list-item]
+        else:
+            continue  # system and handoff entries are not messages
+        turns.append(last)
+        starts.append(index)
+    return turns, starts
+
+
 def group_entries(entries: Sequence[TranscriptEntry]) -> list[Turn]:
     """Group entries into turns; system and handoff entries are not messages."""
-    turns: list[Turn] = []
-    for entry in entries:
-        last = turns[-1] if turns else None
-        if isinstance(entry, InputEntry):
-            turns.append(InputTurn(entry.role, entry.content))
-        elif isinstance(entry, TextEntry | ReasoningEntry | ToolCallEntry):
-            if isinstance(last, AssistantTurn) and last.message_id == entry.message_id:
-                last.entries.append(entry)
-            else:
-                turns.append(AssistantTurn(entry.message_id, [entry]))
-        elif isinstance(entry, ToolResultEntry):
-            if isinstance(last, ToolResultsTurn):
-                last.results.append(entry)
-            else:
-                turns.append(ToolResultsTurn([entry]))
-    return turns
+    return _group(entries, 0)[0]
+
+
+class TurnCache:
+    """Incremental :func:`group_entries` and per-turn rendering for one provider instance.
+
+    Successive views of a conversation are mostly the previous view plus new entries
+    (the same entry objects), so only the turns after the longest common prefix are
+    regrouped and re-rendered: mapping a request costs in proportion to what changed,
+    not to the whole conversation. Keyed by entry identity (never by content), bounded,
+    and safe to share between concurrent runs. Rendered values are shared: callers must
+    not mutate them.
+    """
+
+    __slots__ = ("_chains", "_memo", "chains", "memo_size")
+
+    def __init__(self, chains: int = 256, memo_size: int = 50_000) -> None:
+        self.chains = chains
+        self.memo_size = memo_size
+        self._chains: dict[int, tuple[list[TranscriptEntry], list[Turn], list[int]]] = {}
+        self._memo: dict[int, tuple[Turn, Any]] = {}
+
+    def turns(self, entries: Sequence[TranscriptEntry]) -> list[Turn]:
+        if not entries:
+            return []
+        key = id(entries[0])
+        chain = self._chains.pop(key, None)
+        if chain is None or chain[0][0] is not entries[0]:
+            turns, starts = _group(entries, 0)
+        else:
+            turns, starts = _regroup(chain, entries)
+        self._chains[key] = (list(entries), turns, starts)
+        if len(self._chains) > self.chains:
+            del self._chains[next(iter(self._chains))]
+        return turns
+
+    def render(self, turn: Turn, fn: Callable[[Any], Any]) -> Any:
+        """``fn(turn)``, computed once per turn object."""
+        hit = self._memo.get(id(turn))
+        if hit is not None and hit[0] is turn:
+            return hit[1]
+        value = fn(turn)
+        if len(self._memo) >= self.memo_size:
+            self._memo.clear()
+        self._memo[id(turn)] = (turn, value)
+        return value
+
+
+def _regroup(
+    chain: tuple[list[TranscriptEntry], list[Turn], list[int]],
+    entries: Sequence[TranscriptEntry],
+) -> tuple[list[Turn], list[int]]:
+    old, turns, starts = chain
+    limit = min(len(old), len(entries))
+    same = 0
+    while same < limit and old[same] is entries[same]:
+        same += 1
+    # keep the turns that start before the last common entry's turn: that turn may grow
+    keep = bisect.bisect_right(starts, same - 1) - 1
+    if keep <= 0:
+        return _group(entries, 0)
+    tail, tail_starts = _group(entries, starts[keep])
+    return turns[:keep] + tail, starts[:keep] + tail_starts
 
 
 def same_provider(entry: ReasoningEntry, provider: str) -> bool:
@@ -244,6 +320,7 @@ class HttpProvider:
         self._profile = profile
         self._stream = stream
         self._seam = seam
+        self._turns = TurnCache()
 
     @property
     def name(self) -> str:

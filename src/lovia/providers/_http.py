@@ -42,21 +42,6 @@ from ..errors import (
     StreamInterrupted,
 )
 from ._sse import aiter_sse, parse_event_json
-
-
-def _fast_fail_sniffio() -> None:
-    """httpcore probes ``import sniffio`` on every request; when it is not installed each
-    probe is a failed import that walks sys.path (~0.2 ms per model call, measured in
-    bench/). Recording the absence makes the same ImportError immediate. Nothing changes
-    when sniffio is installed."""
-    import importlib.util
-    import sys
-
-    if "sniffio" not in sys.modules and importlib.util.find_spec("sniffio") is None:
-        sys.modules["sniffio"] = None  # type: ignore[assignment]
-
-
-_fast_fail_sniffio()
 from .base import ModelResponse, ReasoningChunk, RetryNotice, StreamItem, TextChunk, ToolCallChunk
 
 __all__ = [
@@ -72,6 +57,21 @@ __all__ = [
     "parse_retry_after",
     "retrying",
 ]
+
+
+def _fast_fail_sniffio() -> None:
+    """httpcore probes ``import sniffio`` on every request; when it is not installed each
+    probe is a failed import that walks sys.path (~0.2 ms per model call, measured in
+    bench/). Recording the absence makes the same ImportError immediate. Nothing changes
+    when sniffio is installed."""
+    import importlib.util
+    import sys
+
+    if "sniffio" not in sys.modules and importlib.util.find_spec("sniffio") is None:
+        sys.modules["sniffio"] = None  # type: ignore[assignment]
+
+
+_fast_fail_sniffio()
 
 DEFAULT_TIMEOUT = httpx.Timeout(600.0, connect=10.0)
 DEFAULT_LIMITS = httpx.Limits(max_connections=100, max_keepalive_connections=20)

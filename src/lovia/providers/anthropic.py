@@ -28,6 +28,8 @@ from ._common import (
     AssistantTurn,
     HttpProvider,
     InputTurn,
+    ToolResultsTurn,
+    TurnCache,
     anthropic_profile,
     group_entries,
     new_message_id,
@@ -122,25 +124,37 @@ def _append(messages: list[dict[str, Any]], role: str, blocks: list[dict[str, An
         previous = messages[-1]["content"]
         if isinstance(previous, str):
             previous = [{"type": "text", "text": previous}]
-        messages[-1]["content"] = [*previous, *blocks]
+        # a new dict: rendered blocks are cached and shared between requests
+        messages[-1] = {"role": role, "content": [*previous, *blocks]}
     else:
         messages.append({"role": role, "content": blocks})
 
 
-def anthropic_messages(request: ModelRequest, provider: str) -> list[dict[str, Any]]:
-    """The ``messages`` array (user/assistant only; tool results grouped in one user turn)."""
+def anthropic_messages(
+    request: ModelRequest, provider: str, cache: TurnCache | None = None
+) -> list[dict[str, Any]]:
+    """The ``messages`` array (user/assistant only; tool results grouped in one user turn).
+
+    With a ``cache`` only the turns that changed since the previous request are mapped.
+    """
     messages: list[dict[str, Any]] = []
-    for turn in group_entries(request.messages):
+    turns = cache.turns(request.messages) if cache else group_entries(request.messages)
+
+    def render(turn: AssistantTurn | ToolResultsTurn) -> list[dict[str, Any]]:
+        if isinstance(turn, AssistantTurn):
+            return _assistant_blocks(turn, provider)
+        return [_tool_result(r) for r in turn.results]
+
+    for turn in turns:
         if isinstance(turn, InputTurn):
             role = "assistant" if turn.role == "assistant" else "user"
             if messages and messages[-1]["role"] == role:
                 _append(messages, role, [{"type": "text", "text": turn.content}])
             else:
                 messages.append({"role": role, "content": turn.content})
-        elif isinstance(turn, AssistantTurn):
-            _append(messages, "assistant", _assistant_blocks(turn, provider))
         else:
-            _append(messages, "user", [_tool_result(r) for r in turn.results])
+            role = "assistant" if isinstance(turn, AssistantTurn) else "user"
+            _append(messages, role, cache.render(turn, render) if cache else render(turn))
     return messages
 
 
@@ -462,7 +476,7 @@ class Anthropic(HttpProvider):
         """The exact JSON body for ``request`` (no headers, so no key)."""
         body: dict[str, Any] = {
             "model": self.model,
-            "messages": anthropic_messages(request, self.name),
+            "messages": anthropic_messages(request, self.name, self._turns),
         }
         if request.system:
             body["system"] = request.system

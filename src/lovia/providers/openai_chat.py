@@ -30,6 +30,7 @@ from ._common import (
     HttpProvider,
     InputTurn,
     ToolResultsTurn,
+    TurnCache,
     compat_profile,
     group_entries,
     new_message_id,
@@ -91,20 +92,30 @@ def _assistant_message(turn: AssistantTurn) -> dict[str, Any]:
     return message
 
 
-def chat_messages(request: ModelRequest) -> list[dict[str, Any]]:
-    """The ``messages`` array: system prompt first, then one message per turn."""
+def chat_messages(request: ModelRequest, cache: TurnCache | None = None) -> list[dict[str, Any]]:
+    """The ``messages`` array: system prompt first, then one message per turn.
+
+    With a ``cache`` (one per provider instance) only the turns that changed since the
+    conversation's previous request are grouped and mapped again.
+    """
     messages: list[dict[str, Any]] = []
     if request.system:
         messages.append({"role": "system", "content": request.system})
-    for turn in group_entries(request.messages):
+    turns = cache.turns(request.messages) if cache else group_entries(request.messages)
+    for turn in turns:
         if isinstance(turn, InputTurn):
             messages.append({"role": turn.role, "content": turn.content})
-        elif isinstance(turn, AssistantTurn):
-            if any(not isinstance(e, ReasoningEntry) for e in turn.entries):
-                messages.append(_assistant_message(turn))
         else:
-            messages.extend(_tool_messages(turn))
+            messages.extend(cache.render(turn, _turn_messages) if cache else _turn_messages(turn))
     return messages
+
+
+def _turn_messages(turn: AssistantTurn | ToolResultsTurn) -> list[dict[str, Any]]:
+    if isinstance(turn, ToolResultsTurn):
+        return _tool_messages(turn)
+    if any(not isinstance(e, ReasoningEntry) for e in turn.entries):
+        return [_assistant_message(turn)]
+    return []
 
 
 def _tool_messages(turn: ToolResultsTurn) -> list[dict[str, Any]]:
@@ -441,7 +452,10 @@ class OpenAIChat(HttpProvider):
 
     def render_request(self, request: ModelRequest) -> dict[str, Any]:
         """The exact JSON body for ``request`` (no headers, so no key)."""
-        body: dict[str, Any] = {"model": self.model, "messages": chat_messages(request)}
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": chat_messages(request, self._turns),
+        }
         if request.tools:
             body["tools"] = chat_tools(request.tools)
         if request.output_schema is not None:

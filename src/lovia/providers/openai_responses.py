@@ -25,6 +25,8 @@ from ._common import (
     AssistantTurn,
     HttpProvider,
     InputTurn,
+    ToolResultsTurn,
+    TurnCache,
     compat_profile,
     group_entries,
     new_message_id,
@@ -108,19 +110,29 @@ def _assistant_items(turn: AssistantTurn, provider: str) -> list[dict[str, Any]]
     return items
 
 
-def responses_input(request: ModelRequest, provider: str) -> list[dict[str, Any]]:
-    """The ``input`` items; the system prompt goes to ``instructions`` instead."""
+def responses_input(
+    request: ModelRequest, provider: str, cache: TurnCache | None = None
+) -> list[dict[str, Any]]:
+    """The ``input`` items; the system prompt goes to ``instructions`` instead.
+
+    With a ``cache`` only the turns that changed since the previous request are mapped.
+    """
     items: list[dict[str, Any]] = []
-    for turn in group_entries(request.messages):
+    turns = cache.turns(request.messages) if cache else group_entries(request.messages)
+
+    def render(turn: AssistantTurn | ToolResultsTurn) -> list[dict[str, Any]]:
+        if isinstance(turn, AssistantTurn):
+            return _assistant_items(turn, provider)
+        return [
+            {"type": "function_call_output", "call_id": r.call_id, "output": r.content}
+            for r in turn.results
+        ]
+
+    for turn in turns:
         if isinstance(turn, InputTurn):
             items.append({"role": turn.role, "content": turn.content})
-        elif isinstance(turn, AssistantTurn):
-            items.extend(_assistant_items(turn, provider))
         else:
-            items.extend(
-                {"type": "function_call_output", "call_id": r.call_id, "output": r.content}
-                for r in turn.results
-            )
+            items.extend(cache.render(turn, render) if cache else render(turn))
     return items
 
 
@@ -373,7 +385,10 @@ class OpenAIResponses(HttpProvider):
 
     def render_request(self, request: ModelRequest) -> dict[str, Any]:
         """The exact JSON body for ``request`` (no headers, so no key)."""
-        body: dict[str, Any] = {"model": self.model, "input": responses_input(request, self.name)}
+        body: dict[str, Any] = {
+            "model": self.model,
+            "input": responses_input(request, self.name, self._turns),
+        }
         if request.system:
             body["instructions"] = request.system
         if request.tools:

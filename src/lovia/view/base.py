@@ -5,6 +5,19 @@ It never changes the transcript. Whatever it does is written to a :class:`ViewRe
 from which :func:`rebuild_messages` (a pure function) gives back the exact same
 messages; ``sha256`` of the canonical serialization of the request is the view hash,
 stored in the record and put on the ``chat`` span as ``lovia.view.hash``.
+
+A strategy may also define the optional resume hook (not part of the protocol, so
+strategies without it still satisfy :class:`ContextStrategy`; the loop looks it up with
+``getattr``)::
+
+    def restore(self, state, last_record: ViewRecord, transcript_entries) -> None: ...
+
+When a run resumes from its checkpoint, the loop calls it once per restored agent, right
+after ``new_state()``, with that agent's last stored view record (resolved:
+``delta=False``) and the transcript (session history + the run's stored entries, the
+same objects later builds receive). It should put ``state`` back to where the crashed
+worker's state was after building that view, so the resumed run's next view is the one
+the crashed worker would have built. If it raises, the state is made fresh again.
 """
 
 from __future__ import annotations
@@ -74,7 +87,11 @@ class BuiltView:
 
 @runtime_checkable
 class ContextStrategy(Protocol):
-    """Builds the view of each model call. Per-run state goes in ``state``, never on self."""
+    """Builds the view of each model call. Per-run state goes in ``state``, never on self.
+
+    Optional: ``restore(state, last_record, transcript_entries) -> None``, the resume hook
+    (see the module docstring); :class:`~lovia.view.Compaction` defines it.
+    """
 
     def new_state(self) -> Any:
         """Fresh per-run state (passed back to every ``build`` of that run)."""

@@ -19,6 +19,10 @@ strategy object, which is a frozen configuration shared by concurrent runs.
 
 On a retry after a context overflow (``attempt >= 2``) the thresholds are halved and
 the early conversation is summarized at once.
+
+On resume, :meth:`Compaction.restore` rebuilds the state from the run's last stored view
+record, so the resumed run keeps the crashed worker's stubs and summary (no new summary
+call) and its next view is the one the crashed worker would have built.
 """
 
 from __future__ import annotations
@@ -41,9 +45,11 @@ from ..transcript import (
     ToolCallEntry,
     ToolResultEntry,
     TranscriptEntry,
+    entry_from_dict,
     new_id,
 )
 from .base import BuiltView, ViewInput
+from .record import ViewRecord
 
 __all__ = [
     "DEFAULT_SUMMARY_PROMPT",
@@ -105,6 +111,7 @@ class CompactionState:
         "pair",
         "replaced",
         "responses",
+        "retry",
         "seen_input",
         "starts",
         "stubbed",
@@ -148,6 +155,8 @@ class CompactionState:
         self.last_estimate = 0
         self.seen_input: int | None = None
         self.overhead = 0
+        self.retry = False
+        """Restored from a call that got no response: the next build repeats that call."""
 
 
 @dataclass(slots=True)
@@ -212,17 +221,82 @@ class Compaction:
         st: CompactionState = state
         lim = self._limits(inp)
         log: list[tuple[str, tuple[str, ...]]] = []
+        retry, st.retry = st.retry, False
+        cursor = st.cursor
         self._take_in(inp, st, lim, log)
+        # a restored state repeating the crashed call with nothing new: the same view
+        repeat = retry and st.cursor == cursor and st.builds > 0 and not lim.force
         self._clear(st, lim, log)
         if lim.force:
             self._evict_all(st, lim, inp, log)
         summary: str | None = None
-        estimate = self._estimate(inp, st)
-        if lim.force or (lim.threshold is not None and estimate > lim.threshold):
+        estimate = self._estimate(inp, st, adopt=retry)
+        if lim.force or (not repeat and lim.threshold is not None and estimate > lim.threshold):
             summary = await self._summarize(inp, st, lim, summarize, log)
         st.builds += 1
         st.last_estimate = st.total + st.summary_tokens
         return _output(st, log, summary)
+
+    # -------------------------------------------------------------------- resume
+
+    def restore(
+        self, state: Any, last_record: ViewRecord, transcript_entries: Sequence[TranscriptEntry]
+    ) -> None:
+        """Rebuild ``state`` as it was after the build of ``last_record`` (on resume).
+
+        ``last_record`` is this agent's last stored view record, resolved (``delta=False``);
+        ``transcript_entries`` the run's whole transcript (session history + the run's
+        stored entries: the same objects later builds receive). The stubs and the summary
+        are taken from the record verbatim (no model call); cursors, clear queue, turn
+        counts and pairing are recomputed from the transcript. Token calibration is
+        re-derived: exact from the next reported usage on (see the Context guide for the
+        limits). When the record cannot be matched (another strategy, a handoff filter
+        that rewrote entries, a transcript that does not hold the view) the state stays
+        fresh, as for a new run.
+        """
+        st: CompactionState = state
+        st.reset()
+        if last_record.delta:
+            return
+        entries = list(transcript_entries)
+        pos = {e.id: i for i, e in enumerate(entries)}
+        shown = [i for i in last_record.order if i in pos]
+        if not shown:
+            return
+        cursor = max(pos[i] for i in shown) + 1
+        # entries of earlier turns after the last shown one were taken in but left out
+        while cursor < len(entries) and entries[cursor].turn < last_record.turn:
+            cursor += 1
+        summary, stubs = _restored_parts(last_record, pos)
+        ignored: list[str] = []
+
+        def evict(entry: ToolResultEntry, tokens: int) -> ToolResultEntry | None:
+            return stubs.get(entry.id)
+
+        for i in range(cursor):
+            self._add(entries[i], st, evict, ignored, ignored)
+        st.cursor = cursor
+        st.last = entries[cursor - 1]
+        if summary is not None:
+            _drop_prefix(st, st.ids.index(shown[0]) if shown[0] in st.ids else len(st.ids))
+            st.summary = summary
+            st.summary_tokens = self.estimator(summary)
+            st.replaced[summary.id] = summary
+        view = _output(st, (), None).order
+        if not _is_subsequence(last_record.order, view):
+            logger.warning(
+                "view record of turn %s does not match the transcript; the resumed run "
+                "re-decides its context from scratch",
+                last_record.turn,
+            )
+            st.reset()
+            return
+        if any(t.get("name") == RECALL_TOOL_NAME for t in last_record.tools):
+            st.stubbed = True  # the recall tool stays offered, as in the crashed worker
+        st.builds = 1
+        st.last_estimate = st.total + st.summary_tokens
+        st.overhead = len(last_record.system) // 4
+        st.retry = cursor == len(entries)  # the recorded call got no response
 
     # -------------------------------------------------------------------- limits
 
@@ -241,12 +315,16 @@ class Compaction:
         target = None if threshold is None else threshold // 2
         return _Limits(max_result, clear_after, keep, threshold, target, force)
 
-    def _estimate(self, inp: ViewInput, st: CompactionState) -> int:
-        """Last reported input tokens + the estimated change since (chars/4)."""
+    def _estimate(self, inp: ViewInput, st: CompactionState, adopt: bool = False) -> int:
+        """Last reported input tokens + the estimated change since (chars/4).
+
+        ``adopt``: take the reported count as already seen (it belongs to the call before
+        the restored view, which the crashed worker had calibrated against already).
+        """
         reported = inp.last_input_tokens
         if reported is not None and reported != st.seen_input:
             st.seen_input = reported
-            if st.builds:
+            if st.builds and not adopt:
                 st.overhead = max(0, reported - st.last_estimate)
         if not st.builds and st.overhead == 0:
             st.overhead = len(inp.system) // 4
@@ -267,8 +345,12 @@ class Compaction:
             st.reset()  # not the transcript this state was built from
         evicted: list[str] = []
         orphans: list[str] = []
+
+        def evict(entry: ToolResultEntry, tokens: int) -> ToolResultEntry | None:
+            return self._stub(entry, "evicted") if self._too_big(entry, tokens, lim, inp) else None
+
         for i in range(st.cursor, n):
-            self._add(entries[i], st, lim, inp, evicted, orphans)
+            self._add(entries[i], st, evict, evicted, orphans)
         st.cursor = n
         st.last = entries[n - 1] if n else None
         if evicted:
@@ -280,11 +362,11 @@ class Compaction:
         self,
         entry: TranscriptEntry,
         st: CompactionState,
-        lim: _Limits,
-        inp: ViewInput,
+        evict: Callable[[ToolResultEntry, int], ToolResultEntry | None],
         evicted: list[str],
         orphans: list[str],
     ) -> None:
+        """Take one transcript entry in; ``evict`` gives the stub of a result to evict."""
         if isinstance(entry, SystemEntry):
             st.model_msg = None
             return
@@ -311,8 +393,9 @@ class Compaction:
                 return
             st.pair[entry.id] = st.hidden.pop(call)
             tokens = self.estimator(entry)
-            if self._too_big(entry, tokens, lim, inp):
-                entry = self._stub(entry, "evicted")
+            stub = evict(entry, tokens)
+            if stub is not None:
+                entry = stub
                 st.replaced[entry.id] = entry
                 st.stubbed = True
                 evicted.append(entry.id)
@@ -485,6 +568,32 @@ def _drop_prefix(st: CompactionState, k: int) -> None:
         st.pair.pop(entry_id, None)
     st.calls_open = {c: e for c, e in st.calls_open.items() if e not in gone_ids}
     st.starts = st.starts[bisect.bisect_left(st.starts, st.base) :]
+
+
+def _restored_parts(
+    record: ViewRecord, pos: dict[str, int]
+) -> tuple[InputEntry | None, dict[str, ToolResultEntry]]:
+    """The summary and the stubs of a stored view (not rewrites made by a handoff filter)."""
+    summary: InputEntry | None = None
+    stubs: dict[str, ToolResultEntry] = {}
+    for entry_id in record.order:
+        data = record.replaced.get(entry_id)
+        if data is None:
+            continue
+        entry = entry_from_dict(data)
+        if entry_id not in pos:
+            if summary is None and isinstance(entry, InputEntry) and entry.origin == "summary":
+                summary = entry
+        elif isinstance(entry, ToolResultEntry) and entry.content.startswith(
+            f"[tool result {entry_id} "
+        ):
+            stubs[entry_id] = entry
+    return summary, stubs
+
+
+def _is_subsequence(part: Sequence[str], whole: Sequence[str]) -> bool:
+    it = iter(whole)
+    return all(any(x == y for y in it) for x in part)
 
 
 def _output(

@@ -184,7 +184,8 @@ class ViewHasher:
 
     ``hash(request)`` is sha256 over the canonical serialization; each entry is
     serialized once while it stays in the view. ``record(...)`` encodes the next
-    :class:`ViewRecord` of the run as a delta against the previous one.
+    :class:`ViewRecord` of the run as a delta against the previous one; ``resume(last)``
+    continues the chain of a stored run (the next record is a delta against ``last``).
     """
 
     __slots__ = ("_cache", "_chain", "_head", "_last")
@@ -194,6 +195,27 @@ class ViewHasher:
         self._head: tuple[tuple[object, ...], bytes] | None = None
         self._last: tuple[ModelRequest, str] | None = None
         self._chain: _Chain | None = None
+
+    def resume(self, last: ViewRecord) -> None:
+        """Continue a stored run's chain after ``last``, its last record, resolved.
+
+        The next :meth:`record` gets ``seq = last.seq + 1`` and is a delta against ``last``.
+        """
+        if last.delta:
+            raise LoviaError(
+                "ViewHasher.resume() needs a resolved record (delta=False)",
+                hint="Pass the last record of resolve_records(records).",
+            )
+        tools, settings, schema = _head_objects(last)
+        self._chain = _Chain(
+            last.seq,
+            list(last.order),
+            {k: entry_from_dict(v) for k, v in last.replaced.items()},
+            last.system,
+            tools,
+            settings,
+            schema,
+        )
 
     def head_bytes(self, request: ModelRequest) -> bytes:
         """Canonical bytes of system + tools + settings + schema (cached by identity)."""
@@ -286,7 +308,7 @@ def _delta_body(
 ) -> dict[str, Any]:
     keep = _common_prefix(chain.order, order)
     known = chain.known
-    new = {k: entry_to_dict(v) for k, v in replaced.items() if known.get(k) is not v}
+    new = {k: entry_to_dict(v) for k, v in replaced.items() if not _same(known.get(k), v)}
     restored = [k for k in known if k not in replaced]
     inherit: list[str] = []
     head = _head_delta(chain, request, inherit)
@@ -320,6 +342,11 @@ def _head_delta(chain: _Chain, request: ModelRequest, inherit: list[str]) -> dic
     else:
         out["output_schema"] = _schema_dict(request.output_schema)
     return out
+
+
+def _same(old: TranscriptEntry | None, new: TranscriptEntry) -> bool:
+    """The same replacement: the same object (always, but after a resume), or equal."""
+    return old is new or (old is not None and old == new)
 
 
 def _common_prefix(a: list[str], b: list[str]) -> int:
@@ -442,29 +469,40 @@ def rebuild_messages(
     return _messages(_resolve_one(record, previous), by_id)
 
 
-def _request(full: ViewRecord, by_id: Mapping[str, TranscriptEntry]) -> ModelRequest:
+def _head_objects(
+    full: ViewRecord,
+) -> tuple[tuple[ToolSpec, ...], ModelSettings, OutputSchema | None]:
     settings = dict(full.settings)
     if isinstance(settings.get("stop"), list):
         settings["stop"] = tuple(settings["stop"])
     schema = full.output_schema
-    return ModelRequest(
-        system=full.system,
-        messages=_messages(full, by_id),
-        tools=tuple(
-            ToolSpec(
-                name=t["name"],
-                description=t["description"],
-                parameters=t["parameters"],
-                strict=t.get("strict", False),
-            )
-            for t in full.tools
-        ),
-        settings=ModelSettings(**settings),
-        output_schema=None
+    tools = tuple(
+        ToolSpec(
+            name=t["name"],
+            description=t["description"],
+            parameters=t["parameters"],
+            strict=t.get("strict", False),
+        )
+        for t in full.tools
+    )
+    output_schema = (
+        None
         if schema is None
         else OutputSchema(
             name=schema["name"], schema=schema["schema"], strict=schema.get("strict", True)
-        ),
+        )
+    )
+    return tools, ModelSettings(**settings), output_schema
+
+
+def _request(full: ViewRecord, by_id: Mapping[str, TranscriptEntry]) -> ModelRequest:
+    tools, settings, output_schema = _head_objects(full)
+    return ModelRequest(
+        system=full.system,
+        messages=_messages(full, by_id),
+        tools=tools,
+        settings=settings,
+        output_schema=output_schema,
     )
 
 
