@@ -152,7 +152,7 @@ def _write_config(tmp: Path, workload_port: int) -> Path:
 
 
 def _start_workload(port: int, log: Path) -> subprocess.Popen:
-    env = {**os.environ, "LOVIA_OPS_WORKLOAD": os.environ.get("LOVIA_OPS_WORKLOAD", "sdk")}
+    env = {**os.environ, "LOVIA_OPS_WORKLOAD": os.environ.get("LOVIA_OPS_WORKLOAD", "lovia")}
     command = [sys.executable, str(WORKLOAD), "--port", str(port)]
     return subprocess.Popen(command, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT)
 

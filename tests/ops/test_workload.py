@@ -35,10 +35,37 @@ def test_unknown_workload_is_rejected(workload, monkeypatch: pytest.MonkeyPatch)
     assert exc.value.code == 2
 
 
-def test_lovia_workload_is_a_todo(workload, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("LOVIA_OPS_WORKLOAD", "lovia")
-    with pytest.raises(NotImplementedError):
-        workload.main(["--port", "1", "--seconds", "1"])
+def test_lovia_workload_runs_every_outcome(workload) -> None:
+    """The real-lovia workload completes, fails (two ways), pauses and hits tool errors."""
+    import asyncio
+
+    from lovia import LoviaError, Runner
+
+    agents = workload._lovia_agents()
+
+    async def outcomes() -> dict[str, int]:
+        seen: dict[str, int] = {}
+        for index in range(30):
+            text, max_turns = workload._lovia_input(index)
+            try:
+                result = await Runner.run(agents[index % 2], text, max_turns=max_turns)
+                errors = sum(e.type == "tool_result" and e.is_error for e in result.entries)
+                kind = "completed+toolerror" if errors else "completed"
+            except LoviaError as exc:
+                kind = type(exc).__name__
+            seen[kind] = seen.get(kind, 0) + 1
+        return seen
+
+    seen = asyncio.run(outcomes())
+    assert set(seen) == {
+        "completed",
+        "completed+toolerror",
+        "MaxTurnsExceeded",
+        "RateLimited",
+        "ApprovalPending",
+    }
+    failed = seen["MaxTurnsExceeded"] + seen["RateLimited"]
+    assert failed / 30 == pytest.approx(1 / workload.FAILURE_EVERY)
 
 
 def _collect(workload, runs: int) -> dict[str, list]:

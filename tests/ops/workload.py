@@ -6,10 +6,10 @@ Run as a separate process by ``test_prometheus_live.py``::
 
 ``LOVIA_OPS_WORKLOAD`` selects the source of the telemetry:
 
-* ``sdk`` (default): emit lovia's metric contract with the OpenTelemetry SDK directly
-  (``emit_with_sdk``), so dashboards and rules can be tested before lovia's telemetry
-  module exists.
-* ``lovia``: run scripted lovia agents (``emit_with_lovia``) - not implemented yet.
+* ``lovia`` (default): run scripted lovia agents with lovia's own telemetry
+  (``emit_with_lovia``): what the dashboards see is what lovia really emits.
+* ``sdk``: emit the same metric contract with the OpenTelemetry SDK directly
+  (``emit_with_sdk``), a reference for the contract itself.
 
 The workload keeps emitting until it is terminated. 20 % of runs fail (a few others
 pause for approval), so every SLO burn-rate alert (thresholds 14.4 %, 6 %, 3 % and 1 %
@@ -204,13 +204,115 @@ def emit_with_sdk(port: int, runs_per_second: float, stop: Callable[[], bool]) -
         time.sleep(1.0 / runs_per_second)
 
 
+def _lovia_agents() -> list:
+    """Two agents on two providers' scripted models, with tools that succeed and fail."""
+    from lovia import Agent, Compaction, ModelProfile, tool
+    from lovia.errors import RateLimited
+    from lovia.providers.base import RetryNotice
+    from lovia.testing import FunctionModel, call, reply
+    from lovia.usage import Usage
+
+    def usage(done: int) -> Usage:  # cache and reasoning tokens, as real providers report
+        n = 300 + 200 * done
+        return Usage(
+            input_tokens=n,
+            output_tokens=60,
+            cache_read_tokens=n // 2,
+            cache_write_tokens=n // 10,
+            reasoning_tokens=15,
+        )
+
+    @tool
+    def search(query: str) -> str:
+        """Search (returns a long page, so compaction evicts it)."""
+        return f"results for {query}: " + "lorem ipsum " * 200
+
+    @tool
+    def fetch_url(url: str) -> str:
+        """Fetch a URL (fails for bad ones)."""
+        if "bad" in url:
+            raise ValueError(f"cannot fetch {url}")
+        return f"page {url}"
+
+    @tool(requires_approval=True)
+    def send_email(to: str) -> str:
+        """Send an email (needs approval)."""
+        return f"sent to {to}"
+
+    class Retrying(FunctionModel):
+        """A model that is rate limited once per call before it answers (a provider retry)."""
+
+        async def stream(self, request):  # type: ignore[no-untyped-def]
+            yield RetryNotice(attempt=1, error=RateLimited("429 slow down"), delay=0.0)
+            async for item in super().stream(request):
+                yield item
+
+    def decide(request, info):  # type: ignore[no-untyped-def]
+        text = " ".join(getattr(m, "content", "") for m in request.messages[:1])
+        done = sum(1 for m in request.messages if m.type == "tool_result")
+        if "fail-provider" in text:
+            return RateLimited("still rate limited", status=429)
+        if "pause" in text and done == 0:
+            return reply(tool_calls=[call("send_email", to="ops@example.com")], usage=usage(done))
+        if "loop" in text or done < 2:
+            url = "bad.example" if "toolerror" in text else "ok.example"
+            calls = [call("search", query=f"q{done}"), call("fetch_url", url=url)]
+            return reply(tool_calls=calls, usage=usage(done))
+        return reply("done", usage=usage(done))
+
+    profile = ModelProfile(context_window=100_000)
+    models = [
+        FunctionModel(decide, provider="openai", model="gpt-4o-mini", profile=profile),
+        Retrying(decide, provider="anthropic", model="claude-sonnet-4", profile=profile),
+    ]
+    context = Compaction(max_result_tokens=100)
+    tools = [search, fetch_url, send_email]
+    return [
+        Agent(name=name, model=model, tools=tools, context=context)
+        for name, model in zip(AGENTS, models, strict=True)
+    ]
+
+
+def _lovia_input(index: int) -> tuple[str, int]:
+    """(input, max_turns) of the index-th run: one in five fails, some pause."""
+    if index % FAILURE_EVERY == 0:
+        return ("fail-provider" if index % 2 else "loop"), 2
+    if index % 11 == 0:
+        return "pause", 10
+    return ("toolerror" if index % 7 == 0 else "work"), 10
+
+
 def emit_with_lovia(port: int, runs_per_second: float, stop: Callable[[], bool]) -> None:
-    """Run scripted lovia agents (fake provider, scripted tools) with real telemetry."""
-    # TODO(issue 10): once lovia.telemetry lands, configure it with a
-    # PrometheusMetricReader + start_http_server(port, addr="127.0.0.1"), then loop
-    # scripted agent runs (fake provider): successes, ProviderError / MaxTurnsExceeded
-    # failures (~20 %), tool calls with errors, provider retries and compactions.
-    raise NotImplementedError("lovia telemetry is not available yet; use LOVIA_OPS_WORKLOAD=sdk")
+    """Run scripted lovia agents with lovia's own telemetry on a Prometheus endpoint."""
+    import asyncio
+
+    from lovia import LoviaError, Runner
+    from lovia.telemetry import configure
+
+    telemetry = configure(
+        service_name="lovia-ops-workload",
+        exporter="none",
+        metrics="prometheus",
+        prometheus_port=port,
+        resource_attributes={"deployment.environment.name": "ci"},
+    )
+    agents = _lovia_agents()
+
+    async def loop() -> None:
+        index = 0
+        while not stop():
+            text, max_turns = _lovia_input(index)
+            try:
+                await Runner.run(agents[index % len(agents)], text, max_turns=max_turns)
+            except LoviaError:
+                pass  # failures and pauses are part of the workload
+            index += 1
+            await asyncio.sleep(1.0 / runs_per_second)
+
+    try:
+        asyncio.run(loop())
+    finally:
+        telemetry.shutdown()
 
 
 WORKLOADS = {"sdk": emit_with_sdk, "lovia": emit_with_lovia}
@@ -222,7 +324,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--runs-per-second", type=float, default=20.0)
     parser.add_argument("--seconds", type=float, default=0.0, help="0 = until killed")
     args = parser.parse_args(argv)
-    kind = os.environ.get("LOVIA_OPS_WORKLOAD", "sdk")
+    kind = os.environ.get("LOVIA_OPS_WORKLOAD", "lovia")
     if kind not in WORKLOADS:
         parser.error(f"LOVIA_OPS_WORKLOAD must be one of {sorted(WORKLOADS)}, got {kind!r}")
     deadline = time.monotonic() + args.seconds if args.seconds else float("inf")
