@@ -6,7 +6,13 @@ collapsed to two spaces (widths follow the ids).
 
 from __future__ import annotations
 
+import asyncio
+import re
+from pathlib import Path
+
 import pytest
+
+from lovia.stores import store
 
 from .conftest import Recorded, lovia, normalize
 
@@ -101,11 +107,61 @@ def test_golden(recorded: Recorded, args: list[str], expected: str) -> None:
     assert normalize(res.out, ids) == expected
 
 
-def test_golden_trace(recorded: Recorded) -> None:
-    import lovia.telemetry as telemetry
+async def _traced_run(url: str) -> str:
+    """One run with a tool, recorded in the store and traced into its span table."""
+    from lovia import Agent, Runner, tool
+    from lovia.telemetry import configure
+    from lovia.testing import ScriptedModel, call
 
-    if not hasattr(telemetry, "load_spans"):
-        res = lovia("trace", recorded.run_id, "--store", recorded.url)
-        assert res.code == 2 and "error: this lovia has no embedded span store" in res.err
-        pytest.skip("TODO(telemetry): lovia.telemetry.load_spans has not landed yet")
-    pytest.skip("TODO(telemetry): record the scenario with configure(exporter='local')")
+    @tool
+    def lookup(order: str) -> str:
+        """Look an order up."""
+        return f"{order}: shipped"
+
+    telemetry = configure(
+        service_name="golden", exporter="local", local_path=url, metrics=False, set_global=False
+    )
+    db = store(url)
+    model = ScriptedModel([call("lookup", order="A1"), "A1 has shipped."], model="gm-1")
+    agent = Agent(name="support", model=model, tools=[lookup])
+    result = await Runner.run(
+        agent,
+        "where is A1?",
+        checkpointer=db,
+        session=db,
+        session_id="s-trace",
+        tracer_provider=telemetry.tracer_provider,
+    )
+    telemetry.shutdown()
+    await db.aclose()
+    return result.run_id
+
+
+GOLDEN_TRACE = """\
+trace <id32>  (search this trace id in Jaeger / Grafana Tempo)
+invoke_agent support  <dur>  tokens 12+8  finish=stop
+├─ lovia.checkpoint.write  <dur>
+├─ lovia.turn  <dur>  tokens 3+5
+│  ├─ lovia.view  <dur>  view=<view>
+│  ├─ chat gm-1  <dur>  tokens 3+5  finish=tool_calls  view=<view>
+│  ├─ lovia.checkpoint.write  <dur>
+│  ├─ execute_tool lookup  <dur>
+│  ├─ lovia.checkpoint.write  <dur>
+│  └─ lovia.checkpoint.write  <dur>
+├─ lovia.turn  <dur>  tokens 9+3
+│  ├─ lovia.view  <dur>  view=<view>
+│  ├─ chat gm-1  <dur>  tokens 9+3  finish=stop  view=<view>
+│  └─ lovia.checkpoint.write  <dur>
+├─ lovia.checkpoint.write  <dur>
+└─ lovia.session.write  <dur>
+"""
+
+
+def test_golden_trace(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'trace.db'}"
+    run_id = asyncio.run(_traced_run(url))
+    res = lovia("trace", run_id, "--store", url)
+    assert res.code == 0, res.err
+    out = normalize(res.out, [run_id])
+    out = re.sub(r"view=[0-9a-f]{12}", "view=<view>", out)
+    assert out == GOLDEN_TRACE

@@ -73,8 +73,13 @@ def _rel(page: Path) -> str:
     return str(page.relative_to(ROOT))
 
 
+def _runnable_pages() -> list[Path]:
+    """Pages with at least one python block that is not marked not-run."""
+    return [p for p in PAGES if any(not b.skipped for b in extract_blocks(p))]
+
+
 def _page_ids() -> list[str]:
-    return [_rel(p) for p in PAGES]
+    return [_rel(p) for p in _runnable_pages()]
 
 
 def _run_blocks(blocks: list[Block], module: types.ModuleType) -> None:
@@ -111,11 +116,9 @@ def docs_sandbox(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("page", PAGES, ids=_page_ids())
+@pytest.mark.parametrize("page", _runnable_pages(), ids=_page_ids())
 def test_code_blocks_run(page: Path, docs_sandbox: Path) -> None:
     blocks = extract_blocks(page)
-    if not any(not b.skipped for b in blocks):
-        pytest.skip(f"{_rel(page)} has no runnable python blocks")
     mod_name = "lovia_docs_" + re.sub(r"\W", "_", _rel(page))
     module = types.ModuleType(mod_name)
     module.__file__ = str(page)
