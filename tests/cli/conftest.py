@@ -97,11 +97,7 @@ class StubAndSummarize:
 
 
 def compaction_strategy() -> Any:
-    """The real Compaction strategy when it exists; else the stand-in above."""
-    import lovia.view as view
-
-    # TODO(compaction): return view.Compaction(<thresholds that evict here>) once it lands.
-    _ = view
+    """The scenario's strategy: a custom one (see StubAndSummarize)."""
     return StubAndSummarize()
 
 
