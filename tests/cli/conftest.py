@@ -45,11 +45,9 @@ class Reminders:
 
 
 class StubAndSummarize:
-    """Test strategy: stubs every tool result but the newest, summarizes turn-0 input.
-
-    TODO(compaction): when ``lovia.view.Compaction`` lands, the scenario uses it
-    (``compaction_strategy()``); this stand-in exercises the same record fields
-    (``replaced`` stubs, a summary entry) so replay is tested either way.
+    """A user-defined strategy: stubs every tool result but the newest, summarizes the
+    turn-0 input. Replay must work for any ContextStrategy, not only the built-in one
+    (the built-in Compaction is replayed in ``test_replay_compaction.py``).
     """
 
     def new_state(self) -> None:
