@@ -117,13 +117,16 @@ class TurnCache:
     not mutate them.
     """
 
-    __slots__ = ("_chains", "_memo", "chains", "memo_size")
+    __slots__ = ("_chains", "_flat", "_keep", "_memo", "chains", "memo_size")
 
     def __init__(self, chains: int = 256, memo_size: int = 50_000) -> None:
         self.chains = chains
         self.memo_size = memo_size
         self._chains: dict[int, tuple[list[TranscriptEntry], list[Turn], list[int]]] = {}
         self._memo: dict[int, tuple[Turn, Any]] = {}
+        # per chain: the flattened rendering and where each turn's part starts in it
+        self._flat: dict[int, tuple[list[Turn], list[Any], list[int]]] = {}
+        self._keep = 0
 
     def turns(self, entries: Sequence[TranscriptEntry]) -> list[Turn]:
         if not entries:
@@ -131,13 +134,36 @@ class TurnCache:
         key = id(entries[0])
         chain = self._chains.pop(key, None)
         if chain is None or chain[0][0] is not entries[0]:
-            turns, starts = _group(entries, 0)
+            (turns, starts), self._keep = _group(entries, 0), 0
         else:
-            turns, starts = _regroup(chain, entries)
+            turns, starts, self._keep = _regroup(chain, entries)
         self._chains[key] = (list(entries), turns, starts)
         if len(self._chains) > self.chains:
-            del self._chains[next(iter(self._chains))]
+            oldest = next(iter(self._chains))
+            del self._chains[oldest]
+            self._flat.pop(oldest, None)
         return turns
+
+    def flat(self, entries: Sequence[TranscriptEntry], fn: Callable[[Any], list[Any]]) -> list[Any]:
+        """The concatenation of ``fn(turn)`` over the view's turns, reusing the previous
+        request's rendering for the turns they share (one renderer per cache)."""
+        turns = self.turns(entries)
+        if not turns:
+            return []
+        key = id(entries[0])
+        prev = self._flat.get(key)
+        keep = self._keep
+        # the kept turns are a prefix of one lineage: the last one's identity vouches for all
+        if prev is not None and 0 < keep <= len(prev[0]) and prev[0][keep - 1] is turns[keep - 1]:
+            out, offsets = prev[1][: prev[2][keep]], prev[2][:keep]
+        else:
+            out, offsets, keep = [], [], 0
+        for turn in turns[keep:]:
+            offsets.append(len(out))
+            out.extend(self.render(turn, fn))
+        offsets.append(len(out))
+        self._flat[key] = (turns, out, offsets)
+        return list(out)
 
     def render(self, turn: Turn, fn: Callable[[Any], Any]) -> Any:
         """``fn(turn)``, computed once per turn object."""
@@ -154,7 +180,7 @@ class TurnCache:
 def _regroup(
     chain: tuple[list[TranscriptEntry], list[Turn], list[int]],
     entries: Sequence[TranscriptEntry],
-) -> tuple[list[Turn], list[int]]:
+) -> tuple[list[Turn], list[int], int]:
     old, turns, starts = chain
     limit = min(len(old), len(entries))
     same = 0
@@ -163,9 +189,9 @@ def _regroup(
     # keep the turns that start before the last common entry's turn: that turn may grow
     keep = bisect.bisect_right(starts, same - 1) - 1
     if keep <= 0:
-        return _group(entries, 0)
+        return (*_group(entries, 0), 0)
     tail, tail_starts = _group(entries, starts[keep])
-    return turns[:keep] + tail, starts[:keep] + tail_starts
+    return turns[:keep] + tail, starts[:keep] + tail_starts, keep
 
 
 def same_provider(entry: ReasoningEntry, provider: str) -> bool:

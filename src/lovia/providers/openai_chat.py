@@ -30,6 +30,7 @@ from ._common import (
     HttpProvider,
     InputTurn,
     ToolResultsTurn,
+    Turn,
     TurnCache,
     compat_profile,
     group_entries,
@@ -101,16 +102,17 @@ def chat_messages(request: ModelRequest, cache: TurnCache | None = None) -> list
     messages: list[dict[str, Any]] = []
     if request.system:
         messages.append({"role": "system", "content": request.system})
-    turns = cache.turns(request.messages) if cache else group_entries(request.messages)
-    for turn in turns:
-        if isinstance(turn, InputTurn):
-            messages.append({"role": turn.role, "content": turn.content})
-        else:
-            messages.extend(cache.render(turn, _turn_messages) if cache else _turn_messages(turn))
+    if cache is not None:
+        messages.extend(cache.flat(request.messages, _turn_messages))
+        return messages
+    for turn in group_entries(request.messages):
+        messages.extend(_turn_messages(turn))
     return messages
 
 
-def _turn_messages(turn: AssistantTurn | ToolResultsTurn) -> list[dict[str, Any]]:
+def _turn_messages(turn: Turn) -> list[dict[str, Any]]:
+    if isinstance(turn, InputTurn):
+        return [{"role": turn.role, "content": turn.content}]
     if isinstance(turn, ToolResultsTurn):
         return _tool_messages(turn)
     if any(not isinstance(e, ReasoningEntry) for e in turn.entries):

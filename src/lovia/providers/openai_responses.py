@@ -25,7 +25,7 @@ from ._common import (
     AssistantTurn,
     HttpProvider,
     InputTurn,
-    ToolResultsTurn,
+    Turn,
     TurnCache,
     compat_profile,
     group_entries,
@@ -117,10 +117,10 @@ def responses_input(
 
     With a ``cache`` only the turns that changed since the previous request are mapped.
     """
-    items: list[dict[str, Any]] = []
-    turns = cache.turns(request.messages) if cache else group_entries(request.messages)
 
-    def render(turn: AssistantTurn | ToolResultsTurn) -> list[dict[str, Any]]:
+    def render(turn: Turn) -> list[dict[str, Any]]:
+        if isinstance(turn, InputTurn):
+            return [{"role": turn.role, "content": turn.content}]
         if isinstance(turn, AssistantTurn):
             return _assistant_items(turn, provider)
         return [
@@ -128,12 +128,9 @@ def responses_input(
             for r in turn.results
         ]
 
-    for turn in turns:
-        if isinstance(turn, InputTurn):
-            items.append({"role": turn.role, "content": turn.content})
-        else:
-            items.extend(cache.render(turn, render) if cache else render(turn))
-    return items
+    if cache is not None:
+        return cache.flat(request.messages, render)
+    return [item for turn in group_entries(request.messages) for item in render(turn)]
 
 
 def responses_tools(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:

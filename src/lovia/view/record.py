@@ -188,13 +188,19 @@ class ViewHasher:
     continues the chain of a stored run (the next record is a delta against ``last``).
     """
 
-    __slots__ = ("_cache", "_chain", "_head", "_last")
+    __slots__ = ("_cache", "_chain", "_head", "_last", "_states")
+
+    STRIDE = 32
+    """Hash states are kept every STRIDE entries, so a view that shares a prefix with the
+    previous one rehashes only from the last state inside that prefix."""
 
     def __init__(self) -> None:
         self._cache: dict[int, tuple[TranscriptEntry, bytes]] = {}
         self._head: tuple[tuple[object, ...], bytes] | None = None
         self._last: tuple[ModelRequest, str] | None = None
         self._chain: _Chain | None = None
+        # previous view: its head bytes, its messages, and sha256 states by position
+        self._states: tuple[bytes, Sequence[TranscriptEntry], dict[int, Any]] | None = None
 
     def resume(self, last: ViewRecord) -> None:
         """Continue a stored run's chain after ``last``, its last record, resolved.
@@ -236,21 +242,49 @@ class ViewHasher:
         return data
 
     def hash(self, request: ModelRequest) -> str:
+        """sha256 of the canonical serialization (head, then each message on its line).
+
+        Incremental: the common prefix with the previous view (by entry identity) is not
+        hashed again, so a turn costs in proportion to what changed.
+        """
         last = self._last
         if last is not None and last[0] is request:
             return last[1]
-        old, self._cache = self._cache, {}
-        h = hashlib.sha256()
-        h.update(self.head_bytes(request))
-        for entry in request.messages:
-            hit = old.get(id(entry))
-            if hit is not None and hit[0] is entry:
-                self._cache[id(entry)] = hit
+        head, messages = self.head_bytes(request), request.messages
+        start, h = self._resume_state(head, messages)
+        states: dict[int, Any] = {k: v for k, v in (self._states or (b"", (), {}))[2].items()
+                                  if k <= start} if start else {}
+        for index in range(start, len(messages)):
+            if index % self.STRIDE == 0 and index not in states:
+                states[index] = h.copy()
             h.update(b"\n")
-            h.update(self.entry_bytes(entry))
+            h.update(self.entry_bytes(messages[index]))
         digest = h.hexdigest()
+        self._states = (head, list(messages), states)
         self._last = (request, digest)
+        if len(self._cache) > 4 * len(messages) + 256:
+            self._prune(messages)
         return digest
+
+    def _resume_state(self, head: bytes, messages: Sequence[TranscriptEntry]) -> tuple[int, Any]:
+        """(position, sha256 state) to continue from: the last state inside the prefix."""
+        prev = self._states
+        if prev is not None and prev[0] is head:
+            old = prev[1]
+            limit = min(len(old), len(messages))
+            same = 0
+            while same < limit and old[same] is messages[same]:
+                same += 1
+            best = max((k for k in prev[2] if k <= same), default=-1)
+            if best >= 0:
+                return best, prev[2][best].copy()
+        h = hashlib.sha256()
+        h.update(head)
+        return 0, h
+
+    def _prune(self, messages: Sequence[TranscriptEntry]) -> None:
+        keep = {id(e) for e in messages}
+        self._cache = {k: v for k, v in self._cache.items() if k in keep}
 
     def record(
         self,
