@@ -253,7 +253,17 @@ NOTES = """## Notes on method
   httpcore nor anyio 4.16 depends on `sniffio`, so where it is not installed every call is a
   failed import that searches `sys.path`: about 0.2 ms CPU per round-trip on this machine
   (floor, json, 1 in flight). `bench/.venv-peers` has it (through `openai`), so all
-  contenders here run with it; lovia's own venv, installed from `pyproject.toml`, does not.
+  contenders here run with it. lovia's HTTP layer records the absence of `sniffio` once
+  (`sys.modules["sniffio"] = None`), which makes the same failed import immediate, so lovia
+  does not pay this where `sniffio` is missing either.
+- The workload's tool is pure CPU. lovia runs sync tools in a worker thread (so a blocking
+  tool never stalls other runs), which costs a thread hop per call; the lovia driver
+  declares `add` as `async def`, as lovia's docs advise for non-blocking tools.
+  `bench/drivers/lovia_driver.py --sync-tool` measures the sync variant: about +100-150 µs
+  per round-trip (two tool calls) at 1 in flight on this machine.
+- lovia's figures include everything the loop does per call with telemetry off: the view
+  (Compaction, the default), its sha256 view hash and view record, events and the
+  transcript. Those are incremental, so the per-turn cost stays flat as a run grows.
 """
 
 
