@@ -15,6 +15,7 @@ when a model is first looked up in the process.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from dataclasses import dataclass
@@ -107,13 +108,18 @@ def price_usage(provider: str, model: str, usage: Usage) -> float:
 
 def price_table_version() -> str:
     """``genai-prices==<version>`` (``+overrides`` when set), or ``none``."""
+    return _table_version() + ("+overrides" if _overrides else "")
+
+
+@functools.cache
+def _table_version() -> str:
+    """Read once: package metadata lookups cost ~1 ms, and this is on every run span."""
     try:
         from importlib.metadata import version
 
-        base = f"genai-prices=={version('genai-prices')}"
+        return f"genai-prices=={version('genai-prices')}"
     except Exception:
-        base = "none"
-    return base + ("+overrides" if _overrides else "")
+        return "none"
 
 
 def _lookup(provider: str, model: str) -> _Price | None:
