@@ -5,6 +5,9 @@ on them. Each event is frozen and carries ``run_id``, ``agent`` and ``turn``, pl
 ``span``: the live OpenTelemetry span of its phase (``None`` when tracing is off), so
 a hook can enrich or scrub it before it is exported.
 
+Events compare by identity (``eq=False``): they are occurrences, not values, and
+skipping the generated ``__eq__``/``__hash__`` keeps ``import lovia`` fast.
+
 Phase pairs (``*Started`` … ``*Completed`` / ``*Failed``) open and close one span each;
 see ``lovia.telemetry`` for the single table that maps events to spans.
 """
@@ -51,7 +54,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
 class Event:
     """Base of every event."""
 
@@ -62,7 +65,7 @@ class Event:
     """The live span of this event's phase, while hooks run (``None`` if not traced)."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
 class RunStarted(Event):
     """A run began (or resumed from its checkpoint)."""
 
@@ -74,7 +77,7 @@ class RunStarted(Event):
     """``trace_id:span_id`` of earlier attempts of this run (set when resuming)."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
 class PluginSetup(Event):
     """A plugin's ``setup`` finished for the active agent (``error`` if it failed)."""
 
@@ -83,7 +86,7 @@ class PluginSetup(Event):
     error: BaseException | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
 class PluginClosed(Event):
     """A plugin's ``aclose`` finished at run end (``error`` if it failed)."""
 
@@ -92,14 +95,14 @@ class PluginClosed(Event):
     error: BaseException | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
 class GuardrailStarted(Event):
     kind: str
     """``input`` or ``output``."""
     guardrail: str
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
 class GuardrailCompleted(Event):
     kind: str
     guardrail: str
@@ -107,7 +110,7 @@ class GuardrailCompleted(Event):
     reason: str = ""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
 class GuardrailTripped(Event):
     """A guardrail's tripwire fired; the run will end with ``GuardrailTripped``."""
 
@@ -116,19 +119,19 @@ class GuardrailTripped(Event):
     reason: str = ""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
 class TurnStarted(Event):
     """A new turn begins (limits were checked, the mailbox is about to be drained)."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
 class ViewStarted(Event):
     """The context strategy is about to build this turn's view."""
 
     attempt: int = 1
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
 class ViewBuilt(Event):
     """The view for one model call is ready (strategy + injectors)."""
 
@@ -141,7 +144,7 @@ class ViewBuilt(Event):
     attempt: int = 1
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
 class CompactionApplied(Event):
     """The strategy changed the view (evicted, cleared or summarized entries)."""
 
@@ -153,7 +156,7 @@ class CompactionApplied(Event):
     duration_s: float = 0.0
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
 class ModelCallStarted(Event):
     """A model call begins (one per call; provider retries happen inside it)."""
 
@@ -169,7 +172,7 @@ class ModelCallStarted(Event):
     """The :class:`~lovia.providers.ModelRequest` (for content capture; may be None)."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
 class ProviderRetry(Event):
     """The provider is retrying the call after a retryable error, before any content."""
 
@@ -179,17 +182,17 @@ class ProviderRetry(Event):
     delay_s: float
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
 class TextDelta(Event):
     text: str
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
 class ReasoningDelta(Event):
     text: str
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
 class ToolCallDelta(Event):
     index: int
     call_id: str | None = None
@@ -197,7 +200,7 @@ class ToolCallDelta(Event):
     arguments: str = ""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
 class MessageCompleted(Event):
     """The model's response is complete and appended to the transcript."""
 
@@ -221,7 +224,7 @@ class MessageCompleted(Event):
         return tuple(e for e in self.entries if isinstance(e, ToolCallEntry))
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
 class ModelCallFailed(Event):
     """The model call failed (after the provider's retries)."""
 
@@ -233,7 +236,7 @@ class ModelCallFailed(Event):
     duration_s: float = 0.0
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
 class ToolCallStarted(Event):
     """A tool call passed its pre-checks and is about to run."""
 
@@ -242,7 +245,7 @@ class ToolCallStarted(Event):
     description: str = ""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
 class ToolCallCompleted(Event):
     """A tool call finished; ``is_error`` results go back to the model as errors."""
 
@@ -255,13 +258,13 @@ class ToolCallCompleted(Event):
     """False when it never ran (refused by a pre-check, denied, or unknown tool)."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
 class HandoffOccurred(Event):
     from_agent: str
     to_agent: str
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
 class CheckpointSaved(Event):
     """Progress was written to the checkpointer."""
 
@@ -272,7 +275,7 @@ class CheckpointSaved(Event):
     duration_s: float = 0.0
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
 class SessionWritten(Event):
     """The run's new entries were written to the session as one segment."""
 
@@ -282,14 +285,14 @@ class SessionWritten(Event):
     duration_s: float = 0.0
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
 class TurnEnded(Event):
     usage: Usage = field(default_factory=Usage)
     """Usage of this turn."""
     tool_calls: int = 0
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
 class RunCompleted(Event):
     """Terminal event: the run produced its final output."""
 
@@ -302,7 +305,7 @@ class RunCompleted(Event):
     """True when the run_id was already completed and the stored result was returned."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
 class RunFailed(Event):
     """Terminal event: the run ended without an output (the error is in ``result()``)."""
 

@@ -11,20 +11,24 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 from collections.abc import AsyncIterator, Mapping
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from ._loop import Outcome, RunParams, run_events
-from ._loop.state import DEFAULT_MAX_TURNS
 from .agent import Agent
 from .context import CancelToken, Mailbox
 from .errors import UserError
 from .events import Event
-from .providers.base import ModelSettings
 from .result import RunResult
-from .stores.base import Checkpointer, SessionStore
-from .usage import RunBudget
+
+if TYPE_CHECKING:
+    from ._loop.state import RunParams
+    from .providers.base import ModelSettings
+    from .stores.base import Checkpointer, SessionStore
+    from .usage import RunBudget
 
 __all__ = ["DEFAULT_MAX_TURNS", "RunStream", "Runner"]
+
+DEFAULT_MAX_TURNS = 50
+"""Model steps per run when ``max_turns`` is not given."""
 
 OutputT = TypeVar("OutputT")
 
@@ -50,6 +54,8 @@ class RunStream(Generic[OutputT]):
     """
 
     def __init__(self, params: RunParams) -> None:
+        from ._loop import Outcome, run_events  # the engine loads on the first run
+
         self._outcome = Outcome()
         self._events = run_events(params, self._outcome)
         self.cancel_token: CancelToken = params.cancel_token
@@ -115,6 +121,8 @@ class Runner:
             )
         if max_turns < 1:
             raise UserError("max_turns must be at least 1")
+        from ._loop.state import RunParams
+
         params = RunParams(
             agent=agent,
             input=input,

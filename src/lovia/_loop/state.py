@@ -18,6 +18,7 @@ from ..hooks import AgentHooks
 from ..output import OutputMode
 from ..plugins.base import ViewInjector
 from ..providers.base import ModelSettings, Provider, ToolSpec
+from ..runner import DEFAULT_MAX_TURNS
 from ..stores.base import SCHEMA_VERSION, Checkpointer, CheckpointRecord, SessionStore
 from ..tools import Tool
 from ..transcript import Transcript, TranscriptEntry, entry_to_dict
@@ -33,9 +34,6 @@ class EventBase(TypedDict):
     run_id: str
     agent: str
     turn: int
-
-
-DEFAULT_MAX_TURNS = 50
 
 
 @dataclass(slots=True, kw_only=True)

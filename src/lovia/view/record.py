@@ -252,8 +252,11 @@ class ViewHasher:
             return last[1]
         head, messages = self.head_bytes(request), request.messages
         start, h = self._resume_state(head, messages)
-        states: dict[int, Any] = {k: v for k, v in (self._states or (b"", (), {}))[2].items()
-                                  if k <= start} if start else {}
+        states: dict[int, Any] = (
+            {k: v for k, v in (self._states or (b"", (), {}))[2].items() if k <= start}
+            if start
+            else {}
+        )
         for index in range(start, len(messages)):
             if index % self.STRIDE == 0 and index not in states:
                 states[index] = h.copy()
