@@ -114,6 +114,12 @@ class Runner:
         """Start a run and return its event stream (see :class:`RunStream`)."""
         if not isinstance(agent, Agent):
             raise UserError(f"Runner needs an Agent, got {agent!r}")
+        bound = getattr(workspace, "session", None)
+        if isinstance(bound, str) and session_id is None:
+            # a session-bound workspace: its conversation continues run after run
+            session_id = bound
+            if session is None:
+                session = workspace.session_store_url()
         if session_id is not None and session is None:
             raise UserError(
                 "session_id was given without a session store",

@@ -179,3 +179,27 @@ async def test_ctx_workspace_and_concurrent_runs(ws: Path) -> None:
 def test_bad_folder(tmp_path: Path) -> None:
     with pytest.raises(UserError, match="not a folder"):
         Workspace(tmp_path / "missing")
+
+
+async def test_session_bound_workspace_continues_its_conversation(tmp_path: Path) -> None:
+    """Workspace(session=True): runs in that folder share one conversation, stored there."""
+    from lovia import Agent, Runner
+    from lovia.plugins.workspace import Workspace
+    from lovia.stores import store
+    from lovia.testing import ScriptedModel
+
+    ws = Workspace(tmp_path, session=True)
+    assert ws.session and ws.session.startswith("workspace-")
+    assert Workspace(tmp_path, session=True).session == ws.session  # stable per folder
+    model = ScriptedModel(["first answer", "second answer"])
+    agent = Agent(name="coder", model=model)
+    await Runner.run(agent, "one", workspace=ws)
+    second = await Runner.run(agent, "two", workspace=ws)
+    assert second.session_id == ws.session
+    seen = [m.content for m in model.requests[1].messages if m.type == "input"]
+    assert seen == ["one", "two"]  # the second run saw the first run's conversation
+    db = store(ws.session_store_url())
+    history = await db.load_session(ws.session)
+    await db.aclose()
+    assert [e.type for e in history].count("input") == 2
+    assert (tmp_path / ".lovia" / "lovia.db").is_file()

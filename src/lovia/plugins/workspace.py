@@ -20,6 +20,7 @@ Run untrusted agents in a container.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import os
 import re
 from dataclasses import dataclass, field
@@ -198,6 +199,16 @@ def _file_tools(files: _Files) -> list[Tool]:
     return [read_file, write_file, edit_file, list_dir, glob, grep]
 
 
+def _session_id(root: Path, session: bool | str) -> str | None:
+    """``session=True``: one conversation per folder, stable across processes."""
+    if session is False or session == "":
+        return None
+    if session is True:
+        digest = hashlib.sha256(str(root).encode()).hexdigest()[:16]
+        return f"workspace-{digest}"
+    return str(session)
+
+
 @dataclass(frozen=True, slots=True, init=False)
 class Workspace:
     """A folder the agent works in: instruction files, file tools and a shell."""
@@ -207,6 +218,8 @@ class Workspace:
     shell_timeout: float
     output_cap: int
     env: dict[str, str] | None = field(default=None)
+    session: str | None = field(default=None)
+    """The session this workspace binds runs to (``session=True`` derives one)."""
     name: str = "workspace"
 
     def __init__(
@@ -217,6 +230,7 @@ class Workspace:
         shell_timeout: float = 30.0,
         output_cap: int = 30_000,
         env: dict[str, str] | None = None,
+        session: bool | str = False,
     ) -> None:
         root = Path(path).expanduser().resolve()
         if not root.is_dir():
@@ -232,6 +246,11 @@ class Workspace:
         object.__setattr__(self, "output_cap", int(output_cap))
         object.__setattr__(self, "env", dict(env) if env is not None else None)
         object.__setattr__(self, "name", "workspace")
+        object.__setattr__(self, "session", _session_id(root, session))
+
+    def session_store_url(self) -> str:
+        """Where a bound workspace keeps its conversation: ``<root>/.lovia/lovia.db``."""
+        return f"sqlite:///{self.root / '.lovia' / 'lovia.db'}"
 
     def instructions(self) -> str | None:
         """The instruction files found in the root, each under a heading."""
