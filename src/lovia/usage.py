@@ -52,6 +52,15 @@ class Usage:
         self.cost_usd += other.cost_usd
         self.missing = self.missing or other.missing
 
+    def minus(self, before: Usage) -> Usage:
+        """What was used since ``before`` (a copy taken earlier): e.g. one turn's usage."""
+        out = self.copy()
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if not isinstance(value, bool):
+                setattr(out, f.name, value - getattr(before, f.name))
+        return out
+
     def copy(self) -> Usage:
         return Usage(**{f.name: getattr(self, f.name) for f in fields(self)})
 

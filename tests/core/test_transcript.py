@@ -66,3 +66,13 @@ def test_transcript_is_append_only_and_pairs_by_id() -> None:
     assert not hasattr(t, "remove") and not hasattr(t, "__setitem__")
     t.append(TextEntry(text="later"))
     assert len(view) == 3  # a live view
+
+
+def test_usage_minus_gives_what_was_used_since() -> None:
+    from lovia import Usage
+
+    before = Usage(input_tokens=10, output_tokens=5, tool_calls=1, cost_usd=0.5)
+    after = Usage(input_tokens=25, output_tokens=9, tool_calls=3, cost_usd=0.75, missing=True)
+    turn = after.minus(before)
+    assert (turn.input_tokens, turn.output_tokens, turn.tool_calls) == (15, 4, 2)
+    assert turn.cost_usd == 0.25 and turn.missing  # flags are kept, not subtracted

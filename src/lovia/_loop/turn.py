@@ -9,6 +9,7 @@ from .. import events as ev
 from ..errors import ModelBehaviorError, OutputValidationError
 from ..output import OutputParseError
 from ..transcript import InputEntry, SystemEntry, TextEntry, ToolCallEntry, TranscriptEntry
+from ..usage import Usage
 from .activate import activate
 from .limits import check_cancel, check_limits
 from .model_call import model_step, stamp
@@ -53,7 +54,7 @@ async def resume_turn(state: RunState, calls: Sequence[ToolCallEntry]) -> AsyncI
 
 
 async def _after_response(
-    state: RunState, entries: Sequence[TranscriptEntry], calls: list[ToolCallEntry], before: object
+    state: RunState, entries: Sequence[TranscriptEntry], calls: list[ToolCallEntry], before: Usage
 ) -> AsyncIterator[ev.Event]:
     if calls:
         async for event in tool_phase(state, calls):
@@ -61,8 +62,7 @@ async def _after_response(
     else:
         finalize(state, entries)
     check_cancel(state)
-    turn_usage = state.usage.copy()
-    _subtract(turn_usage, before)
+    turn_usage = state.usage.minus(before)
     yield ev.TurnEnded(
         **state.base(),
         usage=turn_usage,
@@ -71,20 +71,6 @@ async def _after_response(
     if state.pending_handoff is not None:
         async for event in switch_agent(state):
             yield event
-
-
-def _subtract(usage: object, before: object) -> None:
-    for name in (
-        "input_tokens",
-        "output_tokens",
-        "cache_read_tokens",
-        "cache_write_tokens",
-        "reasoning_tokens",
-        "requests",
-        "tool_calls",
-        "cost_usd",
-    ):
-        setattr(usage, name, getattr(usage, name) - getattr(before, name))
 
 
 def finalize(state: RunState, entries: Sequence[TranscriptEntry]) -> None:
