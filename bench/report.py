@@ -142,6 +142,31 @@ def _overhead(row: dict[str, Any], floor: dict[str, Any] | None, key: str) -> fl
     return round(mine - base, 1) if mine is not None and base is not None else None
 
 
+def compacted_section(data: dict[str, Any] | None) -> list[str]:
+    """lovia's whole-turn CPU in a compacted 500-turn run (no HTTP): the flatness target."""
+    if not data:
+        return []
+    verdict = "met" if data["turn_ratio"] <= 1.3 else "MISSED"
+    return [
+        f"## Compacted long run: lovia's own cost per turn (T={data['turns']}, "
+        f"{data['window']}-token window, {data['store']} checkpoints)",
+        "",
+        "`bench/view_cost.py`: a scripted model (no HTTP), a tool per turn, a reminder "
+        "injector, the default Compaction evicting, clearing and summarizing, and a "
+        "checkpoint write after every model turn and tool result. Median process CPU of "
+        "turns without a summary call.",
+        "",
+        "| what | turns 41-60 µs | turns 481-500 µs | late / early |",
+        "| --- | ---: | ---: | ---: |",
+        f"| view build | {data['view_us_early']:.0f} | {data['view_us_late']:.0f} | "
+        f"{data['view_ratio']}× |",
+        f"| whole turn | {data['turn_us_early']:.0f} | {data['turn_us_late']:.0f} | "
+        f"{data['turn_ratio']}× |",
+        "",
+        f"Target: turn 500 within 1.3× of turn 50: {verdict}.",
+    ]
+
+
 def long_section(results: list[dict[str, Any]]) -> list[str]:
     """CPU per turn early vs late in a 500-turn run, and the overhead above the floor."""
     found = [r for r in results if r.get("suite") == "long"]
@@ -301,6 +326,7 @@ def render(report: dict[str, Any]) -> str:
         import_section(report.get("import_times")),
         thousand_section(report["results"]),
         long_section(report["results"]),
+        compacted_section(report.get("compacted_long")),
         server_section(summary),
         [NOTES.rstrip()],
         environment_section(report),

@@ -18,6 +18,7 @@ import shlex
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from dataclasses import dataclass, field
@@ -210,6 +211,27 @@ def run_long(session: Session, contenders: list[Contender], turns: int) -> None:
             _progress(result)
 
 
+def run_compacted(python: str, turns: int) -> dict[str, Any]:
+    """lovia's own loop in a compacted run (16k window, SQLite checkpoints): turn 500 vs 50."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = subprocess.run(
+            [
+                python,
+                str(BENCH / "view_cost.py"),
+                "--turns",
+                str(turns),
+                "--json",
+                "--store",
+                f"sqlite:///{tmp}/long.db",
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=1800,
+        )
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
 def import_times(python: str, modules: tuple[str, ...], samples: int = 7) -> dict[str, Any]:
     """Median wall time of a cold ``python -c 'import X'`` (and of bare start-up)."""
     out: dict[str, Any] = {}
@@ -362,6 +384,7 @@ def main() -> None:
             run_thousand(session, floor_and_lovia)
             if args.long_turns:
                 run_long(session, floor_and_lovia, args.long_turns)
+                extras["compacted_long"] = run_compacted(args.python, args.long_turns)
     finally:
         server.stop()
     report = {
