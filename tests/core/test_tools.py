@@ -186,3 +186,31 @@ async def test_idempotency_key_visible_to_tools() -> None:
     model = ScriptedModel([call("keyed", id="c1"), "done"])
     result = await Runner.run(Agent(name="a", model=model, tools=[keyed]), "go", run_id="r1")
     assert seen == ["r1:c1"] and result.run_id == "r1"
+
+
+async def test_odd_return_values_become_clear_results() -> None:
+    @tool
+    def raw() -> bytes:
+        """Binary data."""
+        return b"\xff\xfe\x00ok"
+
+    @tool
+    def text_bytes() -> bytes:
+        """UTF-8 bytes."""
+        return "héllo".encode()
+
+    @tool
+    def cyclic() -> dict:  # type: ignore[type-arg]
+        """A cyclic structure."""
+        d: dict = {}  # type: ignore[type-arg]
+        d["self"] = d
+        return d
+
+    model = ScriptedModel([[call("raw"), call("text_bytes"), call("cyclic")], "ok"])
+    result = await Runner.run(Agent(name="a", model=model, tools=[raw, text_bytes, cyclic]), "go")
+    raw_r, text_r, cyc_r = [e for e in result.entries if e.type == "tool_result"]
+    assert not raw_r.is_error and raw_r.content.startswith("[5 bytes of binary data")
+    assert "//4Ab2s=" in raw_r.content  # base64 of the bytes: nothing lost
+    assert not text_r.is_error and text_r.content == "héllo"
+    assert cyc_r.is_error and "cannot be sent to the model" in cyc_r.content
+    assert result.output == "ok"

@@ -25,6 +25,7 @@ from .. import events as ev
 from ..agent import Handoff
 from ..errors import ApprovalPending, BudgetExceeded, ToolError
 from ..tools import Tool, ToolArgumentsError, serialize_result
+from ..tools.tool import ResultNotSerializable
 from ..transcript import HandoffEntry, ToolCallEntry, ToolResultEntry
 from .checkpoint import save_progress
 from .limits import check_budget
@@ -277,6 +278,9 @@ async def _execute(state: RunState, plan: Plan, span: Any) -> tuple[str, bool, s
                 async with asyncio.timeout(t.timeout):
                     value = await t.invoke(ctx, plan.kwargs)
                 return serialize_result(value), False, None
+            except ResultNotSerializable as exc:  # the tool ran: do not retry it
+                logger.warning("tool %s %s", t.name, exc)
+                return f"Tool {t.name!r} {exc}", True, "ResultNotSerializable"
             except ToolError as exc:
                 return exc.message, True, "ToolError"
             except TimeoutError:

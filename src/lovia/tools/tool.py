@@ -8,6 +8,7 @@ pydantic); arguments are validated before the call; a parameter annotated
 from __future__ import annotations
 
 import asyncio
+import base64
 import functools
 import inspect
 import json
@@ -18,14 +19,14 @@ from typing import Any, TypeAlias, overload
 
 import pydantic
 from pydantic import BaseModel, ConfigDict, create_model
-from pydantic_core import to_jsonable_python
+from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from ..context import RunContext
 from ..errors import UserError
 from ..providers.base import ToolSpec
 from ._docstring import parse_docstring
 
-__all__ = ["ApprovalPolicy", "Tool", "ToolArgumentsError", "tool"]
+__all__ = ["ApprovalPolicy", "ResultNotSerializable", "Tool", "ToolArgumentsError", "tool"]
 
 ApprovalPolicy: TypeAlias = "bool | Callable[[RunContext[Any], Any], bool | Awaitable[bool]]"
 """``True`` = always ask; a callable ``(ctx, call) -> bool`` decides per call."""
@@ -106,15 +107,40 @@ def _validation_text(name: str, exc: pydantic.ValidationError) -> str:
     return f"Invalid arguments for tool {name!r}: " + "; ".join(problems)
 
 
+class ResultNotSerializable(Exception):
+    """A tool returned something that cannot be turned into text for the model."""
+
+
 def serialize_result(value: Any) -> str:
-    """Turn a tool's return value into the text the model sees."""
+    """Turn a tool's return value into the text the model sees.
+
+    ``str`` as is; pydantic models and JSON-compatible data as JSON; ``bytes`` as UTF-8
+    text, or (not UTF-8) as a base64 block that says so. Anything else raises
+    :class:`ResultNotSerializable` naming the type.
+    """
     if isinstance(value, str):
         return value
     if isinstance(value, BaseModel):
         return value.model_dump_json()
     if value is None:
         return ""
-    return json.dumps(to_jsonable_python(value), ensure_ascii=False)
+    if isinstance(value, bytes | bytearray):
+        return _bytes_text(bytes(value))
+    try:
+        return json.dumps(to_jsonable_python(value), ensure_ascii=False)
+    except (ValueError, TypeError, PydanticSerializationError) as exc:
+        raise ResultNotSerializable(
+            f"returned a {type(value).__name__} that cannot be sent to the model ({exc}); "
+            "return str, a pydantic model, or JSON-compatible data"
+        ) from exc
+
+
+def _bytes_text(data: bytes) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        encoded = base64.b64encode(data).decode("ascii")
+        return f"[{len(data)} bytes of binary data (not UTF-8), base64]\n{encoded}"
 
 
 @overload
