@@ -184,6 +184,8 @@ def prom(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PromAPI]:
         api = PromAPI(f"http://127.0.0.1:{prom_port}")
         # enough scrapes for rate() plus one evaluation of every rule group
         api.wait_for('count_over_time(lovia_runs_total{error_type!=""}[1m]) >= 4')
+        # enough runs per agent that the failure ratio is not young-series noise
+        api.wait_for("min(sum by (gen_ai_agent_name) (lovia_runs_total)) >= 60")
         api.wait_for("lovia:run_failure:ratio_rate3d")
         api.wait_for('ALERTS{alertname="LoviaRunErrorBudgetBurn1h"}')
         yield api

@@ -1,0 +1,159 @@
+"""``RunQueue``: run tasks as entries of a Redis stream (JSON in the field ``task``)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import secrets
+import time
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+
+from .._loop.prepare import input_entries
+from ..errors import UserError
+from ..stores import Store
+from ..stores import store as open_store
+from ..stores.base import RunSnapshot
+from ..transcript import entry_from_dict, entry_to_dict
+
+if TYPE_CHECKING:
+    from redis.asyncio import Redis
+
+__all__ = ["RunQueue", "decode_input"]
+
+_ENDED = ("completed", "failed", "paused")
+
+
+def _connect(url: str) -> Redis:
+    try:
+        import redis.asyncio as aioredis
+    except ImportError as exc:
+        raise UserError(
+            "the Redis task queue needs the redis package", hint="pip install 'lovia[redis]'"
+        ) from exc
+    return aioredis.from_url(url, decode_responses=True)
+
+
+def _encode_input(value: Any) -> Any:
+    if value is None or isinstance(value, str):
+        return value
+    return [entry_to_dict(e) for e in input_entries(value)]
+
+
+def decode_input(value: Any) -> Any:
+    """A task's input as the runner takes it (a str, None, or a list of InputEntry)."""
+    if isinstance(value, list):
+        return [entry_from_dict(e) for e in value]  # type: ignore[reportUnknownVariableType]
+    return value
+
+
+class RunQueue:
+    """A Redis stream of run tasks, read by :class:`Worker` s through one consumer group."""
+
+    def __init__(
+        self,
+        url: str = "redis://127.0.0.1:6379/0",
+        stream: str = "lovia:runs",
+        group: str = "lovia-workers",
+        *,
+        done_ttl_s: float = 86400.0,
+    ) -> None:
+        self.url, self.stream, self.group = url, stream, group
+        self.done_ttl_s = done_ttl_s
+        self._client: Redis | None = None
+
+    @property
+    def client(self) -> Redis:
+        """The ``redis.asyncio`` client (opened on first use)."""
+        if self._client is None:
+            self._client = _connect(self.url)
+        return self._client
+
+    async def submit(
+        self,
+        agent: str,
+        input: Any = None,
+        *,
+        run_id: str | None = None,
+        session_id: str | None = None,
+        deps_key: str | None = None,
+    ) -> str:
+        """Queue a run of the agent named ``agent``; return its ``run_id``.
+
+        ``input`` is a str, an ``InputEntry`` or a list of them. ``run_id`` (generated
+        when absent) is the idempotency key: submitting it again is safe. ``deps_key``
+        is handed to the worker's ``deps`` factory.
+        """
+        run_id = run_id or secrets.token_hex(16)
+        task = {
+            "v": 1,
+            "run_id": run_id,
+            "agent": agent,
+            "input": _encode_input(input),
+            "session_id": session_id,
+            "deps_key": deps_key,
+        }
+        await self.client.xadd(self.stream, {"task": json.dumps(task)})
+        return run_id
+
+    async def ensure_group(self) -> None:
+        """Create the stream and the consumer group (from the start) unless they exist."""
+        try:
+            await self.client.xgroup_create(self.stream, self.group, id="0", mkstream=True)
+        except Exception as exc:
+            if "BUSYGROUP" not in str(exc):
+                raise
+
+    async def ack(self, msg_id: str, run_id: str | None, outcome: str) -> None:
+        """Acknowledge a task and note that the queue is done with its run."""
+        async with self.client.pipeline(transaction=True) as pipe:
+            pipe.xack(self.stream, self.group, msg_id)  # type: ignore[reportUnusedCoroutine]
+            if run_id is not None:
+                key, ttl = self._done_key(run_id), int(self.done_ttl_s)
+                pipe.set(key, outcome, ex=ttl)  # type: ignore[reportUnusedCoroutine]
+            await pipe.execute()
+
+    def _done_key(self, run_id: str) -> str:
+        return f"{self.stream}:done:{run_id}"
+
+    async def pending(self) -> int:
+        """Tasks delivered to a worker and not acknowledged yet."""
+        info = await self.client.xpending(self.stream, self.group)
+        return int(info["pending"])
+
+    async def result(
+        self, run_id: str, store: str | Store, *, timeout_s: float = 60.0, poll_s: float = 0.2
+    ) -> RunSnapshot:
+        """Wait until the run completed, or a worker acknowledged its task as ended.
+
+        Returns the stored run (``.info.status``: completed, failed or paused;
+        ``.result["output"]``); raises ``TimeoutError`` after ``timeout_s`` seconds. A
+        run that failed for a retryable reason is waited for: a worker will resume it.
+        """
+        db = open_store(store) if isinstance(store, str) else store
+        deadline = time.monotonic() + timeout_s
+        try:
+            while True:
+                snap = await db.load(run_id)
+                if snap is not None and snap.info.status in _ENDED:
+                    done = await self.client.exists(self._done_key(run_id))
+                    if done or snap.info.status == "completed":
+                        return snap
+                if time.monotonic() >= deadline:
+                    raise TimeoutError(f"run {run_id} did not end within {timeout_s:g} s")
+                await asyncio.sleep(poll_s)
+        finally:
+            if isinstance(store, str):
+                await db.aclose()
+
+    async def delete(self) -> None:
+        """Drop the stream with its groups, tasks and done-marks (tests, demos)."""
+        keys: AsyncIterator[str] = self.client.scan_iter(match=f"{self.stream}:done:*")  # type: ignore[reportUnknownMemberType]
+        async for key in keys:
+            await self.client.delete(key)
+        await self.client.delete(self.stream)
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None

@@ -1,0 +1,237 @@
+"""``Worker``: reads run tasks from a :class:`RunQueue`, runs them, acknowledges them."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import logging
+import os
+import secrets
+import socket
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from .._loop.lease import lease_ttl
+from ..agent import Agent
+from ..context import CancelToken
+from ..errors import ApprovalPending, ProviderError, RunCancelled, RunError, RunLeaseHeld, UserError
+from ..runner import Runner
+from ..stores import Store
+from ..stores import store as open_store
+from ..stores.base import RunInfo
+from .queue import RunQueue, decode_input
+
+__all__ = ["Worker"]
+
+logger = logging.getLogger("lovia.workers")
+
+Message = tuple[str, dict[str, str]]
+_ACK = frozenset({"completed", "replayed", "failed", "paused", "unknown_agent", "malformed"})
+
+
+class Worker:
+    """Runs tasks from a :class:`RunQueue` until ``stop_event`` is set.
+
+    ``agents`` maps the names tasks use to agents. ``store`` (a URL or a store) is the
+    checkpointer and session store shared by all workers. ``deps(deps_key)`` (sync or
+    async) builds each run's deps. ``stats`` counts outcomes: completed, replayed,
+    failed, paused, lease_held, retry, cancelled, error, unknown_agent, malformed.
+    """
+
+    def __init__(
+        self,
+        queue: RunQueue,
+        agents: Mapping[str, Agent[Any, Any]],
+        store: str | Store,
+        *,
+        name: str | None = None,
+        concurrency: int = 4,
+        deps: Callable[[str | None], Any] | None = None,
+        claim_idle_s: float | None = None,
+        drain_timeout_s: float = 30.0,
+    ) -> None:
+        if concurrency < 1:
+            raise UserError("Worker(concurrency=...) must be at least 1")
+        self.queue, self.agents, self.deps = queue, dict(agents), deps
+        self.name = name or f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
+        self.concurrency, self.drain_timeout_s = concurrency, drain_timeout_s
+        self.claim_idle_s = claim_idle_s if claim_idle_s is not None else lease_ttl() + 10
+        self.stats: Counter[str] = Counter()
+        self._store_arg = store
+        self._db: Store | None = None
+        self._inflight: dict[str, CancelToken] = {}
+        self._stopping = False
+        self._next_tick = 0.0
+        self._cursor = "0-0"
+
+    async def run(self, stop_event: asyncio.Event | None = None) -> None:
+        """Read, run and acknowledge tasks; on ``stop_event``, drain and return."""
+        stop = stop_event or asyncio.Event()
+        arg = self._store_arg
+        self._db = open_store(arg) if isinstance(arg, str) else arg
+        self._stopping = False
+        await self.queue.ensure_group()
+        tasks: set[asyncio.Task[None]] = set()
+        try:
+            while not stop.is_set():
+                free = self.concurrency - len(self._inflight)
+                if free <= 0:
+                    await self._next_batch(0)  # keeps our in-flight tasks fresh
+                    await asyncio.wait(tasks, timeout=0.5, return_when=asyncio.FIRST_COMPLETED)
+                    continue
+                for msg_id, fields in await self._next_batch(free):
+                    if msg_id not in self._inflight:
+                        self._inflight[msg_id] = CancelToken()
+                        task = asyncio.create_task(self._handle(msg_id, fields))
+                        tasks.add(task)
+                        task.add_done_callback(tasks.discard)
+        finally:
+            await self._drain(tasks)
+            if isinstance(arg, str):
+                await self._db.aclose()
+
+    async def _next_batch(self, free: int) -> list[Message]:
+        """Abandoned tasks first, else new ones; Redis errors are logged and waited out."""
+        try:
+            claimed = await self._maintain(free)
+            return claimed if claimed or free <= 0 else await self._read(free)
+        except Exception as exc:
+            logger.warning("worker %s: Redis error (%s); retrying in 1 s", self.name, exc)
+            await asyncio.sleep(1.0)
+            if "NOGROUP" in str(exc):  # Redis restarted without persistence
+                await self.queue.ensure_group()
+            return []
+
+    async def _maintain(self, free: int) -> list[Message]:
+        """Every few seconds: refresh our in-flight tasks, take over abandoned ones."""
+        now = time.monotonic()
+        if now < self._next_tick:
+            return []
+        self._next_tick = now + max(0.1, min(self.claim_idle_s / 3, 5.0))
+        q = self.queue
+        if self._inflight:
+            await q.client.xclaim(
+                q.stream, q.group, self.name, 0, list(self._inflight), justid=True
+            )
+        if free <= 0:
+            return []
+        idle_ms = int(self.claim_idle_s * 1000)
+        reply = await q.client.xautoclaim(
+            q.stream, q.group, self.name, idle_ms, start_id=self._cursor, count=free
+        )
+        self._cursor = str(reply[0])
+        claimed: list[Message] = [(i, f) for i, f in reply[1] if f]
+        for msg_id, _ in claimed:
+            logger.info("worker %s took over task %s", self.name, msg_id)
+        return claimed
+
+    async def _read(self, count: int) -> list[Message]:
+        q = self.queue
+        reply: Any = await q.client.xreadgroup(
+            q.group, self.name, {q.stream: ">"}, count=count, block=1000
+        )
+        if not reply:
+            return []
+        return [(i, f) for _, messages in reply for i, f in messages]  # RESP2 shape
+
+    async def _handle(self, msg_id: str, fields: dict[str, str]) -> None:
+        token, run_id = self._inflight[msg_id], None
+        try:
+            task = json.loads(fields["task"])
+            run_id = str(task["run_id"])
+            outcome = await self._execute(task, run_id, token)
+        except (KeyError, TypeError, ValueError):
+            logger.error("worker %s: malformed task %s: %r", self.name, msg_id, fields)
+            outcome = "malformed"
+        except Exception:
+            logger.exception("worker %s: task %s failed; left pending", self.name, msg_id)
+            outcome = "error"
+        self.stats[outcome] += 1
+        try:
+            if outcome in _ACK:
+                await self.queue.ack(msg_id, run_id, outcome)
+            elif outcome == "cancelled" and self._stopping:
+                await self._hand_back(msg_id, fields)
+        except Exception:
+            logger.exception("worker %s: could not acknowledge task %s", self.name, msg_id)
+        finally:
+            self._inflight.pop(msg_id, None)
+
+    async def _execute(self, task: dict[str, Any], run_id: str, token: CancelToken) -> str:
+        name = str(task["agent"])
+        agent = self.agents.get(name)
+        if agent is None:
+            await self._record_unknown(run_id, name, task.get("session_id"))
+            return "unknown_agent"
+        deps = None if self.deps is None else self.deps(task.get("deps_key"))
+        deps = await deps if inspect.isawaitable(deps) else deps
+        assert self._db is not None
+        try:
+            result = await Runner.run(
+                agent,
+                decode_input(task.get("input")),
+                run_id=run_id,
+                checkpointer=self._db,
+                session=self._db,
+                deps=deps,
+                session_id=task.get("session_id"),
+                cancel_token=token,
+            )
+        except RunLeaseHeld:
+            return "lease_held"  # another worker runs it; retried after claim_idle_s
+        except ApprovalPending:
+            return "paused"  # the caller resumes it with approvals=
+        except RunCancelled:
+            return "cancelled"
+        except ProviderError as exc:
+            logger.warning("worker %s: run %s: %s", self.name, run_id, exc)
+            return "retry" if exc.retryable else "failed"
+        except (RunError, UserError) as exc:
+            logger.warning("worker %s: run %s failed: %s", self.name, run_id, exc)
+            return "failed"
+        return "replayed" if result.replayed else "completed"
+
+    async def _record_unknown(self, run_id: str, name: str, session_id: Any) -> None:
+        """Store a failed run for a task naming an agent this worker does not have."""
+        logger.error("worker %s: task %s names unknown agent %r", self.name, run_id, name)
+        assert self._db is not None
+        if await self._db.load(run_id) is not None:
+            return
+        now = time.time()
+        why = f"no agent named {name!r} on worker {self.name} (has {sorted(self.agents)})"
+        info = RunInfo(
+            run_id=run_id,
+            agent=name,
+            session_id=session_id,
+            status="failed",
+            finish_reason="error",
+            error_type="UnknownAgent",
+            started_at=now,
+            ended_at=now,
+            extra={"error": why},
+        )
+        await self._db.finish(info, None)
+
+    async def _hand_back(self, msg_id: str, fields: dict[str, str]) -> None:
+        """Requeue a task cancelled by shutdown, so any worker resumes it right away."""
+        q = self.queue
+        async with q.client.pipeline(transaction=True) as pipe:
+            pipe.xadd(q.stream, fields)  # type: ignore[reportUnusedCoroutine]
+            pipe.xack(q.stream, q.group, msg_id)  # type: ignore[reportUnusedCoroutine]
+            await pipe.execute()
+        self.stats["requeued"] += 1
+
+    async def _drain(self, tasks: set[asyncio.Task[None]]) -> None:
+        """Let in-flight runs finish; after ``drain_timeout_s`` cancel them (resumable)."""
+        self._stopping = True
+        if not tasks:
+            return
+        _, pending = await asyncio.wait(tasks, timeout=self.drain_timeout_s)
+        if pending:
+            logger.warning("worker %s: cancelling %d run(s) at shutdown", self.name, len(pending))
+            for token in self._inflight.values():
+                token.cancel("worker shutting down")
+            await asyncio.wait(pending)
