@@ -111,6 +111,26 @@ async def test_held_lease_is_not_acked_and_is_retried_later(
     await db.aclose()
 
 
+async def test_a_task_that_never_gets_through_is_dead_lettered(
+    queue: RunQueue, store_file: str, start: Start
+) -> None:
+    counts: Counter[str] = Counter()
+    db = store(store_file)
+    await db.acquire("stuck-run", "elsewhere:1:abcd", 600)  # held by a live worker elsewhere
+    worker = Worker(
+        queue, {"counter": counting_agent(counts)}, db, claim_idle_s=0.2, max_deliveries=2
+    )
+    start(worker)
+    await queue.submit("counter", "never", run_id="stuck-run")
+    await eventually(lambda: worker.stats["dead_lettered"] == 1)
+    assert await queue.pending() == 0, "dead-lettered tasks are acknowledged"
+    dead: Any = await queue.client.xrange(f"{queue.stream}:dead")
+    assert len(dead) == 1
+    assert int(dead[0][1]["deliveries"]) == 3 and "stuck-run" in dead[0][1]["task"]
+    assert counts["never"] == 0  # the model was never called: the run stays resumable
+    await db.aclose()
+
+
 async def test_shutdown_cancels_slow_runs_and_hands_them_back(
     queue: RunQueue, store_file: str, start: Start
 ) -> None:

@@ -151,7 +151,7 @@ class RunQueue:
         keys: AsyncIterator[str] = self.client.scan_iter(match=f"{self.stream}:done:*")  # type: ignore[reportUnknownMemberType]
         async for key in keys:
             await self.client.delete(key)
-        await self.client.delete(self.stream)
+        await self.client.delete(self.stream, f"{self.stream}:dead")
 
     async def aclose(self) -> None:
         if self._client is not None:

@@ -52,6 +52,7 @@ class Worker:
         deps: Callable[[str | None], Any] | None = None,
         claim_idle_s: float | None = None,
         drain_timeout_s: float = 30.0,
+        max_deliveries: int | None = 10,
     ) -> None:
         if concurrency < 1:
             raise UserError("Worker(concurrency=...) must be at least 1")
@@ -59,6 +60,7 @@ class Worker:
         self.name = name or f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
         self.concurrency, self.drain_timeout_s = concurrency, drain_timeout_s
         self.claim_idle_s = claim_idle_s if claim_idle_s is not None else lease_ttl() + 10
+        self.max_deliveries = max_deliveries
         self.stats: Counter[str] = Counter()
         self._store_arg = store
         self._db: Store | None = None
@@ -126,7 +128,33 @@ class Worker:
         claimed: list[Message] = [(i, f) for i, f in reply[1] if f]
         for msg_id, _ in claimed:
             logger.info("worker %s took over task %s", self.name, msg_id)
-        return claimed
+        return await self._dead_letter(claimed)
+
+    async def _dead_letter(self, claimed: list[Message]) -> list[Message]:
+        """Move tasks delivered more than ``max_deliveries`` times to ``<stream>:dead``.
+
+        A run that keeps failing for retryable reasons would otherwise be resumed
+        forever; its checkpoint stays in the store, so it can still be resumed by hand.
+        """
+        if self.max_deliveries is None or not claimed:
+            return claimed
+        q = self.queue
+        keep: list[Message] = []
+        for msg_id, fields in claimed:
+            info: Any = await q.client.xpending_range(q.stream, q.group, msg_id, msg_id, 1)
+            delivered = int(info[0]["times_delivered"]) if info else 0
+            if delivered <= self.max_deliveries:
+                keep.append((msg_id, fields))
+                continue
+            logger.error(
+                "worker %s: task %s delivered %d times; dead-lettered", self.name, msg_id, delivered
+            )
+            async with q.client.pipeline(transaction=True) as pipe:
+                pipe.xadd(f"{q.stream}:dead", {**fields, "deliveries": str(delivered)})  # type: ignore[reportUnusedCoroutine]
+                pipe.xack(q.stream, q.group, msg_id)  # type: ignore[reportUnusedCoroutine]
+                await pipe.execute()
+            self.stats["dead_lettered"] += 1
+        return keep
 
     async def _read(self, count: int) -> list[Message]:
         q = self.queue
