@@ -214,3 +214,29 @@ async def test_odd_return_values_become_clear_results() -> None:
     assert not text_r.is_error and text_r.content == "héllo"
     assert cyc_r.is_error and "cannot be sent to the model" in cyc_r.content
     assert result.output == "ok"
+
+
+async def test_repeated_or_empty_call_ids_are_made_unique() -> None:
+    """Some servers send `call_0` every turn, or no id: pairing and the ledger need unique ids."""
+    seen: list[int] = []
+
+    @tool
+    def step(n: int) -> str:
+        """A step."""
+        seen.append(n)
+        return f"done {n}"
+
+    model = ScriptedModel(
+        [
+            call("step", n=1, id="call_0"),
+            [call("step", n=2, id="call_0"), call("step", n=3, id="")],
+            "finished",
+        ]
+    )
+    result = await Runner.run(Agent(name="a", model=model, tools=[step]), "go")
+    calls = [e.call_id for e in result.entries if e.type == "tool_call"]
+    results = [e.call_id for e in result.entries if e.type == "tool_result"]
+    assert len(set(calls)) == 3 and calls[0] == "call_0"
+    assert sorted(calls) == sorted(results)  # every call paired with its own result
+    assert seen == [1, 2, 3]  # none skipped as "already completed"
+    assert result.output == "finished"

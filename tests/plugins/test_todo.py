@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from lovia import Agent, Runner
 from lovia.plugins.todo import Todo
 from lovia.providers.base import ModelRequest
@@ -91,3 +93,30 @@ async def test_concurrent_runs_keep_separate_lists() -> None:
         assert f"task-{k}" in shown
         assert all(f"task-{j}" not in shown for j in range(5) if j != k)
         assert "1. " in shown and "2. " not in shown
+
+
+async def test_a_resumed_run_gets_its_todo_list_back() -> None:
+    """The list lives in the run; after a crash it is rebuilt from the transcript."""
+    from lovia.errors import ProviderServerError
+    from lovia.stores import MemoryStore
+
+    store = MemoryStore()
+    crashing = ScriptedModel(
+        [
+            call("todo_add", items=["write the parser", "test it"]),
+            call("todo_update", {"id": 1, "status": "done"}),
+            ProviderServerError("upstream 502", status=502),
+        ]
+    )
+    agent = Agent(name="planner", model=crashing, plugins=[Todo()])
+    with pytest.raises(ProviderServerError):
+        await Runner.run(agent, "plan it", run_id="todo-r1", checkpointer=store)
+
+    fresh = ScriptedModel([call("todo_update", {"id": 2, "status": "in_progress"}), "on it"])
+    result = await Runner.run(agent.clone(model=fresh), None, run_id="todo-r1", checkpointer=store)
+    first_view = fresh.requests[0].messages[-1]
+    assert "[x] 1. write the parser" in first_view.content  # type: ignore[union-attr]
+    assert "[ ] 2. test it" in first_view.content  # type: ignore[union-attr]
+    last = [e for e in result.entries if e.type == "tool_result"][-1]
+    assert "[~] 2. test it" in last.content and "[x] 1." in last.content
+    assert result.output == "on it"

@@ -27,7 +27,7 @@ from ..providers.base import (
     ToolCallChunk,
 )
 from ..telemetry.pricing import price_usage
-from ..transcript import InputEntry, TranscriptEntry
+from ..transcript import InputEntry, ToolCallEntry, TranscriptEntry
 from ..view.base import BuiltView, ViewInput, ViewRecord
 from ..view.record import view_parts
 from .checkpoint import save_progress
@@ -341,12 +341,35 @@ async def _close_quietly(stream: Any) -> None:
         logger.debug("provider stream failed to close", exc_info=True)
 
 
+def _unique_call_ids(state: RunState, entries: Sequence[Any]) -> list[Any]:
+    """Give every tool call an id unique in the transcript.
+
+    Pairing, the tool ledger and idempotency keys rely on it; some servers send empty or
+    repeated ids (``call_0`` every turn). A renamed call keeps the provider's id as a
+    prefix; the provider gets the new id back with the result.
+    """
+    out: list[Any] = []
+    seen: set[str] = set()
+    for entry in entries:
+        if isinstance(entry, ToolCallEntry):
+            call_id = entry.call_id
+            if not call_id or call_id in seen or state.transcript.call(call_id) is not None:
+                base, n = call_id or "call", 2
+                while f"{base}_{n}" in seen or state.transcript.call(f"{base}_{n}"):
+                    n += 1
+                call_id = f"{base}_{n}"
+                entry = entry.model_copy(update={"call_id": call_id})
+            seen.add(call_id)
+        out.append(entry)
+    return out
+
+
 async def _record_response(state: RunState) -> AsyncIterator[ev.Event]:
     """Phase 5: append the answer to the transcript, then checkpoint."""
     active = state.active
     assert active is not None
     response, ttfc, duration = state.response
-    entries = [stamp(state, e) for e in response.entries]
+    entries = [stamp(state, e) for e in _unique_call_ids(state, response.entries)]
     state.transcript.extend(entries)
     usage = response.usage
     usage.cost_usd = price_usage(

@@ -74,7 +74,15 @@ def call(
     id: str | None = None,
     **kwargs: Any,
 ) -> ToolCallSpec:
-    """A scripted tool call: ``call("add", a=1, b=2)`` or ``call("add", {"a": 1})``."""
+    """A scripted tool call: ``call("add", a=1, b=2)`` or ``call("add", {"a": 1})``.
+
+    ``id=`` is the call's id; a tool argument named ``id`` goes in the dict form.
+    """
+    if id is not None and not isinstance(id, str):  # pyright: ignore[reportUnnecessaryIsInstance]
+        raise ScriptError(
+            f"call({name!r}, id={id!r}): id= is the tool call's id (a str)",
+            hint=f"For a tool argument named id write call({name!r}, {{'id': {id!r}, ...}}).",
+        )
     if isinstance(arguments, str):
         return ToolCallSpec(name, arguments, id)
     args = {**(arguments or {}), **kwargs}
