@@ -6,7 +6,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from .transcript import TranscriptEntry, entry_from_dict
+from .transcript import TranscriptEntry
 from .usage import Usage
 
 if TYPE_CHECKING:
@@ -68,17 +68,13 @@ class RunResult(Generic[OutputT]):
         data = snapshot.result or {}
         final = find(agent, str(data.get("final_agent", agent.name))) or agent
         mode = output_mode(final.output_type, native=False)
-        entries: list[TranscriptEntry] = []
-        for record in snapshot.records:
-            if record.kind == "entries":
-                entries.extend(entry_from_dict(e) for e in record.data["entries"])
         return cls(
             output=mode.load(data.get("output")),
             usage=Usage.from_dict(data.get("usage", {})),
             turns=int(data.get("turns", 0)),
             finish_reason=str(data.get("finish_reason", "stop")),
             final_agent=final,
-            entries=tuple(entries),
+            entries=tuple(snapshot.entries()),
             run_id=snapshot.info.run_id,
             session_id=snapshot.info.session_id,
             replayed=True,

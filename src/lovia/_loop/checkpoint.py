@@ -13,7 +13,7 @@ from typing import Any
 
 from .. import events as ev
 from ..stores.base import RunInfo, RunSnapshot
-from ..transcript import ToolCallEntry, ToolResultEntry, TranscriptEntry, entry_from_dict
+from ..transcript import ToolCallEntry, ToolResultEntry, TranscriptEntry
 from ..usage import Usage
 from .state import RunState
 
@@ -95,11 +95,10 @@ class ResumePoint:
 def restore(snapshot: RunSnapshot) -> ResumePoint:
     """Fold a run's records into a resume point."""
     point = ResumePoint()
+    point.entries = snapshot.entries()
     for record in snapshot.records:
         data: dict[str, Any] = record.data
-        if record.kind == "entries":
-            point.entries.extend(entry_from_dict(e) for e in data["entries"])
-        elif record.kind == "ledger":
+        if record.kind == "ledger":
             point.ledger[str(data["call_id"])] = str(data["status"])
         elif record.kind == "state":
             point.turn = int(data.get("turn", point.turn))

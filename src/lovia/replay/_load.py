@@ -13,10 +13,10 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import LoviaError, RunNotFound, SchemaVersionError
-from ..stores.base import RunInfo, RunSnapshot, Store
-from ..transcript import TranscriptEntry, entry_from_dict
-from ..view.record import VIEW_RECORD_VERSION, ViewRecord, resolve_records
+from ..errors import LoviaError, RunNotFound
+from ..stores.base import RunInfo, Store
+from ..transcript import TranscriptEntry
+from ..view.record import ViewRecord, resolve_records, view_records
 
 __all__ = ["NoViewRecords", "RunData", "StoreLike", "load_run", "open_store", "resolve_run_id"]
 
@@ -114,7 +114,7 @@ async def load_run(run_id: str, db: Store) -> RunData:
         session = await db.load_session(info.session_id)
         history = session[: info.history_len]
         copies = {e.id: e for e in session[info.history_len :] if e.run_id == run_id}
-    entries, views = _fold(snapshot)
+    entries, views = snapshot.entries(), resolve_records(view_records(snapshot.records))
     return RunData(
         info=info,
         history=history,
@@ -123,28 +123,6 @@ async def load_run(run_id: str, db: Store) -> RunData:
         result=snapshot.result,
         session_copies=copies,
     )
-
-
-def _fold(snapshot: RunSnapshot) -> tuple[list[TranscriptEntry], list[ViewRecord]]:
-    entries: list[TranscriptEntry] = []
-    views: list[ViewRecord] = []
-    for record in snapshot.records:
-        if record.kind == "entries":
-            entries.extend(entry_from_dict(e) for e in record.data.get("entries", ()))
-        elif record.kind == "view":
-            views.append(_view_record(record.data, snapshot.info.run_id))
-    return entries, resolve_records(views)
-
-
-def _view_record(data: dict[str, Any], run_id: str) -> ViewRecord:
-    version = int(data.get("version", 1))
-    if version > VIEW_RECORD_VERSION:
-        raise SchemaVersionError(
-            f"a view record of run {run_id} has version {version}; this lovia understands "
-            f"up to {VIEW_RECORD_VERSION}",
-            hint="Upgrade lovia to replay this run (pip install -U lovia).",
-        )
-    return ViewRecord.from_data(data)
 
 
 def require_views(run: RunData) -> None:

@@ -22,7 +22,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import SchemaVersionError
-from ..transcript import TranscriptEntry
+from ..transcript import TranscriptEntry, entry_from_dict
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -91,6 +91,15 @@ class RunSnapshot:
     info: RunInfo
     records: list[CheckpointRecord]
     result: dict[str, Any] | None = None
+
+    def entries(self) -> list[TranscriptEntry]:
+        """The run's transcript entries, in the order they were checkpointed."""
+        return [
+            entry_from_dict(e)
+            for r in self.records
+            if r.kind == "entries"
+            for e in r.data.get("entries", ())
+        ]
 
 
 def check_version(version: int, what: str) -> None:

@@ -55,7 +55,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..errors import LoviaError
+from ..errors import LoviaError, SchemaVersionError
 from ..providers.base import ModelRequest, ModelSettings, OutputSchema, ToolSpec
 from ..transcript import TranscriptEntry, entry_from_dict, entry_to_dict
 
@@ -122,10 +122,10 @@ class ViewRecord(BaseModel):
         """Load a stored record; newer versions than this lovia understands fail fast."""
         version = int(data.get("version", 1))
         if version > VIEW_RECORD_VERSION:
-            raise LoviaError(
+            raise SchemaVersionError(
                 f"view record version {version} is newer than this lovia understands "
                 f"({VIEW_RECORD_VERSION})",
-                hint="Upgrade lovia to replay this run.",
+                hint="Upgrade lovia to replay this run (pip install -U lovia).",
             )
         return cls.model_validate(dict(data))
 
