@@ -8,6 +8,7 @@ to steer a run from the inside (a tool, a hook) or the outside (the stream handl
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import threading
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -32,11 +33,10 @@ class CancelToken:
     from any thread.
     """
 
-    __slots__ = ("_callbacks", "_listeners", "_lock", "_reason")
+    __slots__ = ("_listeners", "_lock", "_reason")
 
     def __init__(self) -> None:
         self._reason: str | None = None
-        self._callbacks: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = []
         self._listeners: list[Callable[[], None]] = []
         self._lock = threading.Lock()
 
@@ -68,38 +68,24 @@ class CancelToken:
             if self._reason is not None:
                 return
             self._reason = reason
-            waiters = list(self._callbacks)
             listeners = list(self._listeners)
         for fn in listeners:
             fn()
-        for loop, event in waiters:
-            if loop.is_closed():
-                continue
-            try:
-                running = asyncio.get_running_loop()
-            except RuntimeError:
-                running = None
-            if running is loop:
-                event.set()
-            else:
-                loop.call_soon_threadsafe(event.set)
 
     async def wait(self) -> str:
         """Wait until cancelled; return the reason."""
-        if self._reason is not None:
-            return self._reason
+        loop = asyncio.get_running_loop()
         event = asyncio.Event()
-        entry = (asyncio.get_running_loop(), event)
-        with self._lock:
-            if self._reason is not None:
-                return self._reason
-            self._callbacks.append(entry)
+
+        def wake() -> None:  # may run on the cancelling thread
+            if not loop.is_closed():
+                loop.call_soon_threadsafe(event.set)
+
+        self.add_listener(wake)
         try:
             await event.wait()
         finally:
-            with self._lock:
-                if entry in self._callbacks:
-                    self._callbacks.remove(entry)
+            self.remove_listener(wake)
         return self._reason or "cancelled"
 
 
@@ -171,16 +157,4 @@ class RunContext(Generic[DepsT]):
 
     def for_call(self, call: ToolCallEntry) -> RunContext[DepsT]:
         """A copy of this context for one tool call (shares everything else)."""
-        return RunContext(
-            deps=self.deps,
-            agent=self.agent,
-            run_id=self.run_id,
-            session_id=self.session_id,
-            entries=self.entries,
-            usage=self.usage,
-            workspace=self.workspace,
-            cancel_token=self.cancel_token,
-            mailbox=self.mailbox,
-            turn=self.turn,
-            tool_call=call,
-        )
+        return dataclasses.replace(self, tool_call=call)

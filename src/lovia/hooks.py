@@ -98,18 +98,6 @@ class AgentHooks:
                     event.run_id,
                 )
 
-    def dispatch_sync(self, event: Event, ctx: Any) -> None:
-        """Deliver ``event`` to sync handlers only (used from span processors)."""
-        for fn, is_async in self.handlers_for(type(event)):
-            if is_async:
-                continue
-            try:
-                fn(event, ctx)
-            except Exception:
-                logger.exception(
-                    "hook %s failed on %s", getattr(fn, "__qualname__", fn), type(event).__name__
-                )
-
     # -- OpenTelemetry SpanProcessor protocol (see lovia.telemetry.processor) --
     # SDK 1.45 calls on_start, _on_ending, on_end, shutdown and force_flush.
 

@@ -35,7 +35,7 @@ OutputT = TypeVar("OutputT")
 _STORES: dict[str, Any] = {}
 
 
-def _open_store(value: Any, what: str) -> Any:
+def _open_store(value: Any) -> Any:
     if value is None or not isinstance(value, str):
         return value
     store = _STORES.get(value)
@@ -133,10 +133,10 @@ class Runner:
             agent=agent,
             input=input,
             deps=deps,
-            session=_open_store(session, "session"),
+            session=_open_store(session),
             session_id=session_id,
             run_id=run_id,
-            checkpointer=_open_store(checkpointer, "checkpointer"),
+            checkpointer=_open_store(checkpointer),
             max_turns=max_turns,
             budget=budget,
             extra_instructions=extra_instructions,

@@ -240,3 +240,14 @@ async def test_result_without_iterating_and_abandoned_stream_closes_plugins() ->
             break
     await handle.aclose()
     assert closed == ["p", "p"]
+
+
+async def test_cancel_token_wait_from_another_thread() -> None:
+    import threading
+
+    token = CancelToken()
+    waiter = asyncio.create_task(token.wait())
+    await asyncio.sleep(0)
+    threading.Thread(target=token.cancel, args=("from a thread",)).start()
+    assert await asyncio.wait_for(waiter, 5) == "from a thread"
+    assert await token.wait() == "from a thread"  # already cancelled: returns at once

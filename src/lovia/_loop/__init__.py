@@ -18,13 +18,14 @@ from typing import Any
 
 from .. import events as ev
 from ..context import CancelToken, Mailbox, RunContext
-from ..errors import LoviaError, RunCancelled, RunError
+from ..errors import LoviaError, RunError
 from ..result import RunResult
 from ..telemetry.tracer import RunTracer, make_run_tracer
 from ..transcript import Transcript
 from .checkpoint import finish_info, restore
 from .finish import close_plugins, finish, write_session
 from .lease import stop_heartbeat
+from .limits import cancelled_error
 from .prepare import find_agent, load_snapshot, prepare, run_started
 from .state import CancelGuard, RunParams, RunState
 from .turn import finalize, resume_turn, turn
@@ -169,11 +170,7 @@ def _run_error(state: RunState, exc: BaseException) -> BaseException:
             guard.fired = 0
             if task.cancelling():
                 return exc  # the caller cancelled too: let that propagate
-            exc = RunCancelled(
-                f"run {state.run_id} was cancelled at turn {state.turn} "
-                f"({state.ctx.cancel_token.reason})",
-                hint="Its checkpoint is resumable: run again with the same run_id.",
-            )
+            exc = cancelled_error(state)
         else:
             return exc
     if isinstance(exc, RunError):

@@ -5,16 +5,20 @@ from __future__ import annotations
 from ..errors import BudgetExceeded, MaxTurnsExceeded, RunCancelled
 from .state import RunState
 
-__all__ = ["check_budget", "check_cancel", "check_limits"]
+__all__ = ["cancelled_error", "check_budget", "check_cancel", "check_limits"]
+
+
+def cancelled_error(state: RunState) -> RunCancelled:
+    """The run's error once its cancel token is set."""
+    return RunCancelled(
+        f"run {state.run_id} was cancelled at turn {state.turn} ({state.ctx.cancel_token.reason})",
+        hint="Its checkpoint is resumable: run again with the same run_id.",
+    )
 
 
 def check_cancel(state: RunState) -> None:
-    token = state.ctx.cancel_token
-    if token.cancelled:
-        raise RunCancelled(
-            f"run {state.run_id} was cancelled at turn {state.turn} ({token.reason})",
-            hint="Its checkpoint is resumable: run again with the same run_id.",
-        )
+    if state.ctx.cancel_token.cancelled:
+        raise cancelled_error(state)
 
 
 def check_budget(state: RunState, *, extra_tool_calls: int | None = None) -> None:

@@ -163,7 +163,6 @@ class RunState:
     """Set when the run_id was already completed: the stored RunResult."""
     response: Any = None
     """The latest ModelResponse (set by the model-call phase)."""
-    tool_calls_in_turn: int = 0
 
     def note(self, kind: str, data: dict[str, Any]) -> None:
         """Queue a checkpoint record (dropped when the run has no checkpointer)."""

@@ -23,10 +23,6 @@ from collections.abc import Sequence
 
 __all__ = ["main"]
 
-EXIT_OK = 0
-EXIT_MISMATCH = 1
-EXIT_ERROR = 2
-
 
 def _common() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)

@@ -17,7 +17,7 @@ import logging
 import os
 import shutil
 import sys
-from collections.abc import AsyncGenerator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -227,7 +227,3 @@ class Connection:
             except TimeoutError:
                 task.cancel()
                 logger.warning("MCP server %s did not close in 10 s; cancelled", self.spec.label)
-
-
-def tool_names(tools: Sequence[MCPTool]) -> list[str]:
-    return [t.name for t in tools]

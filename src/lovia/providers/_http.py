@@ -108,9 +108,6 @@ class RetryPolicy:
         return random.uniform(0, ceiling) if self.jitter else ceiling
 
 
-NO_RETRY = RetryPolicy(max_retries=0)
-
-
 def _is_content(item: StreamItem) -> bool:
     return isinstance(item, TextChunk | ReasoningChunk | ToolCallChunk)
 

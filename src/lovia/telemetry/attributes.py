@@ -118,7 +118,6 @@ PLUGIN_NAME: Final = "lovia.plugin.name"
 RETRY_ATTEMPT: Final = "lovia.retry.attempt"
 RETRY_DELAY: Final = "lovia.retry.delay_s"
 RETRY_MESSAGE: Final = "lovia.retry.message"
-ERROR_MESSAGE: Final = "lovia.error.message"
 
 USAGE_FIELDS: Final = (
     "input_tokens",

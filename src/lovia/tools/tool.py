@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import dataclasses
 import functools
 import inspect
 import json
@@ -74,7 +75,7 @@ class Tool:
         )
 
     def with_source(self, source: str) -> Tool:
-        return _replace(self, source=source)
+        return dataclasses.replace(self, source=source)
 
     def validate(self, arguments: str) -> dict[str, Any]:
         """Validate the model's JSON arguments; raise :class:`ToolArgumentsError`."""
@@ -91,12 +92,6 @@ class Tool:
         if self.is_async:
             return await self.fn(**kwargs)
         return await asyncio.to_thread(self.fn, **kwargs)
-
-
-def _replace(t: Tool, **changes: Any) -> Tool:
-    values = {name: getattr(t, name) for name in t.__slots__}  # type: ignore[attr-defined]
-    values.update(changes)
-    return Tool(**values)
 
 
 def _validation_text(name: str, exc: pydantic.ValidationError) -> str:
