@@ -180,12 +180,9 @@ def _run_error(state: RunState, exc: BaseException) -> BaseException:
 
 
 def _failed(state: RunState, error: BaseException) -> ev.RunFailed:
-    agent = state.active.agent.name if state.active else state.params.agent.name
     message = error.message if isinstance(error, LoviaError) else str(error)
     return ev.RunFailed(
-        run_id=state.run_id,
-        agent=agent,
-        turn=state.turn,
+        **state.base(),
         error_type=type(error).__name__,
         message=message,
         error=error,

@@ -93,9 +93,7 @@ async def _setup_plugin(
         instance = await plugin.setup(state.ctx)
     except Exception as exc:
         yield ev.PluginSetup(
-            run_id=state.run_id,
-            agent=active.agent.name,
-            turn=state.turn,
+            **state.base(),
             plugin=plugin.name,
             duration_s=time.perf_counter() - t0,
             error=exc,
@@ -112,9 +110,7 @@ async def _setup_plugin(
     if instance.instructions:
         texts[plugin.name] = instance.instructions
     yield ev.PluginSetup(
-        run_id=state.run_id,
-        agent=active.agent.name,
-        turn=state.turn,
+        **state.base(),
         plugin=plugin.name,
         duration_s=time.perf_counter() - t0,
     )

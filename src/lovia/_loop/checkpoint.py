@@ -38,9 +38,7 @@ async def save_progress(state: RunState, kind: str = "progress") -> AsyncIterato
     assert state.active is not None
     entries = sum(len(r.data.get("entries", ())) for r in records if r.kind == "entries")
     yield ev.CheckpointSaved(
-        run_id=state.run_id,
-        agent=state.active.agent.name,
-        turn=state.turn,
+        **state.base(),
         entries=entries,
         bytes=written,
         kind=kind,

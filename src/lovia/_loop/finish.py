@@ -80,9 +80,7 @@ async def finish(state: RunState) -> AsyncIterator[ev.Event]:
         t0 = time.perf_counter()
         await cp.finish(finish_info(state, "completed", state.finish_reason), result_payload(state))
         yield ev.CheckpointSaved(
-            run_id=state.run_id,
-            agent=state.active.agent.name,
-            turn=state.turn,
+            **state.base(),
             kind="complete",
             store=str(getattr(cp, "url", "")).split(":", 1)[0],
             duration_s=time.perf_counter() - t0,
@@ -97,11 +95,8 @@ async def write_session(state: RunState, entries: Sequence[Any]) -> AsyncIterato
         return
     t0 = time.perf_counter()
     await session.append_segment(session_id, state.run_id, entries)
-    agent = state.active.agent.name if state.active else state.params.agent.name
     yield ev.SessionWritten(
-        run_id=state.run_id,
-        agent=agent,
-        turn=state.turn,
+        **state.base(),
         session_id=session_id,
         entries=len(entries),
         store=str(getattr(session, "url", "")).split(":", 1)[0],
@@ -111,7 +106,6 @@ async def write_session(state: RunState, entries: Sequence[Any]) -> AsyncIterato
 
 async def close_plugins(state: RunState) -> AsyncIterator[ev.Event]:
     """Await every plugin's ``aclose`` in LIFO order; one failing does not stop the rest."""
-    agent = state.active.agent.name if state.active else state.params.agent.name
     while state.closers:
         name, aclose = state.closers.pop()
         t0 = time.perf_counter()
@@ -122,9 +116,7 @@ async def close_plugins(state: RunState) -> AsyncIterator[ev.Event]:
             error = exc
             logger.exception("plugin %r failed to close (ignored)", name)
         yield ev.PluginClosed(
-            run_id=state.run_id,
-            agent=agent,
-            turn=state.turn,
+            **state.base(),
             plugin=name,
             duration_s=time.perf_counter() - t0,
             error=error,

@@ -129,7 +129,7 @@ async def _build_view(
     active = state.active
     assert active is not None and active.strategy is not None
     name = active.agent.name
-    yield ev.ViewStarted(run_id=state.run_id, agent=name, turn=state.turn, attempt=attempt)
+    yield ev.ViewStarted(**state.base(), attempt=attempt)
     inp = ViewInput(
         entries=state.transcript.view(),
         system=active.system,
@@ -149,18 +149,14 @@ async def _build_view(
 
     built = await active.strategy.build(inp, active.strategy_state, summarize)
     for kind, ids in built.compactions:
-        yield ev.CompactionApplied(
-            run_id=state.run_id, agent=name, turn=state.turn, kind=kind, entry_ids=ids
-        )
+        yield ev.CompactionApplied(**state.base(), kind=kind, entry_ids=ids)
     injected = await _run_injectors(state, active)
     request = _request(state, active, built, injected)
     record = _record(state, active, built, injected, request, attempt)
     state.last_view_size = len(request.messages)
     out.append((request, record.hash))
     yield ev.ViewBuilt(
-        run_id=state.run_id,
-        agent=name,
-        turn=state.turn,
+        **state.base(),
         view_hash=record.hash,
         entries=len(request.messages),
         injected=len(injected),
@@ -389,9 +385,7 @@ async def _record_response(state: RunState) -> AsyncIterator[ev.Event]:
         },
     )
     yield ev.MessageCompleted(
-        run_id=state.run_id,
-        agent=active.agent.name,
-        turn=state.turn,
+        **state.base(),
         entries=entries,
         usage=usage,
         finish_reason=response.finish_reason,

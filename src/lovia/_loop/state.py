@@ -176,7 +176,7 @@ class RunState:
             self.note("entries", {"entries": [entry_to_dict(e) for e in entries]})
 
     def new_entries(self) -> list[TranscriptEntry]:
-        return list(self.transcript)[self.run_start :]
+        return list(self.transcript.view(self.run_start))
 
     def base(self) -> EventBase:
         agent = self.active.agent.name if self.active else self.params.agent.name

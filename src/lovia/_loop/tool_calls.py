@@ -175,9 +175,7 @@ def _safe(plan: Plan) -> bool:
 def _started(state: RunState, plan: Plan) -> ev.ToolCallStarted:
     assert state.active is not None
     return ev.ToolCallStarted(
-        run_id=state.run_id,
-        agent=state.active.agent.name,
-        turn=state.turn,
+        **state.base(),
         call=plan.call,
         idempotency_key=f"{state.run_id}:{plan.call.call_id}",
         description=plan.tool.description if plan.tool else "",
@@ -335,9 +333,7 @@ async def _complete(
     if started or plan.handoff is not None:
         _ledger(state, plan, "failed" if is_error else "completed")
     yield ev.ToolCallCompleted(
-        run_id=state.run_id,
-        agent=state.active.agent.name,
-        turn=state.turn,
+        **state.base(),
         call=plan.call,
         result=result,
         is_error=is_error,
