@@ -93,7 +93,7 @@ def rebuild_request(
     if missing:
         return None, [f"transcript entry {i} is missing from the stored run" for i in missing]
     try:
-        return view_record.rebuild_request(record, by_id.values()), []
+        return view_record.rebuild_request(record, by_id), []
     except LoviaError as exc:
         return None, [exc.message]
 

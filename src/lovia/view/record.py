@@ -51,7 +51,7 @@ import hashlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -543,16 +543,21 @@ def _request(full: ViewRecord, by_id: Mapping[str, TranscriptEntry]) -> ModelReq
     )
 
 
-def _by_id(entries: Iterable[TranscriptEntry]) -> dict[str, TranscriptEntry]:
+def _by_id(
+    entries: Mapping[str, TranscriptEntry] | Iterable[TranscriptEntry],
+) -> Mapping[str, TranscriptEntry]:
+    """Entries by id; a mapping (already by id) is used as is."""
+    if isinstance(entries, Mapping):
+        return cast(Mapping[str, TranscriptEntry], entries)
     return {e.id: e for e in entries}
 
 
 def rebuild_request(
     record: ViewRecord,
-    transcript_entries: Iterable[TranscriptEntry],
+    transcript_entries: Mapping[str, TranscriptEntry] | Iterable[TranscriptEntry],
     previous_records: Iterable[ViewRecord] = (),
 ) -> ModelRequest:
-    """The exact :class:`ModelRequest` of one model call."""
+    """The exact :class:`ModelRequest` of one model call (entries, or entries by id)."""
     return _request(_resolve_one(record, previous_records), _by_id(transcript_entries))
 
 
