@@ -30,6 +30,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
+from .errors import UserError
 from .events import Event
 
 __all__ = ["AgentHooks", "Handler"]
@@ -53,8 +54,6 @@ class AgentHooks:
     ) -> Callable[[Callable[[E, Any], Any]], Callable[[E, Any], Any]]:
         """Register the decorated function for ``event_type`` (and its subclasses)."""
         if not (isinstance(event_type, type) and issubclass(event_type, Event)):
-            from .errors import UserError
-
             raise UserError(
                 f"hooks.on() needs an event class from lovia.events, got {event_type!r}",
                 hint="Write @hooks.on(events.ToolCallCompleted).",

@@ -114,27 +114,16 @@ def restore(snapshot: RunSnapshot) -> ResumePoint:
 
 
 def open_calls(entries: list[TranscriptEntry]) -> list[ToolCallEntry]:
-    """Tool calls of the last model response that have no result yet."""
+    """Tool calls of the latest model response that have no result yet."""
+    latest = next((e for e in reversed(entries) if isinstance(e, ToolCallEntry)), None)
+    if latest is None:
+        return []
     answered = {e.call_id for e in entries if isinstance(e, ToolResultEntry)}
-    last_calls: list[ToolCallEntry] = []
-    for entry in reversed(entries):
-        if isinstance(entry, ToolCallEntry):
-            last_calls.append(entry)
-        elif entry.type in ("text", "reasoning"):
-            continue
-        else:
-            break
-    last_calls.reverse()
-    if not last_calls:
-        # results may follow the calls: look back to the latest response's calls
-        msg = next((e for e in reversed(entries) if isinstance(e, ToolCallEntry)), None)
-        if msg is None:
-            return []
-        last_calls = [
-            e
-            for e in entries
-            if isinstance(e, ToolCallEntry)
-            and e.message_id == msg.message_id
-            and e.turn == msg.turn
-        ]
-    return [c for c in last_calls if c.call_id not in answered]
+    return [
+        e
+        for e in entries
+        if isinstance(e, ToolCallEntry)
+        and e.message_id == latest.message_id
+        and e.turn == latest.turn
+        and e.call_id not in answered
+    ]
