@@ -55,11 +55,9 @@ class RunTracer:
         "_guards",
         "_m",
         "_policy",
-        "_resumed",
         "_run",
         "_run_ctx",
         "_run_labels",
-        "_saw_checkpoint",
         "_tools",
         "_tracer",
         "_turn",
@@ -83,8 +81,6 @@ class RunTracer:
         self._tools: dict[str, Span] = {}
         self._guards: dict[tuple[str, str], Span] = {}
         self._run_labels: Attrs = {}
-        self._saw_checkpoint = False
-        self._resumed = False
         self._compacted = False
 
     # -- the two calls the Emitter makes ---------------------------------------------
@@ -172,7 +168,6 @@ class RunTracer:
 
     def _open_run(self, phase: Phase, event: ev.RunStarted) -> Span:
         self._common[A.RUN_ID] = event.run_id
-        self._resumed = event.resumed
         if event.session_id:
             self._common[A.CONVERSATION_ID] = event.session_id
         attrs = self._attrs(phase, event)
@@ -236,9 +231,7 @@ class RunTracer:
         error = getattr(event, "error", None)
         if error is not None:
             span.set_status(Status(StatusCode.ERROR, str(error)[:500]))
-        if isinstance(event, ev.CheckpointSaved):
-            self._saw_checkpoint = True
-        elif isinstance(event, ev.CompactionApplied) and self._m is not None:
+        if isinstance(event, ev.CompactionApplied) and self._m is not None:
             self._m.compactions.add(1, {A.AGENT_NAME: event.agent, A.COMPACTION_KIND: event.kind})
         return span
 
@@ -299,9 +292,7 @@ class RunTracer:
             self._fail_open_spans(event.error_type, event.message)  # type: ignore[union-attr]
         attrs = phase.attrs(event) if phase.attrs is not None else {}
         # a replayed run (completed run_id resubmitted) writes no checkpoint: not a new run
-        replayed = isinstance(event, ev.RunCompleted) and (
-            event.replayed or (self._resumed and not self._saw_checkpoint)
-        )
+        replayed = isinstance(event, ev.RunCompleted) and (event.replayed)
         if replayed:
             attrs[A.RUN_REPLAYED] = True
         span.set_attributes(attrs)
