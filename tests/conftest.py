@@ -11,7 +11,8 @@ import pytest
 from lovia.testing import block_network
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
+FIXTURES = REPO / "tests" / "fixtures"
+"""Third-party data the tests read (vendored, with licences: see its README.md)."""
 
 
 @pytest.fixture(autouse=True)

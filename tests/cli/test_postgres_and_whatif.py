@@ -20,7 +20,8 @@ from lovia.stores import store
 from .conftest import Recorded, lovia
 
 PG_URL = os.environ.get("LOVIA_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
-CANNED = Path("/work/shared/fixtures/wire/openai_chat/nonstream_text/response.body")
+WIRE = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "wire"
+CANNED = WIRE / "openai_chat" / "nonstream_text" / "response.body"
 
 
 async def _pg(sql: str) -> None:
@@ -122,8 +123,6 @@ def _counts(path: Path) -> tuple[int, ...]:
 
 
 def test_whatif_rerun_writes_nothing(recorded: Recorded, server: str) -> None:
-    if not CANNED.exists():
-        pytest.skip("wire fixture missing")
     before = _counts(recorded.path)
     _Canned.bodies.clear()
     res = lovia(

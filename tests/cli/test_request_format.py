@@ -15,16 +15,11 @@ from lovia.stores import store
 
 from .conftest import Reminders, lookup_order, lovia
 
-WIRE = Path("/work/shared/fixtures/wire")
-ROOT_WIRE = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "wire"
+WIRE = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "wire"
 
 
 def _fixture(provider: str) -> dict[str, Any]:
-    for base in (ROOT_WIRE, WIRE):
-        path = base / provider / "nonstream_text" / "response.body"
-        if path.exists():
-            return json.loads(path.read_text())
-    pytest.skip(f"wire fixture {provider}/nonstream_text is not available")
+    return json.loads((WIRE / provider / "nonstream_text" / "response.body").read_text())
 
 
 def _openai_tool_call() -> dict[str, Any]:

@@ -13,7 +13,7 @@ import pytest
 from lovia.transcript import ToolCallEntry, ToolResultEntry, TranscriptEntry
 
 REPO = Path(__file__).resolve().parents[2]
-SKILLS_FIXTURES = REPO.parent / "shared" / "fixtures" / "skills"
+SKILLS_FIXTURES = REPO / "tests" / "fixtures" / "skills"
 
 
 def load_example(filename: str) -> ModuleType:
@@ -32,8 +32,7 @@ def load_example(filename: str) -> ModuleType:
 
 @pytest.fixture
 def skills_root() -> Path:
-    if not SKILLS_FIXTURES.is_dir():
-        pytest.skip(f"skills fixtures not found at {SKILLS_FIXTURES}")
+    assert SKILLS_FIXTURES.is_dir(), f"vendored skills fixtures missing at {SKILLS_FIXTURES}"
     return SKILLS_FIXTURES
 
 

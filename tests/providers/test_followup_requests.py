@@ -21,9 +21,7 @@ from lovia.transcript import (
     TranscriptEntry,
 )
 
-from .wire import WIRE, case, collect, provider_for, replay_client
-
-pytestmark = pytest.mark.skipif(not WIRE.is_dir(), reason="shared wire fixtures not present")
+from .wire import case, collect, provider_for, replay_client
 
 
 def _chat_tools(body: dict[str, Any]) -> list[ToolSpec]:

@@ -1,4 +1,4 @@
-"""Every recorded exchange in ../shared/fixtures/wire replayed through the adapters."""
+"""Every recorded exchange in tests/fixtures/wire replayed through the adapters."""
 
 from __future__ import annotations
 
@@ -19,9 +19,7 @@ from lovia.errors import (
 from lovia.providers.base import ModelResponse, ReasoningChunk, TextChunk, ToolCallChunk
 from lovia.transcript import ReasoningEntry, TextEntry, ToolCallEntry
 
-from .wire import FAKE_KEY, SIMPLE, WIRE, all_cases, collect, provider_for, replay_client
-
-pytestmark = pytest.mark.skipif(not WIRE.is_dir(), reason="shared wire fixtures not present")
+from .wire import FAKE_KEY, SIMPLE, all_cases, collect, provider_for, replay_client
 
 U = tuple[int, int, int, int, int]  # input, output, cache read, cache write, reasoning
 

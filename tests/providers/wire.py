@@ -1,4 +1,4 @@
-"""Replay recorded wire exchanges (``../shared/fixtures/wire``) through ``httpx.MockTransport``."""
+"""Replay recorded wire exchanges (``tests/fixtures/wire``) through ``httpx.MockTransport``."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from lovia.providers.openai_chat import OpenAIChat
 from lovia.providers.openai_responses import OpenAIResponses
 
 REPO = Path(__file__).resolve().parents[2]
-WIRE = REPO.parent / "shared" / "fixtures" / "wire"
+WIRE = REPO / "tests" / "fixtures" / "wire"
 FOLDERS = ("openai_chat", "openai_compat", "openai_responses", "anthropic")
 FAKE_KEY = "sk-test-FAKE-KEY-0123456789abcdef"
 
