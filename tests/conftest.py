@@ -11,6 +11,8 @@ import pytest
 from lovia.testing import block_network
 
 REPO = Path(__file__).resolve().parents[1]
+pytest_plugins = ["lovia.testing.pytest_plugin"]
+
 FIXTURES = REPO / "tests" / "fixtures"
 """Third-party data the tests read (vendored, with licences: see its README.md)."""
 

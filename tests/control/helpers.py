@@ -1,7 +1,7 @@
 """Run one scenario through ``Runner.run`` and ``Runner.stream`` and compare the two.
 
 A scenario is built twice by a factory (scripted models are consumed by a run), once
-per mode. In run mode the events are observed by wrapping the loop's emitter (every
+per mode. In run mode the events are observed with ``lovia.testing.capture_events`` (every
 event passes through it before a consumer could see it), in stream mode by iterating
 the handle. Both runs must agree on the output (or the error type), on the event
 types, and the stream must end with exactly one terminal event.
@@ -9,14 +9,13 @@ types, and the stream must end with exactly one terminal event.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from lovia import Agent, Runner, events
-from lovia._loop import Emitter
 from lovia.result import RunResult
+from lovia.testing import capture_events
 
 TERMINAL = (events.RunCompleted, events.RunFailed)
 
@@ -46,29 +45,8 @@ class Outcome:
         return [e for e in self.events if isinstance(e, kind)]
 
 
-@contextlib.contextmanager
-def recording() -> Iterator[list[events.Event]]:
-    """Record every event the loop emits (used to see Runner.run's events)."""
-    seen: list[events.Event] = []
-    original = Emitter.emit
-
-    async def emit(self: Emitter, event: events.Event) -> events.Event:
-        out = await original(self, event)
-        seen.append(out)
-        return out
-
-    original_idle = Emitter.idle
-    Emitter.emit = emit  # type: ignore[method-assign]
-    Emitter.idle = lambda self: False  # type: ignore[method-assign]  # see every event
-    try:
-        yield seen
-    finally:
-        Emitter.emit = original  # type: ignore[method-assign]
-        Emitter.idle = original_idle  # type: ignore[method-assign]
-
-
 async def run_mode(s: Scenario) -> Outcome:
-    with recording() as seen:
+    with capture_events() as seen:
         try:
             result = await Runner.run(s.agent, s.input, **s.options)
         except Exception as exc:

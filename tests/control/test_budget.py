@@ -127,6 +127,7 @@ def scenario(budget: RunBudget, steps: list[Any], output_type: Any, sleep: float
     [c[1:] for c in CASES],
     ids=[c[0] for c in CASES],
 )
+@pytest.mark.lovia_unconsumed  # the run ends before the script does, on purpose
 async def test_each_limit_ends_the_run(
     budget: RunBudget, steps: list[Any], output_type: Any, limit: str, turn: int, runs: int
 ) -> None:
@@ -156,6 +157,7 @@ async def test_cost_is_priced_from_usage() -> None:
     assert r.usage.cost_usd == pytest.approx(0.01)
 
 
+@pytest.mark.lovia_unconsumed  # the run ends before the script does, on purpose
 async def test_parallel_calls_first_runs_second_is_refused() -> None:
     def make() -> Scenario:
         log: list[str] = []

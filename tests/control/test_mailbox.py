@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from lovia import Agent, AgentHooks, InputEntry, Mailbox, RunContext, Runner, events, tool
 from lovia.testing import ScriptedModel, call
 
@@ -118,6 +120,7 @@ async def test_mailbox_passed_in_and_late_messages_undelivered() -> None:
         assert all(m.origin == "mailbox" for m in r.undelivered)
 
 
+@pytest.mark.lovia_unconsumed  # the run ends before the script does, on purpose
 async def test_stream_handle_exposes_the_runs_mailbox() -> None:
     box = Mailbox()
     handle = Runner.stream(Agent(name="a", model=ScriptedModel(["x"])), "hi", mailbox=box)

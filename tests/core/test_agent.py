@@ -68,6 +68,7 @@ async def test_instruction_order_sync_async_and_none() -> None:
     assert model.requests[0].system == "static\n\nrun one\n\nthree\n\nextra"
 
 
+@pytest.mark.lovia_unconsumed  # the run ends before the script does, on purpose
 async def test_tool_name_clash_names_both_sources() -> None:
     @tool(name="same")
     def a() -> str:

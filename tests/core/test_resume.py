@@ -174,6 +174,7 @@ async def test_resubmitting_the_same_input_does_not_duplicate_it() -> None:
     ]
 
 
+@pytest.mark.lovia_unconsumed  # the run ends before the script does, on purpose
 async def test_cost_budget_without_a_price_is_refused() -> None:
     from lovia import RunBudget
 

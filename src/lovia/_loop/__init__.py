@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import events as ev
+from .._observers import OBSERVERS, notify
 from ..context import CancelToken, Mailbox, RunContext
 from ..errors import LoviaError, RunError
 from ..result import RunResult
@@ -56,7 +57,7 @@ class Emitter:
     def idle(self) -> bool:
         """True when no tracer and no hook can see events (the consumer still does)."""
         state = self.state
-        if self.tracer is not None:
+        if self.tracer is not None or OBSERVERS:
             return False
         if state.active is not None:
             return not state.active.hooks
@@ -80,6 +81,8 @@ class Emitter:
         finally:
             if tracer is not None:
                 tracer.end(event)
+            if OBSERVERS:
+                notify(event)
         return event
 
 

@@ -3,6 +3,8 @@
 - :class:`ScriptedModel` — a strict script of replies: fails on an unexpected extra call,
   reports unconsumed steps, records every request it got.
 - :class:`FunctionModel` — a function decides each reply from the request.
+- :func:`capture_events` — every event of every run while a block is open.
+- ``lovia.testing.pytest_plugin`` — fails a test whose ScriptedModel steps were not all used.
 - :func:`block_network` — makes any real (non-loopback) HTTP request fail, so a test
   can never call a paid API by accident.
 
@@ -11,6 +13,7 @@ a list of calls (parallel calls), ``reply(...)`` (text + calls + reasoning + usa
 an exception instance (the call fails with it).
 """
 
+from ._capture import capture_events
 from ._models import (
     FunctionModel,
     Reply,
@@ -32,6 +35,7 @@ __all__ = [
     "Step",
     "ToolCallSpec",
     "block_network",
+    "capture_events",
     "call",
     "reply",
 ]

@@ -35,6 +35,10 @@ __all__ = [
 ]
 
 
+CREATED: list[list[ScriptedModel]] = []
+"""Open tracking lists (the pytest plugin's): every ScriptedModel made while one is open."""
+
+
 class ScriptError(LoviaError, AssertionError):
     """The script and the run disagree (an extra call, or steps left over)."""
 
@@ -249,6 +253,8 @@ class ScriptedModel(_FakeProvider):
         super().__init__(model, profile, provider)
         self._steps: list[Reply | BaseException] = [_as_reply(s) for s in steps]
         self._next = 0
+        for created in CREATED:
+            created.append(self)
 
     def __repr__(self) -> str:
         return f"ScriptedModel({self._next}/{len(self._steps)} steps used)"
