@@ -122,7 +122,7 @@ def _merge_instance(active: ActiveAgent, name: str, inst: PluginInstance) -> Non
         _add_tool(active.tools, t, source)
     active.injectors.extend((name, inj) for inj in inst.view_injectors)
     if inst.hooks is not None:
-        active.hooks.append(inst.hooks)
+        active.hooks.append((name, inst.hooks))
     active.input_guardrails.extend(as_guardrail(g) for g in inst.input_guardrails)
     active.output_guardrails.extend(as_guardrail(g) for g in inst.output_guardrails)
 
@@ -142,7 +142,7 @@ async def activate(state: RunState, agent: Agent[Any, Any]) -> AsyncIterator[ev.
     _check_plugin_names(agent, plugins)
     active = ActiveAgent(agent=agent, provider=provider)
     if agent.hooks is not None:
-        active.hooks.append(agent.hooks)
+        active.hooks.append((None, agent.hooks))
     for t in agent.tools:
         _add_tool(active.tools, t, "agent")
     state.ctx.agent = agent
