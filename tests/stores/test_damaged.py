@@ -19,7 +19,14 @@ from lovia.stores.sqlite import SQLiteStore
 
 async def _three_records(db: Store) -> None:
     await db.begin(RunInfo(run_id="r1", agent="a", started_at=1.0))
-    await db.append("r1", [CheckpointRecord(kind="state", data={"turn": i}) for i in range(1, 4)])
+    await db.append(
+        "r1",
+        [
+            CheckpointRecord(kind="state", data={"turn": 1}),
+            CheckpointRecord(kind="ledger", data={"call_id": "c1", "status": "started"}),
+            CheckpointRecord(kind="state", data={"turn": 2}),
+        ],
+    )
 
 
 async def _damage(backend: Backend, db: Store, column: str, value: Any) -> None:
@@ -196,3 +203,15 @@ async def test_postgres_read_only_open_creates_no_schema(pg_prefix: str) -> None
     with pytest.raises(StoreError, match="read-only transaction"):
         await ro.begin(RunInfo(run_id="r2", agent="a"))
     await ro.aclose()
+
+
+@pytest.mark.postgres
+async def test_postgres_refusing_a_value_is_not_blamed_on_the_network(pg_prefix: str) -> None:
+    from store_backends import PG_URL
+
+    db = store(f"{PG_URL}?schema={pg_prefix}_nul")  # the store API itself does not check ids
+    with pytest.raises(StoreError) as info:
+        await db.begin(RunInfo(run_id="a\x00b", agent="a"))
+    await db.aclose()
+    assert info.value.hint and "refused the statement" in info.value.hint
+    assert "reachable" not in info.value.hint

@@ -221,6 +221,12 @@ class PostgresStore:
         """The pool (created on first use in this event loop), errors as StoreError."""
         try:
             yield await self._get_pool()
+        except self._asyncpg.PostgresError as exc:  # the server answered: not a network issue
+            raise StoreError(
+                f"PostgreSQL store failed: {type(exc).__name__}: {exc}",
+                hint="The server refused the statement; check the data and that the URL's "
+                "user may use this database and schema.",
+            ) from exc
         except self._errors as exc:
             raise StoreError(
                 f"PostgreSQL store failed: {exc}",
