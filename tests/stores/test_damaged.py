@@ -215,3 +215,23 @@ async def test_postgres_refusing_a_value_is_not_blamed_on_the_network(pg_prefix:
     await db.aclose()
     assert info.value.hint and "refused the statement" in info.value.hint
     assert "reachable" not in info.value.hint
+
+
+async def test_resuming_a_run_with_a_damaged_ledger_record_names_it() -> None:
+    from lovia import Agent, Runner
+    from lovia.testing import ScriptedModel
+
+    db = MemoryStore()
+    await db.begin(RunInfo(run_id="r1", agent="a", status="failed"))
+    await db.append(
+        "r1",
+        [
+            CheckpointRecord(kind="state", data={"turn": 1}),
+            CheckpointRecord(kind="ledger", data={"status": "started"}),  # no call_id
+        ],
+    )
+    model = ScriptedModel(["never"])
+    with pytest.raises(StoreError) as info:
+        await Runner.run(Agent(name="a", model=model), None, run_id="r1", checkpointer=db)
+    assert info.value.message.startswith("checkpoint record 2 of run r1 is damaged: its ledger")
+    assert "call_id" in info.value.message and model.requests == []
