@@ -48,6 +48,12 @@ async def test_a_bare_str_is_one_reminder_not_one_message_per_character() -> Non
     assert last.content == "<system-reminder>be brief</system-reminder>"
 
 
+async def test_an_empty_str_injects_nothing() -> None:
+    model = ScriptedModel(["done"])
+    await Runner.run(Agent(name="x", model=model, plugins=[Injecting([lambda c: "  "])]), "hi")
+    assert [m.type for m in model.requests[0].messages] == ["input"]
+
+
 @pytest.mark.parametrize(
     ("returned", "described"),
     [

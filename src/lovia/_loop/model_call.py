@@ -121,8 +121,8 @@ _ENTRY_TYPES: tuple[type, ...] = get_args(get_args(TranscriptEntry)[0])
 
 def _injected_items(result: Any) -> list[Any] | None:
     """What an injector returned, as a list of reminders/entries (None: unusable)."""
-    if result is None:
-        return []
+    if result is None or (isinstance(result, str) and not result.strip()):
+        return []  # nothing this turn (an empty reminder would be an empty message)
     if isinstance(result, (str, *_ENTRY_TYPES)):
         return [result]  # a bare str is one reminder, not one message per character
     items = _as_list(result)
