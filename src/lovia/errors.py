@@ -14,7 +14,8 @@ LoviaError                      base: .message, .hint
 │   ├── GuardrailTripped        an input/output guardrail said no (.guardrail, .reason)
 │   ├── ApprovalPending         tool calls wait for approval (.pending); resumable
 │   ├── OutputValidationError   the final output failed output_type validation (.raw, .errors)
-│   └── ModelBehaviorError      the model answered with something unusable
+│   ├── ModelBehaviorError      the model answered with something unusable
+│   └── HookError               a handler of the agent's AgentHooks(strict=True) raised
 ├── ProviderError               the model API failed (.status, .retryable, .provider)
 │   ├── RateLimited             429; .retry_after seconds when the API said so
 │   ├── ProviderOverloaded      529 / 503: the provider is busy
@@ -42,6 +43,7 @@ __all__ = [
     "BudgetExceeded",
     "ContextOverflow",
     "GuardrailTripped",
+    "HookError",
     "LoviaError",
     "MaxTurnsExceeded",
     "ModelBehaviorError",
@@ -163,6 +165,21 @@ class OutputValidationError(RunError):
 
 class ModelBehaviorError(RunError):
     """The model produced something the run cannot use (e.g. an empty answer)."""
+
+
+class HookError(RunError):
+    """A handler of the agent's own ``AgentHooks(strict=True)`` raised (``__cause__``).
+
+    Plugin hooks never fail a run (plugins provide capabilities, not control flow):
+    their errors are logged with the plugin's name and the run goes on.
+    """
+
+    def __init__(
+        self, message: str, hint: str | None = None, *, hook: str = "", event: str = ""
+    ) -> None:
+        super().__init__(message, hint)
+        self.hook = hook
+        self.event = event
 
 
 class ProviderError(LoviaError):

@@ -14,8 +14,10 @@ hooks before plugin hooks. A handler registered for a base class (``events.Event
 sees every event.
 
 A failing handler does not corrupt the run: by default the exception is logged (logger
-``lovia.hooks``) and the run goes on; ``AgentHooks(strict=True)`` makes it fail the
-run instead (useful in tests).
+``lovia.hooks``) and the run goes on. ``AgentHooks(strict=True)`` on the agent itself
+makes a failing handler end the run with :class:`~lovia.errors.HookError` (useful in
+tests). Hooks a plugin contributes are always fail-open, strict or not: a plugin cannot
+stop the run (they are logged with the plugin's name).
 
 The same object doubles as an OpenTelemetry span processor: register it with
 ``tracer_provider.add_span_processor(hooks)`` and every lovia span that ends in the
@@ -30,7 +32,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from .errors import UserError
+from .errors import HookError, UserError
 from .events import Event
 
 __all__ = ["AgentHooks", "Handler"]
@@ -77,8 +79,12 @@ class AgentHooks:
     def __bool__(self) -> bool:
         return bool(self._handlers)
 
-    async def dispatch(self, event: Event, ctx: Any) -> None:
-        """Deliver ``event`` to every matching handler, in registration order."""
+    async def dispatch(self, event: Event, ctx: Any, *, plugin: str | None = None) -> None:
+        """Deliver ``event`` to every matching handler, in registration order.
+
+        ``plugin``: the name of the plugin that contributed these hooks (always
+        fail-open); None for the agent's own hooks (``strict`` applies).
+        """
         for fn, is_async in self.handlers_for(type(event)):
             try:
                 if is_async:
@@ -87,12 +93,22 @@ class AgentHooks:
                     result = fn(event, ctx)
                     if inspect.isawaitable(result):
                         await result
-            except Exception:
-                if self.strict:
-                    raise
+            except Exception as exc:
+                name = str(getattr(fn, "__qualname__", None) or fn)
+                if self.strict and plugin is None:
+                    raise HookError(
+                        f"hook {name} failed on {type(event).__name__}: "
+                        f"{type(exc).__name__}: {exc}",
+                        hint="The agent's AgentHooks(strict=True) ends the run when a "
+                        "handler raises; fix the handler or drop strict=True.",
+                        hook=name,
+                        event=type(event).__name__,
+                    ) from exc
+                owner = "" if plugin is None else f" of plugin {plugin!r}"
                 logger.exception(
-                    "hook %s failed on %s (run %s); the run continues",
-                    getattr(fn, "__qualname__", fn),
+                    "hook %s%s failed on %s (run %s); the run continues",
+                    name,
+                    owner,
                     type(event).__name__,
                     event.run_id,
                 )

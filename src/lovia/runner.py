@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import re
 from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -25,14 +26,47 @@ if TYPE_CHECKING:
     from .stores.base import Checkpointer, SessionStore
     from .usage import RunBudget
 
-__all__ = ["DEFAULT_MAX_TURNS", "RunStream", "Runner"]
+__all__ = ["DEFAULT_MAX_TURNS", "MAX_ID_CHARS", "RunStream", "Runner", "check_id"]
 
 DEFAULT_MAX_TURNS = 50
 """Model steps per run when ``max_turns`` is not given."""
 
 OutputT = TypeVar("OutputT")
 
+MAX_ID_CHARS = 256
+"""Longest ``run_id`` / ``session_id`` accepted (every store indexes them)."""
+
 _STORES: dict[str, Any] = {}
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def check_id(name: str, value: str | None) -> None:
+    """Refuse an id no store can key on faithfully: empty, control characters (NUL
+    included), text that is not valid Unicode (a lone surrogate), or over-long.
+
+    Checked once, where ids enter, so every store gives the same clear error.
+    """
+    if value is None:
+        return
+    if not isinstance(value, str):
+        raise UserError(f"{name} must be a str, got {type(value).__name__}")
+    problem = ""
+    if not value:
+        problem = "is empty"
+    elif len(value) > MAX_ID_CHARS:
+        problem = f"is {len(value)} characters long (at most {MAX_ID_CHARS})"
+    elif _CONTROL.search(value):
+        problem = "contains a control character (e.g. NUL)"
+    else:
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            problem = "is not valid Unicode (it holds a lone surrogate)"
+    if problem:
+        hint = "Pass printable text, e.g. a UUID or your own stable key"
+        if name == "run_id":
+            hint += ", or leave run_id=None for a new random id"
+        raise UserError(f"{name} {value[:60]!r} {problem}", hint=hint + ".")
 
 
 def _open_store(value: Any) -> Any:
@@ -114,12 +148,14 @@ class Runner:
         """Start a run and return its event stream (see :class:`RunStream`)."""
         if not isinstance(agent, Agent):
             raise UserError(f"Runner needs an Agent, got {agent!r}")
+        check_id("run_id", run_id)
         bound = getattr(workspace, "session", None)
         if isinstance(bound, str) and session_id is None:
             # a session-bound workspace: its conversation continues run after run
             session_id = bound
             if session is None:
                 session = workspace.session_store_url()
+        check_id("session_id", session_id)
         if session_id is not None and session is None:
             raise UserError(
                 "session_id was given without a session store",

@@ -18,7 +18,7 @@ from lovia import (
     events,
     tool,
 )
-from lovia.errors import RateLimited
+from lovia.errors import HookError, RateLimited
 from lovia.testing import ScriptedModel, ScriptError, call, reply
 
 DELTAS = (events.TextDelta, events.ReasoningDelta, events.ToolCallDelta)
@@ -124,9 +124,10 @@ async def test_strict_hook_crash_fails_the_run_cleanly() -> None:
 
     agent = Agent(name="a", model=ScriptedModel(["never"]), hooks=hooks)
     evs, handle = await _terminal_only(agent)
-    assert isinstance(evs[-1], events.RunFailed) and evs[-1].error_type == "ValueError"
-    with pytest.raises(ValueError, match="hook bug"):
+    assert isinstance(evs[-1], events.RunFailed) and evs[-1].error_type == "HookError"
+    with pytest.raises(HookError, match="hook bug") as info:
         await handle.result()
+    assert isinstance(info.value.__cause__, ValueError)
 
 
 async def test_lenient_hook_crash_is_logged_and_run_goes_on(caplog: Any) -> None:

@@ -17,7 +17,9 @@ from pathlib import Path
 
 import pytest
 
+from lovia.replay import verify_run
 from lovia.stores import store
+from lovia.transcript import SystemEntry
 
 WORKER = Path(__file__).with_name("worker.py")
 PG_URL = os.environ.get("LOVIA_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
@@ -96,3 +98,14 @@ def test_sigkill_then_resume(store_url: str, kill_at: str, tmp_path: Path) -> No
         # c2's side effect happened but its outcome was unknown: not re-run, model told so
         assert effects == ["1", "2"]
         assert "unknown" in second.stdout
+    asyncio.run(_views_match_the_transcript(store_url, run_id))
+
+
+async def _views_match_the_transcript(url: str, run_id: str) -> None:
+    """Every view, before and after the resume, carries the recorded system prompt
+    (the worker's instruction names its pid, which differs in the resumed process)."""
+    report = await verify_run(run_id, url)
+    assert report.ok, [m.details for m in report.mismatches]
+    (system,) = [e.content for e in report.run.entries if isinstance(e, SystemEntry)]
+    assert "worker process" in system
+    assert report.views and all(v.system == system for v in report.views)

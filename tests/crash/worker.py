@@ -66,6 +66,8 @@ async def main() -> None:
         hooks=hooks,
         output_guardrails=[passes],
     )
+    # differs in every process: a resumed run must still send the recorded prompt
+    agent.instruction(lambda ctx: f"You run in worker process {os.getpid()}.")
     result = await Runner.run(
         agent, "go", run_id=RUN_ID, checkpointer=db, session=db, session_id="crash-session"
     )

@@ -24,7 +24,7 @@ from ..result import RunResult
 from ..telemetry.tracer import RunTracer, make_run_tracer
 from ..transcript import Transcript
 from .checkpoint import finish_info, restore
-from .finish import close_plugins, finish, write_session
+from .finish import call_close, close_plugins, finish, write_session
 from .lease import stop_heartbeat
 from .limits import cancelled_error
 from .prepare import find_agent, load_snapshot, prepare, run_started
@@ -73,11 +73,11 @@ class Emitter:
         hooks = (
             state.active.hooks
             if state.active is not None
-            else ([state.params.agent.hooks] if state.params.agent.hooks else [])
+            else ([(None, state.params.agent.hooks)] if state.params.agent.hooks else [])
         )
         try:
-            for h in hooks:
-                await h.dispatch(event, state.ctx)
+            for plugin, h in hooks:
+                await h.dispatch(event, state.ctx, plugin=plugin)
         finally:
             if tracer is not None:
                 tracer.end(event)
@@ -306,7 +306,7 @@ async def _cleanup(state: RunState) -> None:
     while state.closers:
         name, aclose = state.closers.pop()
         try:
-            await aclose()
+            await call_close(aclose)
         except Exception:
             logger.exception("plugin %r failed to close (ignored)", name)
     await _release(state)

@@ -8,6 +8,12 @@ handoffs (a name clash is a ``UserError`` naming both sources) and renders the s
 prompt in the seed's order: agent instructions (static, dynamic fragments,
 ``extra_instructions``), workspace instructions, plugin instructions, and the
 structured-output contract when the provider lacks native JSON schema.
+
+The prompt is rendered once per run (seed): a resumed run sets its agents up again
+(their tools, hooks and injectors are per-run objects) but gives each agent the system
+prompt its ``SystemEntry`` recorded, so a time- or counter-based instruction cannot make
+the resumed views disagree with the transcript. Only an agent first activated after the
+resume (a new handoff target) is rendered, and its new ``SystemEntry`` records that.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from ..output import output_mode
 from ..plugins.base import Plugin, PluginInstance
 from ..providers.base import ModelSettings, Provider
 from ..tools import Tool, tool
+from ..transcript import SystemEntry
 from .state import ActiveAgent, RunState
 
 __all__ = ["activate", "resolve_provider"]
@@ -122,7 +129,7 @@ def _merge_instance(active: ActiveAgent, name: str, inst: PluginInstance) -> Non
         _add_tool(active.tools, t, source)
     active.injectors.extend((name, inj) for inj in inst.view_injectors)
     if inst.hooks is not None:
-        active.hooks.append(inst.hooks)
+        active.hooks.append((name, inst.hooks))
     active.input_guardrails.extend(as_guardrail(g) for g in inst.input_guardrails)
     active.output_guardrails.extend(as_guardrail(g) for g in inst.output_guardrails)
 
@@ -142,7 +149,7 @@ async def activate(state: RunState, agent: Agent[Any, Any]) -> AsyncIterator[ev.
     _check_plugin_names(agent, plugins)
     active = ActiveAgent(agent=agent, provider=provider)
     if agent.hooks is not None:
-        active.hooks.append(agent.hooks)
+        active.hooks.append((None, agent.hooks))
     for t in agent.tools:
         _add_tool(active.tools, t, "agent")
     state.ctx.agent = agent
@@ -165,9 +172,21 @@ async def activate(state: RunState, agent: Agent[Any, Any]) -> AsyncIterator[ev.
     active.output_guardrails[:0] = [as_guardrail(g) for g in agent.output_guardrails]
     active.output = output_mode(agent.output_type, native=provider.profile.native_json_schema)
     active.settings = (agent.model_settings or ModelSettings()).merged(state.params.settings)
-    active.system = await _system_prompt(state, agent, plugins, instructions)
+    recorded = _recorded_system(state, agent)
+    if recorded is None:
+        active.system = await _system_prompt(state, agent, plugins, instructions)
+    else:
+        active.system = recorded
     _set_strategy(active, agent)
     state.activated[id(agent)] = active
+
+
+def _recorded_system(state: RunState, agent: Agent[Any, Any]) -> str | None:
+    """The system prompt this run already recorded for ``agent`` (resume), if any."""
+    for entry in reversed(state.new_entries()):
+        if isinstance(entry, SystemEntry) and entry.agent == agent.name:
+            return entry.content
+    return None
 
 
 def _set_strategy(active: ActiveAgent, agent: Agent[Any, Any]) -> None:

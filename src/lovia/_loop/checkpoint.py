@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from .. import events as ev
-from ..stores.base import RunInfo, RunSnapshot
+from ..stores.base import RunInfo, RunSnapshot, damaged
 from ..transcript import ToolCallEntry, ToolResultEntry, TranscriptEntry
 from ..usage import Usage
 from .state import RunState
@@ -91,26 +91,33 @@ class ResumePoint:
 
 
 def restore(snapshot: RunSnapshot) -> ResumePoint:
-    """Fold a run's records into a resume point."""
+    """Fold a run's records into a resume point (StoreError naming a damaged record)."""
     point = ResumePoint()
     point.entries = snapshot.entries()
-    for record in snapshot.records:
-        data: dict[str, Any] = record.data
-        if record.kind == "ledger":
-            point.ledger[str(data["call_id"])] = str(data["status"])
-        elif record.kind == "state":
-            point.turn = int(data.get("turn", point.turn))
-            point.usage = Usage.from_dict(data.get("usage", {}))
-            point.agent = data.get("agent", point.agent)
-            if "last_input_tokens" in data:
-                tokens = data["last_input_tokens"]
-                point.last_input_tokens = None if tokens is None else int(tokens)
-            link = data.get("trace")
-            if link:
-                point.trace_links.append(str(link))
+    for seq, record in enumerate(snapshot.records, 1):
+        try:
+            _fold(point, record.kind, record.data)
+        except (KeyError, TypeError, ValueError) as exc:
+            what = f"checkpoint record {seq} of run {snapshot.info.run_id}"
+            raise damaged(what, f"its {record.kind} data does not load ({exc!r})") from None
     if snapshot.info.trace_id and snapshot.info.span_id:
         point.trace_links.append(f"{snapshot.info.trace_id}:{snapshot.info.span_id}")
     return point
+
+
+def _fold(point: ResumePoint, kind: str, data: dict[str, Any]) -> None:
+    if kind == "ledger":
+        point.ledger[str(data["call_id"])] = str(data["status"])
+    elif kind == "state":
+        point.turn = int(data.get("turn", point.turn))
+        point.usage = Usage.from_dict(data.get("usage", {}))
+        point.agent = data.get("agent", point.agent)
+        if "last_input_tokens" in data:
+            tokens = data["last_input_tokens"]
+            point.last_input_tokens = None if tokens is None else int(tokens)
+        link = data.get("trace")
+        if link:
+            point.trace_links.append(str(link))
 
 
 def open_calls(entries: list[TranscriptEntry]) -> list[ToolCallEntry]:

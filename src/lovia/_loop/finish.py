@@ -7,6 +7,7 @@ resubmitting the run_id (the stored result is returned and the segment written o
 
 from __future__ import annotations
 
+import inspect
 import logging
 import time
 from collections.abc import AsyncIterator, Sequence
@@ -18,7 +19,7 @@ from ..guardrails import Guardrail
 from .checkpoint import finish_info, save_progress
 from .state import RunState
 
-__all__ = ["close_plugins", "finish", "run_guardrails", "write_session"]
+__all__ = ["call_close", "close_plugins", "finish", "run_guardrails", "write_session"]
 
 logger = logging.getLogger("lovia.loop")
 
@@ -104,6 +105,14 @@ async def write_session(state: RunState, entries: Sequence[Any]) -> AsyncIterato
     )
 
 
+async def call_close(aclose: Any) -> None:
+    """Call a plugin's ``aclose``: async, or sync (``conn.close``) — awaited if it
+    returns an awaitable."""
+    result = aclose()
+    if inspect.isawaitable(result):
+        await result
+
+
 async def close_plugins(state: RunState) -> AsyncIterator[ev.Event]:
     """Await every plugin's ``aclose`` in LIFO order; one failing does not stop the rest."""
     while state.closers:
@@ -111,7 +120,7 @@ async def close_plugins(state: RunState) -> AsyncIterator[ev.Event]:
         t0 = time.perf_counter()
         error: BaseException | None = None
         try:
-            await aclose()
+            await call_close(aclose)
         except Exception as exc:
             error = exc
             logger.exception("plugin %r failed to close (ignored)", name)

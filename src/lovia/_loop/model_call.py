@@ -9,10 +9,12 @@ turns.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
+import reprlib
 import time
 from collections.abc import AsyncIterator, Sequence
-from typing import Any
+from typing import Any, cast, get_args
 
 from .. import events as ev
 from ..errors import ContextOverflow, StreamInterrupted
@@ -84,18 +86,53 @@ def _overflow_error(exc: ContextOverflow, attempts: int) -> ContextOverflow:
 
 
 async def _run_injectors(state: RunState, active: ActiveAgent) -> list[TranscriptEntry]:
+    """Every injector's entries for this view; an injector never aborts a run (seed):
+    one that raises or returns something unusable is logged by name and skipped."""
     out: list[TranscriptEntry] = []
     for plugin_name, injector in active.injectors:
+        name = getattr(injector, "__qualname__", None) or repr(injector)
         try:
             result = injector(state.ctx)
-            if hasattr(result, "__await__"):
-                result = await result  # type: ignore[misc]
+            if inspect.isawaitable(result):
+                result = await result
         except Exception:
-            logger.exception("view injector of plugin %r failed; skipped this turn", plugin_name)
+            logger.exception(
+                "view injector %s of plugin %r failed; skipped this turn", name, plugin_name
+            )
             continue
-        for entry in result or ():  # type: ignore[union-attr]
-            out.append(_as_injected(state, entry))
+        items = _injected_items(result)
+        if items is None:
+            logger.error(
+                "view injector %s of plugin %r returned %s %s; it must return a str, a "
+                "TranscriptEntry, a list of them, or None; skipped this turn",
+                name,
+                plugin_name,
+                type(result).__name__,
+                reprlib.repr(result),
+            )
+            continue
+        out.extend(_as_injected(state, entry) for entry in items)
     return out
+
+
+_ENTRY_TYPES: tuple[type, ...] = get_args(get_args(TranscriptEntry)[0])
+"""The entry classes of the TranscriptEntry union (for isinstance checks)."""
+
+
+def _injected_items(result: Any) -> list[Any] | None:
+    """What an injector returned, as a list of reminders/entries (None: unusable)."""
+    if result is None or (isinstance(result, str) and not result.strip()):
+        return []  # nothing this turn (an empty reminder would be an empty message)
+    if isinstance(result, (str, *_ENTRY_TYPES)):
+        return [result]  # a bare str is one reminder, not one message per character
+    items = _as_list(result)
+    if items is not None and all(isinstance(i, (str, *_ENTRY_TYPES)) for i in items):
+        return items
+    return None
+
+
+def _as_list(value: Any) -> list[Any] | None:
+    return list(cast("Sequence[Any]", value)) if isinstance(value, (list, tuple)) else None
 
 
 def _as_injected(state: RunState, entry: Any) -> TranscriptEntry:

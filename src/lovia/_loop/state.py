@@ -73,7 +73,10 @@ class ActiveAgent:
     injectors: list[tuple[str, ViewInjector]] = field(
         default_factory=list[tuple[str, ViewInjector]]
     )
-    hooks: list[AgentHooks] = field(default_factory=list[AgentHooks])
+    hooks: list[tuple[str | None, AgentHooks]] = field(
+        default_factory=list[tuple[str | None, AgentHooks]]
+    )
+    """``(plugin name, hooks)``; None for the agent's own (the only ones that may be strict)."""
     input_guardrails: list[Guardrail] = field(default_factory=list[Guardrail])
     output_guardrails: list[Guardrail] = field(default_factory=list[Guardrail])
     output: OutputMode | None = None

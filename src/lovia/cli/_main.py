@@ -6,10 +6,12 @@ import argparse
 import asyncio
 import os
 import sys
+import traceback
 from collections.abc import Callable, Coroutine
 from typing import Any
 
 from ..errors import LoviaError
+from ._common import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK
 from ._out import Out
 
 __all__ = ["dispatch"]
@@ -36,20 +38,31 @@ def _command(name: str) -> Command:
 
 
 def dispatch(args: argparse.Namespace) -> int:
-    """Run ``args.command``; ``error: …`` / ``hint: …`` and exit 2 on a LoviaError."""
+    """Run ``args.command`` and map how it ended to the exit code (the one place that does).
+
+    A LoviaError is one ``error: …`` line and its ``hint: …``; anything unexpected also
+    exits with EXIT_ERROR (after its traceback), never with EXIT_MISMATCH.
+    """
     out = Out(json_mode=bool(args.json))
     try:
         return asyncio.run(_command(str(args.command))(args, out))
     except LoviaError as exc:
         print_error(exc.message, exc.hint)
-        return 2
+        return EXIT_ERROR
     except KeyboardInterrupt:
-        return 130
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
         # the reader went away (`lovia show … | head`): not an error
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
-        return 0
+        return EXIT_OK
+    except Exception as exc:
+        traceback.print_exc()
+        print_error(
+            f"unexpected {type(exc).__name__}: {exc}",
+            "This is a bug in lovia: please report it with the traceback above.",
+        )
+        return EXIT_ERROR
 
 
 def print_error(message: str, hint: str | None = None) -> None:

@@ -22,7 +22,7 @@ from ..replay import (
 )
 from ..replay import verify as verify_views
 from ..stores.base import Store
-from ._common import info_dict, store_url
+from ._common import EXIT_MISMATCH, EXIT_OK, info_dict, store_url
 from ._out import Out, one_line
 from ._whatif import diff_text, render_requests, whatif
 
@@ -59,7 +59,7 @@ async def replay(args: argparse.Namespace, out: Out) -> int:
         sys.stderr.write(
             f"error: the view of {mismatch.view.label} does not match its recorded hash\n"
         )
-    return 1 if bad else 0
+    return EXIT_MISMATCH if bad else EXIT_OK
 
 
 async def _run_id(args: argparse.Namespace, db: Store) -> str:

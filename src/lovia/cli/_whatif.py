@@ -21,6 +21,7 @@ from ..replay import (
     select,
 )
 from ..transcript import TranscriptEntry
+from ._common import EXIT_MISMATCH, EXIT_OK
 from ._out import Out, one_line
 
 __all__ = ["diff_text", "render_requests", "whatif"]
@@ -119,7 +120,7 @@ async def render_requests(args: argparse.Namespace, out: Out, views: Sequence[Re
                 for v, b in zip(views, bodies, strict=True)
             ]
         )
-    return 0 if all(v.ok for v in views) else 1
+    return EXIT_OK if all(v.ok for v in views) else EXIT_MISMATCH
 
 
 async def _close(provider: Provider) -> None:

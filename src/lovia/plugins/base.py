@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, runtime_checkable
 
 from ..context import RunContext
 from ..transcript import TranscriptEntry
@@ -24,13 +24,20 @@ if TYPE_CHECKING:
     from ..hooks import AgentHooks
     from ..tools import Tool
 
-__all__ = ["Plugin", "PluginInstance", "ViewInjector"]
+__all__ = ["InjectorResult", "Plugin", "PluginInstance", "ViewInjector"]
+
+InjectorResult: TypeAlias = "str | TranscriptEntry | Sequence[str | TranscriptEntry] | None"
+"""What a view injector returns (a ``str`` is one reminder: a user message)."""
 
 ViewInjector = Callable[
     [RunContext[Any]],
-    "Sequence[TranscriptEntry] | None | Awaitable[Sequence[TranscriptEntry] | None]",
+    "InjectorResult | Awaitable[InjectorResult]",
 ]
-"""Called every turn after the context strategy; returned entries go into that view only."""
+"""Called every turn after the context strategy; returned entries go into that view only.
+
+It returns None, a ``str`` (one reminder: a user message), a TranscriptEntry, or a list
+of those. Anything else, or an exception, is logged with the injector's and plugin's
+names and skipped for that turn: an injector never aborts a run."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -47,8 +54,9 @@ class PluginInstance:
     """Receive run events together with the agent's own hooks."""
     input_guardrails: Sequence[Guardrail | Callable[..., Any]] = ()
     output_guardrails: Sequence[Guardrail | Callable[..., Any]] = ()
-    aclose: Callable[[], Awaitable[Any]] | None = field(default=None, repr=False)
-    """Awaited at run end (plugins close in LIFO order, best effort)."""
+    aclose: Callable[[], Awaitable[Any] | Any] | None = field(default=None, repr=False)
+    """Called at run end, awaited when it returns an awaitable, so ``conn.close`` works
+    whether it is sync or async (plugins close in LIFO order, best effort)."""
 
 
 @runtime_checkable

@@ -55,13 +55,13 @@ class RunData:
 
 @asynccontextmanager
 async def open_store(target: StoreLike) -> AsyncGenerator[Store]:
-    """Yield ``target`` itself, or open the store its URL names (closed on exit)."""
+    """Yield ``target`` itself, or open the store its URL names read-only (closed on exit)."""
     if not isinstance(target, str):
         yield target
         return
     from ..stores import store
 
-    opened = store(target)
+    opened = store(target, read_only=True)
     try:
         yield opened
     finally:

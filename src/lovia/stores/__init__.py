@@ -32,8 +32,13 @@ __all__ = [
 DEFAULT_URL = "sqlite:///.lovia/lovia.db"
 
 
-def store(url: str | None = None) -> Store:
-    """Open the store at ``url`` (default: ``$LOVIA_STORE`` or ``sqlite:///.lovia/lovia.db``)."""
+def store(url: str | None = None, *, read_only: bool = False) -> Store:
+    """Open the store at ``url`` (default: ``$LOVIA_STORE`` or ``sqlite:///.lovia/lovia.db``).
+
+    ``read_only=True`` (for inspecting runs) never creates a file, a schema or a table:
+    a store that does not exist, or is not a lovia store, is a :class:`StoreError`.
+    (A ``memory://`` store is new and empty either way.)
+    """
     import os
 
     from ..errors import UserError
@@ -45,11 +50,11 @@ def store(url: str | None = None) -> Store:
     if scheme == "sqlite":
         from .sqlite import SQLiteStore
 
-        return SQLiteStore(url)
+        return SQLiteStore(url, read_only=read_only)
     if scheme in ("postgres", "postgresql"):
         from .postgres import PostgresStore
 
-        return PostgresStore(url)
+        return PostgresStore(url, read_only=read_only)
     raise UserError(
         f"unknown store URL scheme in {url!r}",
         hint="Use memory://, sqlite:///path/to/lovia.db or postgresql://user@host/db.",

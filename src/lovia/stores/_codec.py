@@ -5,18 +5,23 @@ Every payload (a record's ``data``, a segment's entries, a run's ``extra`` and
 fastest encoder at hand). Strings may hold any Unicode scalar value, NUL and U+2028
 included; lone surrogates cannot be encoded as UTF-8 and are refused with a
 :class:`~lovia.errors.StoreError` before anything is written.
+
+Reading is as strict: a stored value that does not decode (non-JSON text, an unknown
+record kind, a version that is not an integer) is a :class:`~lovia.errors.StoreError`
+naming the run, the record and what is wrong, never a raw ``ValueError``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, get_args
 
+import pydantic
 import pydantic_core
 
 from ..errors import StoreError
 from ..transcript import TranscriptEntry, dump_entries, load_entries
-from .base import CheckpointRecord, RunInfo, check_version
+from .base import CheckpointRecord, RecordKind, RunInfo, check_version, damaged
 
 __all__ = [
     "run_filter",
@@ -30,6 +35,7 @@ __all__ = [
     "info_row",
     "join_segments",
     "load_json",
+    "load_result",
 ]
 
 RUN_COLUMNS = (
@@ -74,6 +80,25 @@ def load_json(text: str | bytes) -> Any:
     return pydantic_core.from_json(text)
 
 
+_KINDS = frozenset(get_args(RecordKind))
+_DECODE_ERRORS = (ValueError, TypeError, pydantic.ValidationError)
+
+
+def _version(value: Any, what: str) -> int:
+    """A stored schema version: an integer no newer than this lovia understands."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise damaged(what, f"its schema version {value!r} is not an integer")
+    check_version(value, what)
+    return value
+
+
+def _json(text: Any, what: str) -> Any:
+    try:
+        return load_json(text)
+    except _DECODE_ERRORS as exc:
+        raise damaged(what, f"it is not valid JSON ({exc})") from None
+
+
 def encode_records(
     run_id: str, records: Sequence[CheckpointRecord]
 ) -> tuple[list[EncodedRecord], int]:
@@ -88,12 +113,28 @@ def encode_records(
     return rows, size
 
 
-def decode_record(run_id: str, version: int, kind: str, data: str | bytes) -> CheckpointRecord:
-    """Rebuild one stored record, refusing versions newer than this lovia."""
-    check_version(version, f"checkpoint record of run {run_id}")
-    return CheckpointRecord.model_validate(
-        {"version": version, "kind": kind, "data": load_json(data)}
-    )
+def decode_record(
+    run_id: str, seq: int, version: Any, kind: Any, data: str | bytes
+) -> CheckpointRecord:
+    """Rebuild stored record ``seq`` of a run; :class:`StoreError` when it is damaged."""
+    what = f"checkpoint record {seq} of run {run_id}"
+    _version(version, what)
+    if kind not in _KINDS:
+        raise damaged(what, f"its kind {kind!r} is not one of {', '.join(sorted(_KINDS))}")
+    value = _json(data, what)
+    if not isinstance(value, dict):
+        raise damaged(what, f"its data is a JSON {type(value).__name__}, not an object")
+    return CheckpointRecord.model_construct(version=version, kind=kind, data=value)  # pyright: ignore[reportUnknownArgumentType]
+
+
+def load_result(run_id: str, text: str | bytes | None) -> dict[str, Any] | None:
+    """A finished run's stored result (None when it has none)."""
+    if text is None:
+        return None
+    value = _json(text, f"the result of run {run_id}")
+    if not isinstance(value, dict):
+        raise damaged(f"the result of run {run_id}", "it is not a JSON object")
+    return value  # pyright: ignore[reportUnknownVariableType]
 
 
 def encode_entries(session_id: str, entries: Sequence[TranscriptEntry]) -> str:
@@ -111,13 +152,18 @@ def join_segments(session_id: str, rows: Sequence[tuple[int, str]]) -> list[Tran
     """Parse ``(version, entries JSON array)`` segments, in order, with one parse call."""
     parts: list[str] = []
     for version, text in rows:
-        check_version(version, f"a segment of session {session_id}")
+        _version(version, f"a segment of session {session_id}")
         inner = text.strip()[1:-1]
         if inner.strip():
             parts.append(inner)
     if not parts:
         return []
-    return load_entries("[" + ",".join(parts) + "]")
+    try:
+        return load_entries("[" + ",".join(parts) + "]")
+    except _DECODE_ERRORS as exc:
+        raise damaged(
+            f"the history of session {session_id}", f"its entries do not load ({exc})"
+        ) from None
 
 
 def info_row(info: RunInfo) -> tuple[Any, ...]:
@@ -129,8 +175,10 @@ def info_row(info: RunInfo) -> tuple[Any, ...]:
 
 def info_from_row(row: Sequence[Any]) -> RunInfo:
     """Rebuild a :class:`RunInfo` from the :data:`RUN_COLUMNS` of a row."""
-    check_version(int(row[15]), f"run {row[0]}")
-    extra = row[16]
+    version = _version(row[15], f"run {row[0]}")
+    extra: Any = _json(row[16], f"the extra column of run {row[0]}") if row[16] else {}
+    if not isinstance(extra, dict):
+        raise damaged(f"the extra column of run {row[0]}", "it is not a JSON object")
     return RunInfo(
         run_id=row[0],
         agent=row[1],
@@ -147,8 +195,8 @@ def info_from_row(row: Sequence[Any]) -> RunInfo:
         trace_id=row[12],
         span_id=row[13],
         history_len=row[14],
-        version=row[15],
-        extra=load_json(extra) if extra else {},
+        version=version,
+        extra=extra,  # pyright: ignore[reportUnknownArgumentType]
     )
 
 

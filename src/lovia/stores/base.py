@@ -21,19 +21,21 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..errors import SchemaVersionError
+from ..errors import SchemaVersionError, StoreError
 from ..transcript import TranscriptEntry, entry_from_dict
 
 __all__ = [
     "SCHEMA_VERSION",
     "CheckpointRecord",
     "Checkpointer",
+    "RecordKind",
     "RunInfo",
     "RunSnapshot",
     "RunStatus",
     "SessionStore",
     "Store",
     "check_version",
+    "damaged",
 ]
 
 SCHEMA_VERSION = 1
@@ -93,13 +95,20 @@ class RunSnapshot:
     result: dict[str, Any] | None = None
 
     def entries(self) -> list[TranscriptEntry]:
-        """The run's transcript entries, in the order they were checkpointed."""
-        return [
-            entry_from_dict(e)
-            for r in self.records
-            if r.kind == "entries"
-            for e in r.data.get("entries", ())
-        ]
+        """The run's transcript entries, in the order they were checkpointed.
+
+        Raises :class:`StoreError` naming the record when a stored entry does not load.
+        """
+        out: list[TranscriptEntry] = []
+        for seq, record in enumerate(self.records, 1):  # records are numbered from 1
+            if record.kind != "entries":
+                continue
+            try:
+                out.extend(entry_from_dict(e) for e in record.data.get("entries", ()))
+            except (ValueError, TypeError, AttributeError) as exc:
+                what = f"checkpoint record {seq} of run {self.info.run_id}"
+                raise damaged(what, f"an entry in it does not load ({exc})") from None
+        return out
 
 
 def check_version(version: int, what: str) -> None:
@@ -109,6 +118,16 @@ def check_version(version: int, what: str) -> None:
             f"{what} has schema version {version}; this lovia understands up to {SCHEMA_VERSION}",
             hint="Upgrade lovia to read this store (pip install -U lovia).",
         )
+
+
+def damaged(what: str, problem: str) -> StoreError:
+    """The error for a stored value that does not decode: what it is and what is wrong."""
+    return StoreError(
+        f"{what} is damaged: {problem}",
+        hint="It was changed outside lovia or the store is corrupt. Delete the run "
+        "(store.delete_run(run_id)) or restore the store from a backup; other runs are "
+        "unaffected.",
+    )
 
 
 @runtime_checkable

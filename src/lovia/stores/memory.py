@@ -22,7 +22,7 @@ from ._codec import (
     encode_entries,
     encode_records,
     join_segments,
-    load_json,
+    load_result,
 )
 from .base import SCHEMA_VERSION, CheckpointRecord, RunInfo, RunSnapshot, check_version
 
@@ -80,14 +80,14 @@ class MemoryStore:
             return None
         check_version(info.version, f"run {run_id}")
         records = [
-            decode_record(run_id, version, kind, data)
-            for kind, version, data in self._records.get(run_id, [])
+            decode_record(run_id, seq, version, kind, data)
+            for seq, (kind, version, data) in enumerate(self._records.get(run_id, []), 1)
         ]
         result = self._results.get(run_id)
         return RunSnapshot(
             info=_copy(info),
             records=records,
-            result=None if result is None else load_json(result),
+            result=load_result(run_id, result),
         )
 
     async def finish(self, info: RunInfo, result: dict[str, Any] | None) -> None:

@@ -9,7 +9,8 @@ removed before the rest goes to asyncpg:
 
 Tables are created on first use (``lovia_meta``, ``lovia_runs``, ``lovia_records``,
 ``lovia_leases``, ``lovia_sessions``) under an advisory lock, so many workers may
-start at once. Payloads use the ``json`` type rather than ``jsonb``: ``jsonb`` cannot
+start at once (``read_only=True`` creates nothing: it checks the tables exist and runs
+every transaction read-only). Payloads use the ``json`` type rather than ``jsonb``: ``jsonb`` cannot
 hold ``\\u0000`` (transcripts may) and re-orders keys, while ``json`` keeps the exact
 text that was written and still works with ``->``/``->>`` in SQL.
 
@@ -41,7 +42,7 @@ from ._codec import (
     info_from_row,
     info_row,
     join_segments,
-    load_json,
+    load_result,
     run_filter,
 )
 from .base import SCHEMA_VERSION, CheckpointRecord, RunInfo, RunSnapshot, check_version
@@ -161,7 +162,7 @@ class _Sql:
         )
         self.load_run = f"SELECT {_COLS}, result, n_records FROM {runs} WHERE run_id = $1"
         self.load_records = (
-            f"SELECT version, kind, data FROM {records} WHERE run_id = $1 AND seq <= $2 "
+            f"SELECT seq, version, kind, data FROM {records} WHERE run_id = $1 AND seq <= $2 "
             "ORDER BY seq"
         )
         self.acquire = (
@@ -193,9 +194,10 @@ class _Sql:
 class PostgresStore:
     """Session and checkpoint store in PostgreSQL (see the module docs)."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, read_only: bool = False) -> None:
         self._asyncpg = _import_asyncpg()
         self.url = url
+        self.read_only = read_only
         self._dsn, self.schema, self._pool_options = _parse_url(url)
         self._sql = _Sql(self.schema)
         self._errors: tuple[type[BaseException], ...] = (
@@ -219,6 +221,12 @@ class PostgresStore:
         """The pool (created on first use in this event loop), errors as StoreError."""
         try:
             yield await self._get_pool()
+        except self._asyncpg.PostgresError as exc:  # the server answered: not a network issue
+            raise StoreError(
+                f"PostgreSQL store failed: {type(exc).__name__}: {exc}",
+                hint="The server refused the statement; check the data and that the URL's "
+                "user may use this database and schema.",
+            ) from exc
         except self._errors as exc:
             raise StoreError(
                 f"PostgreSQL store failed: {exc}",
@@ -237,11 +245,12 @@ class PostgresStore:
             if self._pool is not None and self._pool_loop is loop:
                 return self._pool
             self._drop_pool()
+            settings = {"default_transaction_read_only": "on"} if self.read_only else {}
             pool: _Pool = await self._asyncpg.create_pool(
-                self._dsn, timeout=10, **self._pool_options
+                self._dsn, timeout=10, server_settings=settings, **self._pool_options
             )
             try:
-                await self._create_schema(pool)
+                await (self._check_schema(pool) if self.read_only else self._create_schema(pool))
             except BaseException:
                 pool.terminate()
                 raise
@@ -271,6 +280,20 @@ class PostgresStore:
                 )
             else:
                 check_version(int(found), f"PostgreSQL schema {self.schema!r}")
+
+    async def _check_schema(self, pool: _Pool) -> None:
+        """Read-only: lovia's tables must already be there (nothing is created)."""
+        found = None
+        if await pool.fetchval("SELECT to_regclass($1) IS NOT NULL", self._sql.meta):
+            found = await pool.fetchval(
+                f"SELECT value FROM {self._sql.meta} WHERE key = 'schema_version'"
+            )
+        if found is None:
+            raise StoreError(
+                f"PostgreSQL schema {self.schema!r} is not a lovia store (no lovia tables)",
+                hint="Check the store URL and its ?schema= option; nothing was created.",
+            )
+        check_version(int(found), f"PostgreSQL schema {self.schema!r}")
 
     # -- checkpointer -------------------------------------------------------------
 
@@ -303,9 +326,7 @@ class PostgresStore:
             rows = await db.fetch(self._sql.load_records, run_id, n_records)
         records = [decode_record(run_id, *row) for row in rows]
         result = run[len(RUN_COLUMNS)]
-        return RunSnapshot(
-            info=info, records=records, result=None if result is None else load_json(result)
-        )
+        return RunSnapshot(info=info, records=records, result=load_result(run_id, result))
 
     async def finish(self, info: RunInfo, result: dict[str, Any] | None) -> None:
         """Record the run's outcome and result (creates the run if it was never begun)."""

@@ -12,6 +12,10 @@ the connection is never used by two threads at once. Several processes can share
 file: WAL lets readers run beside the writer, every write is a short
 ``BEGIN IMMEDIATE`` transaction, and a busy timeout makes writers wait their turn
 instead of failing with "database is locked".
+
+``read_only=True`` (what ``lovia runs/show/trace/replay`` use) opens the file with
+SQLite's ``mode=ro``: nothing is created or changed, a missing file is a clear
+"no lovia store" error and a file without lovia's tables is refused.
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ from ._codec import (
     info_from_row,
     info_row,
     join_segments,
-    load_json,
+    load_result,
     run_filter,
 )
 from .base import SCHEMA_VERSION, CheckpointRecord, RunInfo, RunSnapshot, check_version
@@ -100,12 +104,20 @@ def sqlite_path(url: str) -> str:
 class SQLiteStore:
     """Session and checkpoint store in one SQLite file (see the module docs)."""
 
-    def __init__(self, url: str = "sqlite:///.lovia/lovia.db", *, timeout_s: float = 30.0) -> None:
+    def __init__(
+        self,
+        url: str = "sqlite:///.lovia/lovia.db",
+        *,
+        timeout_s: float = 30.0,
+        read_only: bool = False,
+    ) -> None:
         self.url = url
         self.path = sqlite_path(url)
         self.timeout_s = timeout_s
         """How long a write waits for another writer (process) before failing."""
-        self._worker = _Worker(self.path, timeout_s)
+        self.read_only = read_only
+        """Opened with ``mode=ro``: reads only; the file and its tables must exist."""
+        self._worker = _Worker(self.path, timeout_s, read_only)
         self._closed = False
         weakref.finalize(self, self._worker.stop)
 
@@ -217,7 +229,7 @@ class SQLiteStore:
 class _Job:
     """One queued call: ``fn(conn, *args)``, settled on ``future``'s loop."""
 
-    __slots__ = ("args", "fn", "future", "loop", "write")
+    __slots__ = ("args", "fn", "future", "loop", "path", "write")
 
     def __init__(
         self,
@@ -226,17 +238,19 @@ class _Job:
         fn: Callable[..., Any] | None,
         args: tuple[Any, ...],
         write: bool,
+        path: str,
     ) -> None:
         self.loop = loop
         self.future = future
         self.fn = fn
         self.args = args
         self.write = write
+        self.path = path
 
     def settle(self, ok: bool, value: Any) -> None:
         """Hand the outcome back to the event loop (thread-safe)."""
         if isinstance(value, sqlite3.Error):
-            value = _store_error(value)
+            value = _store_error(value, self.path)
         try:
             self.loop.call_soon_threadsafe(_settle, self.future, ok, value)
         except RuntimeError:  # the loop is closed: nobody is waiting any more
@@ -252,11 +266,29 @@ def _settle(future: asyncio.Future[Any], ok: bool, value: Any) -> None:
         future.set_exception(value)
 
 
-def _store_error(exc: sqlite3.Error) -> StoreError:
-    error = StoreError(
-        f"SQLite store failed: {exc}",
-        hint="Another process may hold a long write (raise timeout_s), or check the disk.",
-    )
+_DAMAGED = frozenset({"SQLITE_NOTADB", "SQLITE_CORRUPT"})
+_BUSY = frozenset({"SQLITE_BUSY", "SQLITE_LOCKED"})
+
+
+def _store_error(exc: sqlite3.Error, path: str) -> StoreError:
+    """A StoreError whose hint fits what SQLite reported (by its error code)."""
+    code = getattr(exc, "sqlite_errorname", "")
+    if code.startswith(tuple(_DAMAGED)):
+        error = StoreError(
+            f"the SQLite store {path} is damaged or is not a database: {exc}",
+            hint="Point the store at another file, or restore this one from a backup "
+            f"(`sqlite3 {path} .recover` may salvage what is left).",
+        )
+    elif code.startswith(tuple(_BUSY)):
+        error = StoreError(
+            f"SQLite store {path} is busy: {exc}",
+            hint="Another process holds a long write; raise timeout_s or find that process.",
+        )
+    else:
+        error = StoreError(
+            f"SQLite store {path} failed: {exc}",
+            hint="Check that the file and its folder are readable/writable and the disk has space.",
+        )
     error.__cause__ = exc
     return error
 
@@ -271,9 +303,10 @@ class _Worker:
 
     max_batch = 256
 
-    def __init__(self, path: str, timeout_s: float) -> None:
+    def __init__(self, path: str, timeout_s: float, read_only: bool = False) -> None:
         self.path = path
         self.timeout_s = timeout_s
+        self.read_only = read_only
         self._conn: sqlite3.Connection | None = None
         self._queue: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._main, name="lovia-sqlite", daemon=True)
@@ -285,7 +318,7 @@ class _Worker:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
         self._start()
-        self._queue.put(_Job(loop, future, fn, args, write))
+        self._queue.put(_Job(loop, future, fn, args, write, self.path))
         return future
 
     async def close(self) -> None:
@@ -294,7 +327,7 @@ class _Worker:
             return
         loop = asyncio.get_running_loop()
         future: asyncio.Future[None] = loop.create_future()
-        self._queue.put(_Job(loop, future, None, (), False))
+        self._queue.put(_Job(loop, future, None, (), False, self.path))
         await future
 
     def stop(self) -> None:
@@ -336,7 +369,7 @@ class _Worker:
 
     def _connection(self) -> sqlite3.Connection:
         if self._conn is None:
-            self._conn = _connect(self.path, self.timeout_s)
+            self._conn = _connect(self.path, self.timeout_s, self.read_only)
         return self._conn
 
     def _run_read(self, job: _Job) -> None:
@@ -395,8 +428,13 @@ def _apply(conn: sqlite3.Connection, batch: list[_Job]) -> list[tuple[bool, Any]
 # -- statements (all run on the worker thread) ------------------------------------------
 
 
-def _connect(path: str, timeout_s: float) -> sqlite3.Connection:
-    """Open ``path``, switch to WAL and create the schema (first use, worker thread)."""
+def _connect(path: str, timeout_s: float, read_only: bool = False) -> sqlite3.Connection:
+    """Open ``path``, switch to WAL and create the schema (first use, worker thread).
+
+    Read-only: open with ``mode=ro`` and only check that lovia's tables are there.
+    """
+    if read_only:
+        return _connect_read_only(path, timeout_s)
     if path != ":memory:":
         Path(path).parent.mkdir(parents=True, exist_ok=True)
     conn = sqlite3.connect(path, timeout=timeout_s, isolation_level=None, check_same_thread=False)
@@ -406,6 +444,41 @@ def _connect(path: str, timeout_s: float) -> sqlite3.Connection:
         conn.close()
         raise
     return conn
+
+
+def _connect_read_only(path: str, timeout_s: float) -> sqlite3.Connection:
+    file = Path(path)
+    if path == ":memory:" or not file.is_file():
+        raise StoreError(
+            f"no lovia store at {path}",
+            hint="Check the path (--store URL or $LOVIA_STORE, e.g. sqlite:///path/lovia.db); "
+            "a store is created when an agent runs with checkpointer=... .",
+        )
+    uri = f"{file.resolve().as_uri()}?mode=ro"
+    conn = sqlite3.connect(
+        uri, uri=True, timeout=timeout_s, isolation_level=None, check_same_thread=False
+    )
+    try:
+        conn.execute(f"PRAGMA busy_timeout = {int(timeout_s * 1000)}")
+        _check_lovia_tables(conn, path)
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _check_lovia_tables(conn: sqlite3.Connection, path: str) -> None:
+    tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    found = None
+    if {"meta", "runs"} <= tables:
+        found = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    if found is None:
+        raise StoreError(
+            f"{path} is not a lovia store (it has no lovia tables)",
+            hint="Check the --store URL / $LOVIA_STORE; lovia opened it read-only and "
+            "changed nothing.",
+        )
+    check_version(int(found[0]), "this SQLite store")
 
 
 def _init(conn: sqlite3.Connection, path: str, timeout_s: float) -> None:
@@ -482,16 +555,14 @@ def _load(conn: sqlite3.Connection, run_id: str) -> RunSnapshot | None:
         if run is None:
             return None
         rows = conn.execute(
-            "SELECT version, kind, data FROM records WHERE run_id = ? ORDER BY seq", (run_id,)
+            "SELECT seq, version, kind, data FROM records WHERE run_id = ? ORDER BY seq", (run_id,)
         ).fetchall()
     finally:
         conn.execute("COMMIT")
     info = info_from_row(run)
     records = [decode_record(run_id, *row) for row in rows]
     result = run[len(RUN_COLUMNS)]
-    return RunSnapshot(
-        info=info, records=records, result=None if result is None else load_json(result)
-    )
+    return RunSnapshot(info=info, records=records, result=load_result(run_id, result))
 
 
 def _finish(conn: sqlite3.Connection, row: tuple[Any, ...], result: str | None) -> None:

@@ -167,11 +167,16 @@ def load_spans(
     user spans in the same trace come along); with ``trace_id``, that trace.
     """
     path = path_from_url(path_or_url)
-    if not path.exists():
+    if not path.is_file():
         return []
-    conn = _connect(path)
+    # read-only: inspecting a store must not create the span table in it
+    conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=30.0)
     try:
         conn.row_factory = sqlite3.Row
+        if not conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'lovia_spans'"
+        ).fetchone():
+            return []
         sql = f"SELECT {', '.join(_COLUMNS)} FROM lovia_spans"
         args: list[Any] = []
         if run_id is not None:
