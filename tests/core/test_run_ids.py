@@ -29,6 +29,7 @@ async def db(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
     await opened.aclose()
 
 
+@pytest.mark.lovia_unconsumed  # refused before any model call, on purpose
 @pytest.mark.parametrize(("run_id", "problem"), BAD)
 async def test_bad_run_id_is_a_user_error_before_anything_runs(
     db: Any, run_id: str, problem: str
@@ -43,6 +44,7 @@ async def test_bad_run_id_is_a_user_error_before_anything_runs(
     assert model.requests == [] and await db.list_runs() == []
 
 
+@pytest.mark.lovia_unconsumed  # refused before any model call, on purpose
 @pytest.mark.parametrize(("session_id", "problem"), BAD)
 async def test_bad_session_id_is_a_user_error(db: Any, session_id: str, problem: str) -> None:
     model = ScriptedModel(["hi"])
@@ -53,6 +55,7 @@ async def test_bad_session_id_is_a_user_error(db: Any, session_id: str, problem:
     assert model.requests == [] and await db.list_runs() == []
 
 
+@pytest.mark.lovia_unconsumed  # refused before any model call, on purpose
 async def test_non_str_run_id_is_a_user_error() -> None:
     with pytest.raises(UserError, match="run_id must be a str, got int"):
         Runner.stream(Agent(name="a", model=ScriptedModel(["x"])), "go", run_id=7)  # type: ignore[arg-type]

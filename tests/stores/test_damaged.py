@@ -217,6 +217,7 @@ async def test_postgres_refusing_a_value_is_not_blamed_on_the_network(pg_prefix:
     assert "reachable" not in info.value.hint
 
 
+@pytest.mark.lovia_unconsumed  # the run ends before the script does, on purpose
 async def test_resuming_a_run_with_a_damaged_ledger_record_names_it() -> None:
     from lovia import Agent, Runner
     from lovia.testing import ScriptedModel
