@@ -97,7 +97,7 @@ _MIGRATE = """
 ALTER TABLE {s}.lovia_leases ADD COLUMN IF NOT EXISTS token bigint NOT NULL DEFAULT 0;
 """
 """In-place migrations, run after ``_DDL`` under the same lock (each is idempotent).
-Fencing (lovia 0.2): each lease row keeps its run's last fencing token."""
+Fencing: each lease row keeps its run's last fencing token."""
 
 
 class _Conn(Protocol):

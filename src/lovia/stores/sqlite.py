@@ -472,7 +472,7 @@ def _create_schema(conn: sqlite3.Connection) -> None:
 
 
 def _add_lease_tokens(conn: sqlite3.Connection) -> None:
-    """Fencing (lovia 0.2): each lease row keeps its run's last fencing token."""
+    """Fencing: each lease row keeps its run's last fencing token."""
     columns = {row[1] for row in conn.execute("PRAGMA table_info(leases)")}
     if "token" not in columns:
         conn.execute("ALTER TABLE leases ADD COLUMN token INTEGER NOT NULL DEFAULT 0")
