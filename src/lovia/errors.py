@@ -29,6 +29,7 @@ LoviaError                      base: .message, .hint
     ├── SchemaVersionError      a record was written by a newer lovia
     ├── RunNotFound             no such run_id in the store
     └── RunLeaseHeld            another worker is running this run_id
+        └── LeaseLost           this worker's lease was taken over mid-run (fenced out)
 ```
 """
 
@@ -44,6 +45,7 @@ __all__ = [
     "ContextOverflow",
     "GuardrailTripped",
     "HookError",
+    "LeaseLost",
     "LoviaError",
     "MaxTurnsExceeded",
     "ModelBehaviorError",
@@ -268,3 +270,12 @@ class RunNotFound(StoreError):
 
 class RunLeaseHeld(StoreError):
     """Another worker holds the lease on this run_id."""
+
+
+class LeaseLost(RunLeaseHeld):
+    """This worker's lease on a run was taken over: its writes are refused (fenced out).
+
+    Raised by a store write carrying a stale fencing token, and by the loop when the
+    lease cannot be confirmed before a tool starts. The run stops at once and writes
+    nothing more: the run now belongs to the worker that holds the lease.
+    """

@@ -8,8 +8,6 @@ unreachable; fails in CI).
 from __future__ import annotations
 
 import asyncio
-import os
-import secrets
 import signal
 import subprocess
 import sys
@@ -22,32 +20,6 @@ from lovia.stores import store
 from lovia.transcript import SystemEntry
 
 WORKER = Path(__file__).with_name("worker.py")
-PG_URL = os.environ.get("LOVIA_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
-
-
-def _pg_available() -> bool:
-    try:
-        import asyncpg  # type: ignore[import-untyped]
-
-        async def ping() -> None:
-            conn = await asyncpg.connect(PG_URL, timeout=3)
-            await conn.close()
-
-        asyncio.run(ping())
-        return True
-    except Exception:
-        return False
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'crash.db'}"
-    if not _pg_available():
-        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-            pytest.fail(f"PostgreSQL unreachable at {PG_URL}")
-        pytest.skip("PostgreSQL unreachable")
-    return f"{PG_URL}?schema=lovia_crash_{secrets.token_hex(4)}"
 
 
 def _run(url: str, run_id: str, kill_at: str, log: Path) -> subprocess.CompletedProcess[str]:

@@ -8,12 +8,13 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 from pathlib import Path
 
 import pytest
-from store_backends import PG_URL
+from store_backends import PG_URL, Backend
 
-from lovia.errors import StoreError, UserError
+from lovia.errors import LeaseLost, StoreError, UserError
 from lovia.stores import CheckpointRecord, RunInfo, store
 from lovia.stores.memory import MemoryStore
 from lovia.stores.sqlite import SQLiteStore, sqlite_path
@@ -213,3 +214,43 @@ def test_postgres_store_survives_a_new_event_loop(pg_prefix: str) -> None:
 
     asyncio.run(first())
     assert asyncio.run(second()) == 1
+
+
+# -- in-place migration ----------------------------------------------------------------
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def sql_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
+    if request.param == "sqlite":
+        path = tmp_path / "old.db"
+        return Backend("sqlite", f"sqlite:///{path}", path)
+    prefix: str = request.getfixturevalue("pg_prefix")
+    return Backend("postgres", f"{PG_URL}?schema={prefix}_migrate")
+
+
+async def test_a_store_from_before_fencing_is_migrated_in_place(sql_backend: Backend) -> None:
+    """A database whose leases table has no token column (lovia 0.1) opens, keeps its
+    data, and fences from then on; a worker's old lease row still counts."""
+    backend = sql_backend
+    first = backend.open()
+    await first.begin(RunInfo(run_id="r1", agent="a"))
+    await first.aclose()
+    await backend.raw("ALTER TABLE lovia_leases DROP COLUMN token")
+    await backend.raw(
+        "INSERT INTO lovia_leases (run_id, owner, expires_at) VALUES ('r1', 'old', ?1)",
+        time.time() + 0.2,
+    )
+    reopened = backend.open()
+    try:
+        assert await reopened.lease_holder("r1") == "old"
+        assert await reopened.acquire("r1", "new", 30) is None  # the old lease still holds
+        await asyncio.sleep(0.3)
+        token = await reopened.acquire("r1", "new", 30)
+        assert token == 1
+        await reopened.append("r1", [CheckpointRecord(kind="state", data={})], fence=token)
+        with pytest.raises(LeaseLost):
+            await reopened.append("r1", [CheckpointRecord(kind="state", data={})], fence=0)
+        snap = await reopened.load("r1")
+        assert snap is not None and len(snap.records) == 1
+    finally:
+        await reopened.aclose()

@@ -15,7 +15,7 @@ import pydantic_core
 import pytest
 from store_backends import BACKENDS, Backend
 
-from lovia.errors import RunNotFound, SchemaVersionError, StoreError
+from lovia.errors import LeaseLost, RunNotFound, SchemaVersionError, StoreError
 from lovia.stores import SCHEMA_VERSION, CheckpointRecord, RunInfo, Store
 from lovia.transcript import (
     InputEntry,
@@ -179,7 +179,7 @@ async def test_delete_run_removes_records_and_a_new_run_starts_empty(db: Store) 
     await db.delete_run("r1")
     assert await db.load("r1") is None
     await db.delete_run("r1")  # deleting twice is fine
-    assert await db.acquire("r1", "w2", 60)  # the lease went with the run
+    assert await db.acquire("r1", "w2", 60) is not None  # the lease went with the run
     await db.begin(info())
     await db.append("r1", [rec(3)])
     snap = await db.load("r1")
@@ -354,22 +354,28 @@ async def test_two_store_objects_on_the_same_data(backend: Backend, db: Store) -
 
 
 async def test_lease_one_holder_renew_release(db: Store) -> None:
-    assert await db.acquire("r1", "w1", 30) is True
-    assert await db.acquire("r1", "w2", 30) is False
-    assert await db.acquire("r1", "w1", 30) is True  # renew
+    first = await db.acquire("r1", "w1", 30)
+    assert first is not None and first >= 1
+    assert await db.acquire("r1", "w2", 30) is None
+    assert await db.renew("r1", "w1", first, 30) is True
     await db.release("r1", "w2")  # not the holder: no effect
-    assert await db.acquire("r1", "w2", 30) is False
+    assert await db.acquire("r1", "w2", 30) is None
+    assert await db.lease_holder("r1") == "w1"
     await db.release("r1", "w1")
-    assert await db.acquire("r1", "w2", 30) is True
-    assert await db.acquire("r2", "w1", 30) is True  # leases are per run
+    assert await db.lease_holder("r1") is None
+    second = await db.acquire("r1", "w2", 30)
+    assert second is not None and second > first  # the token survived the release
+    assert await db.acquire("r2", "w1", 30) is not None  # leases are per run
 
 
 async def test_expired_lease_can_be_taken(db: Store) -> None:
-    assert await db.acquire("r1", "w1", 0.2)
-    assert not await db.acquire("r1", "w2", 0.2)
+    first = await db.acquire("r1", "w1", 0.2)
+    assert first is not None
+    assert await db.acquire("r1", "w2", 0.2) is None
     await asyncio.sleep(0.35)
-    assert await db.acquire("r1", "w2", 30)
-    assert not await db.acquire("r1", "w1", 30)
+    second = await db.acquire("r1", "w2", 30)
+    assert second is not None and second > first
+    assert await db.acquire("r1", "w1", 30) is None
 
 
 async def test_exactly_one_of_many_concurrent_acquirers_wins(backend: Backend, db: Store) -> None:
@@ -379,11 +385,158 @@ async def test_exactly_one_of_many_concurrent_acquirers_wins(backend: Backend, d
             got = await asyncio.gather(
                 *(stores[w % 4].acquire(f"run{round_}", f"w{w}", 30) for w in range(20))
             )
-            assert sum(got) == 1
+            assert sum(g is not None for g in got) == 1
     finally:
         for s in stores[1:]:
             if s is not db:
                 await s.aclose()
+
+
+# -- fencing ------------------------------------------------------------------------
+
+
+async def test_renewal_never_regrants_a_lease_taken_in_between(db: Store) -> None:
+    """A stalled owner whose lease expired and was taken cannot renew it back."""
+    stale = await db.acquire("r1", "w1", 0.1)
+    assert stale is not None
+    await asyncio.sleep(0.25)
+    assert await db.acquire("r1", "w2", 30) is not None
+    assert await db.renew("r1", "w1", stale, 30) is False
+    assert await db.lease_holder("r1") == "w2"
+    await db.release("r1", "w2")  # freed, but the stale token stays stale
+    assert await db.renew("r1", "w1", stale, 30) is False
+
+
+async def test_an_expired_lease_nobody_took_can_be_renewed(db: Store) -> None:
+    token = await db.acquire("r1", "w1", 0.1)
+    assert token is not None
+    await asyncio.sleep(0.25)
+    assert await db.renew("r1", "w1", token, 30) is True  # nobody else wrote meanwhile
+    assert await db.lease_holder("r1") == "w1"
+    await db.begin(info())
+    await db.append("r1", [rec(1)], fence=token)
+
+
+async def test_a_stale_token_is_refused_by_every_write(db: Store) -> None:
+    await db.begin(info(session_id="s1"))
+    stale = await db.acquire("r1", "w1", 0.1)
+    assert stale is not None
+    await db.append("r1", [rec(1)], fence=stale)
+    await asyncio.sleep(0.25)
+    fresh = await db.acquire("r1", "w2", 30)
+    assert fresh is not None
+    await db.append("r1", [rec(2)], fence=fresh)
+    before = await db.load("r1")
+    with pytest.raises(LeaseLost) as caught:
+        await db.append("r1", [rec(99)], fence=stale)
+    assert caught.value.hint
+    with pytest.raises(LeaseLost):
+        await db.finish(info(status="completed", ended_at=2.0), {"output": "stale"}, fence=stale)
+    with pytest.raises(LeaseLost):
+        await db.append_segment("s1", "r1", [text(99)], fence=stale)
+    assert await db.load("r1") == before
+    assert await db.load_session("s1") == []
+    # the holder's writes go through, the session segment included
+    await db.finish(info(status="completed", ended_at=2.0), {"output": "ok"}, fence=fresh)
+    assert await db.append_segment("s1", "r1", [text(1)], fence=fresh)
+    with pytest.raises(LeaseLost):  # a released lease's token is stale too
+        await db.append("r1", [rec(3)], fence=fresh + 1)
+
+
+async def test_a_write_for_a_run_never_leased_is_refused(db: Store) -> None:
+    await db.begin(info())
+    with pytest.raises(LeaseLost):
+        await db.append("r1", [rec(1)], fence=1)
+
+
+async def test_a_completed_run_is_never_leased_again(db: Store) -> None:
+    await db.begin(info())
+    token = await db.acquire("r1", "w1", 0.1)
+    assert token is not None
+    await db.finish(info(status="completed", ended_at=2.0), {"output": "done"}, fence=token)
+    await db.release("r1", "w1")
+    assert await db.acquire("r1", "w2", 30) is None
+    assert await db.acquire("r1", "w1", 30) is None  # not even by its last owner
+    await asyncio.sleep(0.25)
+    assert await db.acquire("r1", "w3", 30) is None
+    # a completed run that never had a lease row (e.g. written by an older lovia)
+    await db.finish(info("r2", status="completed", ended_at=2.0), {"output": "done"})
+    assert await db.acquire("r2", "w1", 30) is None
+
+
+@pytest.mark.parametrize("status", ["failed", "paused"])
+async def test_a_failed_or_paused_run_can_be_leased_to_resume(db: Store, status: str) -> None:
+    await db.begin(info())
+    token = await db.acquire("r1", "w1", 30)
+    assert token is not None
+    await db.finish(info(status=status, ended_at=2.0), None, fence=token)  # type: ignore[arg-type]
+    await db.release("r1", "w1")
+    again = await db.acquire("r1", "w2", 30)
+    assert again is not None and again > token
+
+
+async def test_concurrent_stale_and_fresh_writers(backend: Backend, db: Store) -> None:
+    """Two workers on separate connections append at once; only the holder's land."""
+    other = backend.open()
+    try:
+        await db.begin(info())
+        stale = await db.acquire("r1", "w1", 0.1)
+        assert stale is not None
+        await asyncio.sleep(0.25)
+        fresh = await other.acquire("r1", "w2", 30)
+        assert fresh is not None
+
+        async def writer(target: Store, by: str, fence: int) -> int:
+            refused = 0
+            for i in range(15):
+                try:
+                    await target.append("r1", [rec(i, by=by)], fence=fence)
+                except LeaseLost:
+                    refused += 1
+            return refused
+
+        refused = await asyncio.gather(writer(db, "stale", stale), writer(other, "fresh", fresh))
+        assert refused == [15, 0]
+        snap = await db.load("r1")
+        assert snap is not None
+        assert [r.data["i"] for r in snap.records] == list(range(15))
+        assert {r.data["by"] for r in snap.records} == {"fresh"}
+    finally:
+        if other is not db:
+            await other.aclose()
+
+
+async def test_a_takeover_racing_the_finish_never_leases_a_completed_run(
+    backend: Backend, db: Store
+) -> None:
+    """Grant and fenced finish race from separate connections: either the finish
+    lands (and the run is never leased again) or the grant does (and the finish is
+    refused), never both."""
+    other = backend.open()
+    try:
+        for round_ in range(10):
+            run_id = f"race{round_}"
+            await db.begin(info(run_id))
+            token = await db.acquire(run_id, "w1", 0.05)
+            assert token is not None
+            await asyncio.sleep(0.1)
+            done = info(run_id, status="completed", ended_at=2.0)
+            finished, granted = await asyncio.gather(
+                db.finish(done, {"output": "x"}, fence=token),
+                other.acquire(run_id, "w2", 30),
+                return_exceptions=True,
+            )
+            snap = await db.load(run_id)
+            assert snap is not None
+            if finished is None:  # the finish landed first
+                assert snap.info.status == "completed"
+                assert granted is None
+            else:
+                assert isinstance(finished, LeaseLost)
+                assert snap.info.status == "running" and granted is not None
+    finally:
+        if other is not db:
+            await other.aclose()
 
 
 # -- listing, pruning, tracing ------------------------------------------------------

@@ -179,8 +179,10 @@ class CuttableStore(MemoryStore):
         super().__init__()
         self.cuts: list[int] = []
 
-    async def append(self, run_id: str, records: Sequence[CheckpointRecord]) -> int:
-        written = await super().append(run_id, records)
+    async def append(
+        self, run_id: str, records: Sequence[CheckpointRecord], *, fence: int | None = None
+    ) -> int:
+        written = await super().append(run_id, records, fence=fence)
         self.cuts.append((self.cuts[-1] if self.cuts else 0) + len(records))
         return written
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import time
 from collections import Counter
 from typing import Any
 
@@ -108,6 +109,47 @@ async def test_held_lease_is_not_acked_and_is_retried_later(
     assert snap.info.status == "completed"
     await eventually(lambda: _zero(queue))
     assert worker.stats["completed"] == 1 and counts["later"] == 1
+    await db.aclose()
+
+
+async def test_a_run_fenced_out_mid_run_stays_pending_and_is_resumed_later(
+    queue: RunQueue, store_file: str, start: Start, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The worker froze past its lease mid-tool and another took the run: LeaseLost is
+    not a failure; the task stays pending, and once the other worker lets go it is
+    resumed without re-running the frozen (non-idempotent) call."""
+    monkeypatch.setenv("LOVIA_LEASE_TTL_S", "0.3")
+    db = store(store_file)
+    effects: list[int] = []
+
+    @tool
+    async def pay(n: int) -> str:
+        """Pay an invoice (not idempotent)."""
+        effects.append(n)
+        if len(effects) == 1:
+            time.sleep(0.5)  # frozen past the lease; meanwhile another worker takes the run
+            assert await db.acquire("fenced-run", "elsewhere:1:abcd", 60) is not None
+        return "paid"
+
+    def decide(request: Any, info: Any) -> Any:
+        if not any(m.type == "tool_result" for m in request.messages):
+            return call("pay", n=1)
+        return "done"
+
+    agent = Agent(name="payer", model=FunctionModel(decide), tools=[pay])
+    worker = Worker(queue, {"payer": agent}, db, claim_idle_s=0.3)
+    start(worker)
+    await queue.submit("payer", "pay it", run_id="fenced-run")
+    await eventually(lambda: worker.stats["lease_held"] >= 1)
+    assert await queue.pending() == 1 and worker.stats["failed"] == 0
+    snap = await db.load("fenced-run")
+    assert snap is not None and snap.info.status == "running"  # not marked failed
+
+    await db.release("fenced-run", "elsewhere:1:abcd")
+    snap = await queue.result("fenced-run", db, timeout_s=10)
+    assert snap.info.status == "completed"
+    assert effects == [1]  # the frozen call's outcome is unknown: not paid twice
+    await eventually(lambda: _zero(queue))
     await db.aclose()
 
 

@@ -19,7 +19,7 @@ from typing import Any
 from .. import events as ev
 from .._observers import OBSERVERS, notify
 from ..context import CancelToken, Mailbox, RunContext
-from ..errors import LoviaError, RunError
+from ..errors import LeaseLost, LoviaError, RunError
 from ..result import RunResult
 from ..telemetry.tracer import RunTracer, make_run_tracer
 from ..transcript import Transcript
@@ -173,7 +173,7 @@ def _run_error(state: RunState, exc: BaseException) -> BaseException:
             guard.fired = 0
             if task.cancelling():
                 return exc  # the caller cancelled too: let that propagate
-            exc = cancelled_error(state)
+            exc = state.lease_lost or cancelled_error(state)
         else:
             return exc
     if isinstance(exc, RunError):
@@ -217,16 +217,21 @@ async def _mark_failed(state: RunState, error: BaseException) -> None:
     cp = state.checkpointer
     if cp is None or state.completed_result is not None or state.active is None:
         return
+    if isinstance(error, LeaseLost) or state.lease_lost is not None:
+        return  # the run belongs to the worker that took it over: write nothing
     status = "paused" if getattr(error, "finish_reason", "") == "approval_pending" else "failed"
     try:
-        await cp.append(state.run_id, state.pending)
+        await cp.append(state.run_id, state.pending, fence=state.lease_token)
         state.pending = []
         await cp.finish(
             finish_info(
                 state, status, getattr(error, "finish_reason", "error"), type(error).__name__
             ),
             None,
+            fence=state.lease_token,
         )
+    except LeaseLost:
+        logger.warning("run %s: lease lost; its failure is not recorded", state.run_id)
     except Exception:
         logger.exception("could not record the failure of run %s", state.run_id)
 

@@ -34,7 +34,7 @@ async def save_progress(state: RunState, kind: str = "progress") -> AsyncIterato
         return
     records, state.pending = state.pending, []
     t0 = time.perf_counter()
-    written = await cp.append(state.run_id, records)
+    written = await cp.append(state.run_id, records, fence=state.lease_token)
     assert state.active is not None
     entries = sum(len(r.data.get("entries", ())) for r in records if r.kind == "entries")
     yield ev.CheckpointSaved(

@@ -79,7 +79,8 @@ async def finish(state: RunState) -> AsyncIterator[ev.Event]:
         async for event in save_progress(state):
             yield event
         t0 = time.perf_counter()
-        await cp.finish(finish_info(state, "completed", state.finish_reason), result_payload(state))
+        info = finish_info(state, "completed", state.finish_reason)
+        await cp.finish(info, result_payload(state), fence=state.lease_token)
         yield ev.CheckpointSaved(
             **state.base(),
             kind="complete",
@@ -95,7 +96,9 @@ async def write_session(state: RunState, entries: Sequence[Any]) -> AsyncIterato
     if session is None or session_id is None:
         return
     t0 = time.perf_counter()
-    await session.append_segment(session_id, state.run_id, entries)
+    # fenced when the session lives in the checkpointer's store (its leases are there)
+    fence = state.lease_token if _same(session, state.checkpointer) else None
+    await session.append_segment(session_id, state.run_id, entries, fence=fence)
     yield ev.SessionWritten(
         **state.base(),
         session_id=session_id,
@@ -111,6 +114,10 @@ async def call_close(aclose: Any) -> None:
     result = aclose()
     if inspect.isawaitable(result):
         await result
+
+
+def _same(a: object, b: object) -> bool:
+    return a is b
 
 
 async def close_plugins(state: RunState) -> AsyncIterator[ev.Event]:

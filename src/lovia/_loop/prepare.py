@@ -16,7 +16,7 @@ from ..view.record import ViewRecord, resolve_records, view_records
 from .activate import activate, resolve_provider
 from .checkpoint import ResumePoint, open_calls, restore, run_info, save_progress
 from .finish import run_guardrails
-from .lease import start_heartbeat, take_lease
+from .lease import lease_held, start_heartbeat, take_lease
 from .model_call import stamp
 from .state import RunState
 
@@ -60,16 +60,22 @@ def find_agent(root: Agent[Any, Any], name: str) -> Agent[Any, Any] | None:
 
 
 async def load_snapshot(state: RunState) -> RunSnapshot | None:
-    """Load the stored run for ``run_id`` and take its lease (None: a new run)."""
+    """Take the lease of ``run_id``, then load the stored run (None: a new run).
+
+    Loading under the lease means no other worker can append after what was loaded. A
+    completed run is never leased: its stored snapshot is returned for replay.
+    """
     cp = state.checkpointer
     if cp is None:
         return None
-    snapshot = await cp.load(state.run_id)
-    if snapshot is not None and snapshot.info.status == "completed":
-        return snapshot
-    await take_lease(state)
+    if not await take_lease(state):
+        snapshot = await cp.load(state.run_id)
+        if snapshot is not None and snapshot.info.status == "completed":
+            return snapshot
+        raise await lease_held(state)
     state.heartbeat = start_heartbeat(state)
-    if snapshot is not None:
+    snapshot = await cp.load(state.run_id)
+    if snapshot is not None and snapshot.info.status != "completed":
         first = snapshot.info.extra.get("first_agent", snapshot.info.agent)
         if first != state.params.agent.name:
             raise UserError(

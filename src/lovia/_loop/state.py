@@ -161,6 +161,12 @@ class RunState:
     history: Sequence[TranscriptEntry] = ()
     undelivered: list[Any] = field(default_factory=list[Any])
     lease_owner: str | None = None
+    lease_token: int | None = None
+    """The fencing token of this run's lease: every checkpoint write carries it."""
+    lease_renewed: float = 0.0
+    """``time.monotonic()`` when the lease was last granted or renewed (sent)."""
+    lease_lost: Exception | None = None
+    """Set (a LeaseLost) when the heartbeat found the lease taken over."""
     heartbeat: asyncio.Task[None] | None = None
     completed_result: Any = None
     """Set when the run_id was already completed: the stored RunResult."""

@@ -28,6 +28,7 @@ from ..tools import Tool, ToolArgumentsError, serialize_result
 from ..tools.tool import ResultNotSerializable
 from ..transcript import HandoffEntry, ToolCallEntry, ToolResultEntry
 from .checkpoint import save_progress
+from .lease import confirm_lease
 from .limits import check_budget
 from .model_call import stamp
 from .state import RunState
@@ -202,6 +203,7 @@ async def _run_one(state: RunState, plan: Plan) -> AsyncIterator[ev.Event]:
         async for event in _complete(state, plan, _decided(plan), 0.0, started=False):
             yield event
         return
+    await confirm_lease(state)
     started = _started(state, plan)
     yield started
     _ledger(state, plan, "started")
@@ -222,6 +224,7 @@ async def _run_parallel(state: RunState, group: list[Plan]) -> AsyncIterator[ev.
     assert state.active is not None and state.guard is not None
     tasks: dict[asyncio.Task[tuple[str, bool, str | None]], tuple[Plan, float]] = {}
     limit = asyncio.Semaphore(max(1, state.active.agent.max_parallel_tools))
+    await confirm_lease(state)
     for plan in group:
         started = _started(state, plan)
         yield started

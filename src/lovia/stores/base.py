@@ -11,6 +11,12 @@ Both are append-only. A checkpoint is a sequence of small :class:`CheckpointReco
 deltas (entries, tool-ledger changes, view records, run state), so its storage grows
 with the number of entries, never with turns squared. Every record carries a schema
 ``version``; a store refuses records newer than it understands.
+
+Fencing: every lease grant carries a fencing token, larger than any earlier grant on
+that run (tokens survive release and expiry). A write given ``fence=token`` (``append``,
+``finish``, ``append_segment``) happens only while ``token`` is the run's current lease
+token, checked in the same transaction as the write; otherwise it raises
+:class:`~lovia.errors.LeaseLost` and changes nothing. A completed run is never leased again.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..errors import SchemaVersionError, StoreError
+from ..errors import LeaseLost, SchemaVersionError, StoreError
 from ..transcript import TranscriptEntry, entry_from_dict
 
 __all__ = [
@@ -36,6 +42,7 @@ __all__ = [
     "Store",
     "check_version",
     "damaged",
+    "lease_lost",
 ]
 
 SCHEMA_VERSION = 1
@@ -130,6 +137,16 @@ def damaged(what: str, problem: str) -> StoreError:
     )
 
 
+def lease_lost(run_id: str, fence: int) -> LeaseLost:
+    """The error when ``fence`` is no longer the run's lease token (a write is refused)."""
+    return LeaseLost(
+        f"run {run_id}: lease token {fence} is stale: another worker took the run over, "
+        "so this worker's writes are refused",
+        hint="This worker stalled past its lease (LOVIA_LEASE_TTL_S) and another worker "
+        "now owns the run; this one stopped without writing. No action is needed.",
+    )
+
+
 @runtime_checkable
 class Checkpointer(Protocol):
     """Run progress, keyed by ``run_id``; append-only deltas."""
@@ -138,21 +155,32 @@ class Checkpointer(Protocol):
         """Create the run (no-op when it exists: resume)."""
         ...
 
-    async def append(self, run_id: str, records: Sequence[CheckpointRecord]) -> int:
-        """Append deltas in order; return bytes written."""
+    async def append(
+        self, run_id: str, records: Sequence[CheckpointRecord], *, fence: int | None = None
+    ) -> int:
+        """Append deltas in order; return bytes written. ``fence``: see the module docs."""
         ...
 
     async def load(self, run_id: str) -> RunSnapshot | None: ...
 
-    async def finish(self, info: RunInfo, result: dict[str, Any] | None) -> None:
+    async def finish(
+        self, info: RunInfo, result: dict[str, Any] | None, *, fence: int | None = None
+    ) -> None:
         """Mark the run completed / failed / paused with its result."""
         ...
 
-    async def acquire(self, run_id: str, owner: str, ttl_s: float) -> bool:
-        """Take (or renew) the lease on a run; False when another owner holds it."""
+    async def acquire(self, run_id: str, owner: str, ttl_s: float) -> int | None:
+        """Grant a new lease; its fencing token (>= 1), or None when the lease is held by
+        another owner (unexpired) or the run is completed."""
         ...
 
-    async def release(self, run_id: str, owner: str) -> None: ...
+    async def renew(self, run_id: str, owner: str, fence: int, ttl_s: float) -> bool:
+        """Extend the lease granted with ``fence``; False when a later grant replaced it."""
+        ...
+
+    async def release(self, run_id: str, owner: str) -> None:
+        """Free the lease if ``owner`` holds it (its token is kept)."""
+        ...
 
     async def lease_holder(self, run_id: str) -> str | None:
         """The owner of the unexpired lease on ``run_id``, if any."""
@@ -185,9 +213,17 @@ class SessionStore(Protocol):
     async def load_session(self, session_id: str) -> list[TranscriptEntry]: ...
 
     async def append_segment(
-        self, session_id: str, run_id: str, entries: Sequence[TranscriptEntry]
+        self,
+        session_id: str,
+        run_id: str,
+        entries: Sequence[TranscriptEntry],
+        *,
+        fence: int | None = None,
     ) -> bool:
-        """Write a run's segment once; False (and no change) if it already exists."""
+        """Write a run's segment once; False (and no change) if it already exists.
+
+        ``fence``: write only while it is ``run_id``'s lease token (this store's leases).
+        """
         ...
 
 

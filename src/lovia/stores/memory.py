@@ -24,7 +24,14 @@ from ._codec import (
     join_segments,
     load_result,
 )
-from .base import SCHEMA_VERSION, CheckpointRecord, RunInfo, RunSnapshot, check_version
+from .base import (
+    SCHEMA_VERSION,
+    CheckpointRecord,
+    RunInfo,
+    RunSnapshot,
+    check_version,
+    lease_lost,
+)
 
 __all__ = ["MemoryStore"]
 
@@ -44,7 +51,8 @@ class MemoryStore:
         self._order: dict[str, int] = {}
         self._records: dict[str, list[EncodedRecord]] = {}
         self._results: dict[str, str | None] = {}
-        self._leases: dict[str, tuple[str, float]] = {}
+        self._leases: dict[str, tuple[str, float, int]] = {}
+        """run_id -> (owner, expires_at, fencing token); kept after release."""
         self._sessions: dict[str, list[tuple[str, int, str]]] = {}
         self._created = 0
 
@@ -64,10 +72,18 @@ class MemoryStore:
             self._order[info.run_id] = self._created
         self._runs[info.run_id] = _copy(info)
 
-    async def append(self, run_id: str, records: Sequence[CheckpointRecord]) -> int:
+    def _fence(self, run_id: str, fence: int | None) -> None:
+        held = self._leases.get(run_id)
+        if fence is not None and (held is None or held[2] != fence):
+            raise lease_lost(run_id, fence)
+
+    async def append(
+        self, run_id: str, records: Sequence[CheckpointRecord], *, fence: int | None = None
+    ) -> int:
         """Append deltas in order; return payload bytes (as the SQL stores count them)."""
         rows, size = encode_records(run_id, records)
         if rows:
+            self._fence(run_id, fence)
             if run_id not in self._runs:
                 raise RunNotFound(f"no run {run_id!r} to append to", hint="Call begin() first.")
             self._records.setdefault(run_id, []).extend(rows)
@@ -90,21 +106,37 @@ class MemoryStore:
             result=load_result(run_id, result),
         )
 
-    async def finish(self, info: RunInfo, result: dict[str, Any] | None) -> None:
+    async def finish(
+        self, info: RunInfo, result: dict[str, Any] | None, *, fence: int | None = None
+    ) -> None:
         """Mark the run completed / failed / paused with its result."""
         check_version(info.version, f"run {info.run_id}")
         data = None if result is None else dump_json(result, f"result of run {info.run_id}")
+        self._fence(info.run_id, fence)
         self._put(info)
         self._records.setdefault(info.run_id, [])
         self._results[info.run_id] = data
 
-    async def acquire(self, run_id: str, owner: str, ttl_s: float) -> bool:
-        """Take or renew the lease; False while another owner's lease is unexpired."""
+    async def acquire(self, run_id: str, owner: str, ttl_s: float) -> int | None:
+        """Grant a lease with the next fencing token; None while another owner's lease
+        is unexpired or the run is completed."""
         now = time.time()
         held = self._leases.get(run_id)
+        run = self._runs.get(run_id)
+        if run is not None and run.status == "completed":
+            return None
         if held is not None and held[0] != owner and held[1] > now:
+            return None
+        token = 1 if held is None else held[2] + 1
+        self._leases[run_id] = (owner, now + ttl_s, token)
+        return token
+
+    async def renew(self, run_id: str, owner: str, fence: int, ttl_s: float) -> bool:
+        """Extend the lease granted with ``fence``; False when a later grant replaced it."""
+        held = self._leases.get(run_id)
+        if held is None or held[0] != owner or held[2] != fence:
             return False
-        self._leases[run_id] = (owner, now + ttl_s)
+        self._leases[run_id] = (owner, time.time() + ttl_s, fence)
         return True
 
     async def lease_holder(self, run_id: str) -> str | None:
@@ -113,10 +145,10 @@ class MemoryStore:
         return held[0] if held is not None and held[1] > time.time() else None
 
     async def release(self, run_id: str, owner: str) -> None:
-        """Drop the lease if ``owner`` holds it."""
+        """Free the lease if ``owner`` holds it (its token is kept)."""
         held = self._leases.get(run_id)
         if held is not None and held[0] == owner:
-            del self._leases[run_id]
+            self._leases[run_id] = ("", 0.0, held[2])
 
     async def list_runs(
         self,
@@ -174,13 +206,20 @@ class MemoryStore:
         return join_segments(session_id, [(version, text) for _, version, text in segments])
 
     async def append_segment(
-        self, session_id: str, run_id: str, entries: Sequence[TranscriptEntry]
+        self,
+        session_id: str,
+        run_id: str,
+        entries: Sequence[TranscriptEntry],
+        *,
+        fence: int | None = None,
     ) -> bool:
         """Write the run's segment once; False (nothing written) when it exists."""
+        text = encode_entries(session_id, entries)
+        self._fence(run_id, fence)
         segments = self._sessions.setdefault(session_id, [])
         if any(rid == run_id for rid, _, _ in segments):
             return False
-        segments.append((run_id, SCHEMA_VERSION, encode_entries(session_id, entries)))
+        segments.append((run_id, SCHEMA_VERSION, text))
         return True
 
     async def aclose(self) -> None:

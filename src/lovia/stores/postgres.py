@@ -14,10 +14,14 @@ every transaction read-only). Payloads use the ``json`` type rather than ``jsonb
 hold ``\\u0000`` (transcripts may) and re-orders keys, while ``json`` keeps the exact
 text that was written and still works with ``->``/``->>`` in SQL.
 
-Every statement is a single round trip and atomic on its own: an append locks its run
-row to take the next sequence numbers and inserts the records in the same statement;
-a lease is one ``INSERT ... ON CONFLICT DO UPDATE ... WHERE`` judged by the server's
-clock, so workers on hosts with skewed clocks still agree on expiry.
+Every write is a single round trip and atomic on its own: an append locks its run
+row to take the next sequence numbers and inserts the records in the same statement.
+A fenced write (``fence=token``) also share-locks the run's lease row and writes only
+if its token matches, in that same statement. Granting a lease is the one multi-statement
+transaction: it locks the lease row first, so a concurrent fenced ``finish`` has
+committed before the run's status is read (a completed run is never leased again).
+Lease expiry is judged by the server's clock, so workers on hosts with skewed clocks
+still agree on it.
 """
 
 from __future__ import annotations
@@ -45,7 +49,14 @@ from ._codec import (
     load_result,
     run_filter,
 )
-from .base import SCHEMA_VERSION, CheckpointRecord, RunInfo, RunSnapshot, check_version
+from .base import (
+    SCHEMA_VERSION,
+    CheckpointRecord,
+    RunInfo,
+    RunSnapshot,
+    check_version,
+    lease_lost,
+)
 
 __all__ = ["PostgresStore"]
 
@@ -83,6 +94,11 @@ CREATE TABLE IF NOT EXISTS {s}.lovia_sessions (
     entries json NOT NULL, created_at float8 NOT NULL, UNIQUE (session_id, run_id)
 );
 """
+_MIGRATE = """
+ALTER TABLE {s}.lovia_leases ADD COLUMN IF NOT EXISTS token bigint NOT NULL DEFAULT 0;
+"""
+"""In-place migrations, run after ``_DDL`` under the same lock (each is idempotent).
+Fencing: each lease row keeps its run's last fencing token."""
 
 
 class _Conn(Protocol):
@@ -94,8 +110,12 @@ class _Conn(Protocol):
     async def fetchval(self, query: str, *args: Any) -> Any: ...
 
 
+class _Tx(_Conn, Protocol):
+    def transaction(self) -> AbstractAsyncContextManager[Any]: ...
+
+
 class _Pool(_Conn, Protocol):
-    def acquire(self) -> AbstractAsyncContextManager[Any]: ...
+    def acquire(self) -> AbstractAsyncContextManager[_Tx]: ...
     async def close(self) -> None: ...
     def terminate(self) -> None: ...
 
@@ -138,7 +158,7 @@ class _Sql:
         s = f'"{schema}"'
         runs, records = f"{s}.lovia_runs", f"{s}.lovia_records"
         leases, sessions = f"{s}.lovia_leases", f"{s}.lovia_sessions"
-        self.ddl = _DDL.format(s=s)
+        self.ddl = _DDL.format(s=s) + _MIGRATE.format(s=s)
         self.meta = f"{s}.lovia_meta"
         self.runs = runs
         marks = ", ".join(f"${i}" for i in range(1, len(RUN_COLUMNS) + 1))
@@ -147,31 +167,50 @@ class _Sql:
             "ON CONFLICT DO NOTHING"
         )
         updates = ", ".join(f"{c} = excluded.{c}" for c in (*RUN_COLUMNS[1:], "result"))
+        # a fenced write: ``fence`` rows exist only while $n is the lease token (and
+        # share-lock it until commit); "fenced" is true when no fence was given or it held
+        fence = f"fence AS (SELECT 1 FROM {leases} WHERE run_id = $1 AND token = ${{n}} FOR SHARE)"
+        fenced = "(${n}::bigint IS NULL OR EXISTS (SELECT 1 FROM fence))"
         self.finish = (
-            f"INSERT INTO {runs} ({_COLS}, result) "
-            f"VALUES ({marks.replace('$17', '$17::json')}, $18::json) "
-            f"ON CONFLICT (run_id) DO UPDATE SET {updates}"
+            f"WITH {fence.format(n=19)} INSERT INTO {runs} ({_COLS}, result) "
+            f"SELECT {marks.replace('$17', '$17::json')}, $18::json WHERE {fenced.format(n=19)} "
+            f"ON CONFLICT (run_id) DO UPDATE SET {updates} RETURNING 1"
         )
         self.append = (
-            f"WITH run AS (UPDATE {runs} SET n_records = n_records + cardinality($2::text[]) "
-            "WHERE run_id = $1 RETURNING n_records - cardinality($2::text[]) AS start) "
-            f"INSERT INTO {records} (run_id, seq, kind, version, data) "
+            f"WITH {fence.format(n=5)}, "
+            f"run AS (UPDATE {runs} SET n_records = n_records + cardinality($2::text[]) "
+            f"WHERE run_id = $1 AND {fenced.format(n=5)} "
+            "RETURNING n_records - cardinality($2::text[]) AS start), "
+            f"ins AS (INSERT INTO {records} (run_id, seq, kind, version, data) "
             "SELECT $1, run.start + r.ord, r.kind, r.version, r.data::json FROM run, "
             "unnest($2::text[], $3::int[], $4::text[]) "
-            "WITH ORDINALITY AS r(kind, version, data, ord)"
+            "WITH ORDINALITY AS r(kind, version, data, ord)) "
+            f"SELECT EXISTS (SELECT 1 FROM run), {fenced.format(n=5)}"
         )
         self.load_run = f"SELECT {_COLS}, result, n_records FROM {runs} WHERE run_id = $1"
         self.load_records = (
             f"SELECT seq, version, kind, data FROM {records} WHERE run_id = $1 AND seq <= $2 "
             "ORDER BY seq"
         )
-        self.acquire = (
-            f"INSERT INTO {leases} AS l (run_id, owner, expires_at) "
-            f"VALUES ($1, $2, {_NOW} + $3::float8) ON CONFLICT (run_id) DO UPDATE "
-            "SET owner = excluded.owner, expires_at = excluded.expires_at "
-            f"WHERE l.owner = excluded.owner OR l.expires_at <= {_NOW} RETURNING 1"
+        self.lease_row = (
+            f"INSERT INTO {leases} (run_id, owner, expires_at) VALUES ($1, '', 0) "
+            "ON CONFLICT DO NOTHING"
         )
-        self.release = f"DELETE FROM {leases} WHERE run_id = $1 AND owner = $2"
+        self.lock_lease = (
+            f"SELECT owner, expires_at > {_NOW}, token FROM {leases} WHERE run_id = $1 FOR UPDATE"
+        )
+        self.completed = f"SELECT 1 FROM {runs} WHERE run_id = $1 AND status = 'completed'"
+        self.grant = (
+            f"UPDATE {leases} SET owner = $2, expires_at = {_NOW} + $3::float8, token = $4 "
+            "WHERE run_id = $1"
+        )
+        self.renew = (
+            f"UPDATE {leases} SET expires_at = {_NOW} + $4::float8 "
+            "WHERE run_id = $1 AND owner = $2 AND token = $3"
+        )
+        self.release = (
+            f"UPDATE {leases} SET owner = '', expires_at = 0 WHERE run_id = $1 AND owner = $2"
+        )
         self.lease_holder = f"SELECT owner FROM {leases} WHERE run_id = $1 AND expires_at > {_NOW}"
         self.delete = (
             f"WITH gone AS (DELETE FROM {runs} WHERE {{where}} RETURNING run_id), "
@@ -186,8 +225,11 @@ class _Sql:
             f"SELECT version, entries FROM {sessions} WHERE session_id = $1 ORDER BY seq"
         )
         self.append_segment = (
-            f"INSERT INTO {sessions} (session_id, run_id, version, entries, created_at) "
-            "VALUES ($1, $2, $3, $4::json, $5) ON CONFLICT (session_id, run_id) DO NOTHING"
+            f"WITH {fence.format(n=6).replace('run_id = $1', 'run_id = $2')}, "
+            f"ins AS (INSERT INTO {sessions} (session_id, run_id, version, entries, created_at) "
+            f"SELECT $1, $2, $3, $4::json, $5 WHERE {fenced.format(n=6)} "
+            "ON CONFLICT (session_id, run_id) DO NOTHING RETURNING 1) "
+            f"SELECT EXISTS (SELECT 1 FROM ins), {fenced.format(n=6)}"
         )
 
 
@@ -232,6 +274,14 @@ class PostgresStore:
                 f"PostgreSQL store failed: {exc}",
                 hint="Check that the server is reachable and the URL is right.",
             ) from exc
+
+    @asynccontextmanager
+    async def _tx(self) -> AsyncGenerator[_Conn]:
+        """One pooled connection inside a transaction, errors as StoreError."""
+        async with self._db() as db:
+            pool: _Pool = db  # type: ignore[assignment]  # _db yields the pool
+            async with pool.acquire() as conn, conn.transaction():
+                yield conn
 
     async def _get_pool(self) -> _Pool:
         if self._closed:
@@ -303,15 +353,21 @@ class PostgresStore:
         async with self._db() as db:
             await db.execute(self._sql.begin, *row)
 
-    async def append(self, run_id: str, records: Sequence[CheckpointRecord]) -> int:
+    async def append(
+        self, run_id: str, records: Sequence[CheckpointRecord], *, fence: int | None = None
+    ) -> int:
         """Append records in order after the run's last one; return payload bytes."""
         rows, size = encode_records(run_id, records)
         if not rows:
             return size
         kinds, versions, datas = (list(column) for column in zip(*rows, strict=True))
         async with self._db() as db:
-            status = await db.execute(self._sql.append, run_id, kinds, versions, datas)
-        if status.split()[-1] == "0":
+            found, fenced = await db.fetchrow(
+                self._sql.append, run_id, kinds, versions, datas, fence
+            )
+        if fence is not None and not fenced:
+            raise lease_lost(run_id, fence)
+        if not found:
             raise RunNotFound(f"no run {run_id!r} to append to", hint="Call begin() first.")
         return size
 
@@ -328,17 +384,38 @@ class PostgresStore:
         result = run[len(RUN_COLUMNS)]
         return RunSnapshot(info=info, records=records, result=load_result(run_id, result))
 
-    async def finish(self, info: RunInfo, result: dict[str, Any] | None) -> None:
+    async def finish(
+        self, info: RunInfo, result: dict[str, Any] | None, *, fence: int | None = None
+    ) -> None:
         """Record the run's outcome and result (creates the run if it was never begun)."""
         row = info_row(info)
         data = None if result is None else dump_json(result, f"result of run {info.run_id}")
         async with self._db() as db:
-            await db.execute(self._sql.finish, *row, data)
+            written = await db.fetchval(self._sql.finish, *row, data, fence)
+        if written is None and fence is not None:
+            raise lease_lost(info.run_id, fence)
 
-    async def acquire(self, run_id: str, owner: str, ttl_s: float) -> bool:
-        """Take or renew the lease; False while another owner's lease is unexpired."""
+    async def acquire(self, run_id: str, owner: str, ttl_s: float) -> int | None:
+        """Grant a lease with the next fencing token; None while another owner's lease
+        is unexpired or the run is completed."""
+        sql = self._sql
+        async with self._tx() as tx:
+            await tx.execute(sql.lease_row, run_id)
+            holder, live, token = await tx.fetchrow(sql.lock_lease, run_id)
+            if live and holder != owner:
+                return None
+            # a new statement, a new snapshot: sees a finish that held the lease row
+            if await tx.fetchval(sql.completed, run_id) is not None:
+                return None
+            token = int(token) + 1
+            await tx.execute(sql.grant, run_id, owner, float(ttl_s), token)
+        return token
+
+    async def renew(self, run_id: str, owner: str, fence: int, ttl_s: float) -> bool:
+        """Extend the lease granted with ``fence``; False when a later grant replaced it."""
         async with self._db() as db:
-            return await db.fetchval(self._sql.acquire, run_id, owner, float(ttl_s)) is not None
+            status = await db.execute(self._sql.renew, run_id, owner, fence, float(ttl_s))
+        return status.split()[-1] != "0"
 
     async def lease_holder(self, run_id: str) -> str | None:
         """The owner of the unexpired lease on ``run_id``, if any."""
@@ -347,7 +424,7 @@ class PostgresStore:
         return None if owner is None else str(owner)
 
     async def release(self, run_id: str, owner: str) -> None:
-        """Drop the lease if ``owner`` holds it."""
+        """Free the lease if ``owner`` holds it (its token is kept)."""
         async with self._db() as db:
             await db.execute(self._sql.release, run_id, owner)
 
@@ -401,15 +478,28 @@ class PostgresStore:
         return join_segments(session_id, [(row[0], row[1]) for row in rows])
 
     async def append_segment(
-        self, session_id: str, run_id: str, entries: Sequence[TranscriptEntry]
+        self,
+        session_id: str,
+        run_id: str,
+        entries: Sequence[TranscriptEntry],
+        *,
+        fence: int | None = None,
     ) -> bool:
         """Write the run's segment once; False (nothing written) when it exists."""
         text = encode_entries(session_id, entries)
         async with self._db() as db:
-            status = await db.execute(
-                self._sql.append_segment, session_id, run_id, SCHEMA_VERSION, text, time.time()
+            written, fenced = await db.fetchrow(
+                self._sql.append_segment,
+                session_id,
+                run_id,
+                SCHEMA_VERSION,
+                text,
+                time.time(),
+                fence,
             )
-        return status.split()[-1] != "0"
+        if fence is not None and not fenced:
+            raise lease_lost(run_id, fence)
+        return bool(written)
 
     async def aclose(self) -> None:
         """Close the pool; later calls fail."""

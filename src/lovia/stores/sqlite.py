@@ -47,7 +47,14 @@ from ._codec import (
     load_result,
     run_filter,
 )
-from .base import SCHEMA_VERSION, CheckpointRecord, RunInfo, RunSnapshot, check_version
+from .base import (
+    SCHEMA_VERSION,
+    CheckpointRecord,
+    RunInfo,
+    RunSnapshot,
+    check_version,
+    lease_lost,
+)
 
 __all__ = ["SQLiteStore", "sqlite_path"]
 
@@ -136,34 +143,45 @@ class SQLiteStore:
         """Create the run; a no-op when it already exists (resume)."""
         await self._run(_begin, info_row(info), write=True)
 
-    async def append(self, run_id: str, records: Sequence[CheckpointRecord]) -> int:
+    async def append(
+        self, run_id: str, records: Sequence[CheckpointRecord], *, fence: int | None = None
+    ) -> int:
         """Append records in order after the run's last one; return payload bytes."""
         rows, size = encode_records(run_id, records)
         if rows:
-            await self._run(_append, run_id, rows, write=True)
+            await self._run(_append, run_id, rows, fence, write=True)
         return size
 
     async def load(self, run_id: str) -> RunSnapshot | None:
         """The run, its records in order and its result; None when unknown."""
         return await self._run(_load, run_id)
 
-    async def finish(self, info: RunInfo, result: dict[str, Any] | None) -> None:
+    async def finish(
+        self, info: RunInfo, result: dict[str, Any] | None, *, fence: int | None = None
+    ) -> None:
         """Record the run's outcome and result (creates the run if it was never begun)."""
         row = info_row(info)
         data = None if result is None else dump_json(result, f"result of run {info.run_id}")
-        await self._run(_finish, row, data, write=True)
+        await self._run(_finish, row, data, fence, write=True)
 
-    async def acquire(self, run_id: str, owner: str, ttl_s: float) -> bool:
-        """Take or renew the lease; False while another owner's lease is unexpired."""
+    async def acquire(self, run_id: str, owner: str, ttl_s: float) -> int | None:
+        """Grant a lease with the next fencing token; None while another owner's lease
+        is unexpired or the run is completed."""
         return await self._run(_acquire, run_id, owner, ttl_s, write=True)
+
+    async def renew(self, run_id: str, owner: str, fence: int, ttl_s: float) -> bool:
+        """Extend the lease granted with ``fence``; False when a later grant replaced it."""
+        sql = "UPDATE leases SET expires_at = ? WHERE run_id = ? AND owner = ? AND token = ?"
+        params = (time.time() + ttl_s, run_id, owner, fence)
+        return await self._run(_exec, sql, params, write=True) > 0
 
     async def lease_holder(self, run_id: str) -> str | None:
         """The owner of the unexpired lease on ``run_id``, if any."""
         return await self._run(_lease_holder, run_id)
 
     async def release(self, run_id: str, owner: str) -> None:
-        """Drop the lease if ``owner`` holds it."""
-        sql = "DELETE FROM leases WHERE run_id = ? AND owner = ?"
+        """Free the lease if ``owner`` holds it (its token is kept)."""
+        sql = "UPDATE leases SET owner = '', expires_at = 0 WHERE run_id = ? AND owner = ?"
         await self._run(_exec, sql, (run_id, owner), write=True)
 
     async def list_runs(
@@ -204,16 +222,17 @@ class SQLiteStore:
         return join_segments(session_id, rows)
 
     async def append_segment(
-        self, session_id: str, run_id: str, entries: Sequence[TranscriptEntry]
+        self,
+        session_id: str,
+        run_id: str,
+        entries: Sequence[TranscriptEntry],
+        *,
+        fence: int | None = None,
     ) -> bool:
         """Write the run's segment once; False (nothing written) when it exists."""
         text = encode_entries(session_id, entries)
-        sql = (
-            "INSERT INTO sessions (session_id, run_id, version, entries, created_at) "
-            "VALUES (?, ?, ?, ?, ?) ON CONFLICT (session_id, run_id) DO NOTHING"
-        )
         params = (session_id, run_id, SCHEMA_VERSION, text, time.time())
-        return await self._run(_exec, sql, params, write=True) > 0
+        return await self._run(_segment, params, fence, write=True)
 
     async def aclose(self) -> None:
         """Close the connection and stop the worker thread; later calls fail."""
@@ -519,6 +538,17 @@ def _create_schema(conn: sqlite3.Connection) -> None:
         )
     else:
         check_version(int(found[0]), "this SQLite store")
+    _add_lease_tokens(conn)
+
+
+# -- migrations (in place; each is idempotent and runs inside the init transaction) ----
+
+
+def _add_lease_tokens(conn: sqlite3.Connection) -> None:
+    """Fencing: each lease row keeps its run's last fencing token."""
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(leases)")}
+    if "token" not in columns:
+        conn.execute("ALTER TABLE leases ADD COLUMN token INTEGER NOT NULL DEFAULT 0")
 
 
 def _exec(conn: sqlite3.Connection, sql: str, params: Sequence[Any]) -> int:
@@ -534,7 +564,19 @@ def _begin(conn: sqlite3.Connection, row: tuple[Any, ...]) -> None:
     conn.execute(f"INSERT INTO runs ({_COLS}) VALUES ({marks}) ON CONFLICT DO NOTHING", row)
 
 
-def _append(conn: sqlite3.Connection, run_id: str, rows: list[tuple[str, int, str]]) -> None:
+def _check_fence(conn: sqlite3.Connection, run_id: str, fence: int | None) -> None:
+    """Raise LeaseLost unless ``fence`` is the run's current lease token (None: no check)."""
+    if fence is None:
+        return
+    row = conn.execute("SELECT token FROM leases WHERE run_id = ?", (run_id,)).fetchone()
+    if row is None or row[0] != fence:
+        raise lease_lost(run_id, fence)
+
+
+def _append(
+    conn: sqlite3.Connection, run_id: str, rows: list[tuple[str, int, str]], fence: int | None
+) -> None:
+    _check_fence(conn, run_id, fence)
     found = conn.execute("SELECT n_records FROM runs WHERE run_id = ?", (run_id,)).fetchone()
     if found is None:
         raise RunNotFound(f"no run {run_id!r} to append to", hint="Call begin() first.")
@@ -565,7 +607,10 @@ def _load(conn: sqlite3.Connection, run_id: str) -> RunSnapshot | None:
     return RunSnapshot(info=info, records=records, result=load_result(run_id, result))
 
 
-def _finish(conn: sqlite3.Connection, row: tuple[Any, ...], result: str | None) -> None:
+def _finish(
+    conn: sqlite3.Connection, row: tuple[Any, ...], result: str | None, fence: int | None
+) -> None:
+    _check_fence(conn, row[0], fence)
     names = [*RUN_COLUMNS, "result"]
     marks = ", ".join("?" * len(names))
     updates = ", ".join(f"{n} = excluded.{n}" for n in names[1:])
@@ -583,16 +628,37 @@ def _lease_holder(conn: sqlite3.Connection, run_id: str) -> str | None:
     return None if row is None else str(row[0])
 
 
-def _acquire(conn: sqlite3.Connection, run_id: str, owner: str, ttl_s: float) -> bool:
-    now = time.time()
-    cur = conn.execute(
-        "INSERT INTO leases (run_id, owner, expires_at) VALUES (?, ?, ?) "
-        "ON CONFLICT (run_id) DO UPDATE SET owner = excluded.owner, "
-        "expires_at = excluded.expires_at "
-        "WHERE leases.owner = excluded.owner OR leases.expires_at <= ?",
-        (run_id, owner, now + ttl_s, now),
+def _segment(conn: sqlite3.Connection, params: tuple[Any, ...], fence: int | None) -> bool:
+    _check_fence(conn, params[1], fence)
+    return (
+        conn.execute(
+            "INSERT INTO sessions (session_id, run_id, version, entries, created_at) "
+            "VALUES (?, ?, ?, ?, ?) ON CONFLICT (session_id, run_id) DO NOTHING",
+            params,
+        ).rowcount
+        > 0
     )
-    return cur.rowcount > 0
+
+
+def _acquire(conn: sqlite3.Connection, run_id: str, owner: str, ttl_s: float) -> int | None:
+    """Runs in the write transaction, so the checks and the grant are one atomic step."""
+    done = "SELECT 1 FROM runs WHERE run_id = ? AND status = 'completed'"
+    if conn.execute(done, (run_id,)).fetchone() is not None:
+        return None
+    now = time.time()
+    held = conn.execute(
+        "SELECT owner, expires_at, token FROM leases WHERE run_id = ?", (run_id,)
+    ).fetchone()
+    if held is not None and held[0] != owner and held[1] > now:
+        return None
+    token = 1 if held is None else int(held[2]) + 1
+    conn.execute(
+        "INSERT INTO leases (run_id, owner, expires_at, token) VALUES (?, ?, ?, ?) "
+        "ON CONFLICT (run_id) DO UPDATE SET owner = excluded.owner, "
+        "expires_at = excluded.expires_at, token = excluded.token",
+        (run_id, owner, now + ttl_s, token),
+    )
+    return token
 
 
 def _delete(conn: sqlite3.Connection, where: str, params: tuple[Any, ...]) -> int:

@@ -209,7 +209,7 @@ class Worker:
                 cancel_token=token,
             )
         except RunLeaseHeld:
-            return "lease_held"  # another worker runs it; retried after claim_idle_s
+            return "lease_held"  # another worker runs it (LeaseLost too); retried later
         except ApprovalPending:
             return "paused"  # the caller resumes it with approvals=
         except RunCancelled:
