@@ -13,6 +13,7 @@ import concurrent.futures
 from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from ._defaults import DEFAULT, Default, default_store
 from .agent import Agent
 from .context import CancelToken, Mailbox
 from .errors import UserError
@@ -22,7 +23,7 @@ from .result import RunResult
 if TYPE_CHECKING:
     from ._loop.state import RunParams
     from .providers.base import ModelSettings
-    from .stores.base import Checkpointer, SessionStore
+    from .stores.base import Checkpointer, SessionStore, Store
     from .usage import RunBudget
 
 __all__ = ["DEFAULT_MAX_TURNS", "RunStream", "Runner"]
@@ -99,6 +100,8 @@ class Runner:
         session_id: str | None = None,
         run_id: str | None = None,
         checkpointer: Checkpointer | str | None = None,
+        store: Store | str | None | Default = DEFAULT,
+        prune_records: bool = False,
         max_turns: int = DEFAULT_MAX_TURNS,
         budget: RunBudget | None = None,
         extra_instructions: str | None = None,
@@ -111,7 +114,13 @@ class Runner:
         tracer_provider: Any = None,
         meter_provider: Any = None,
     ) -> RunStream[OutputT]:
-        """Start a run and return its event stream (see :class:`RunStream`)."""
+        """Start a run and return its event stream (see :class:`RunStream`).
+
+        ``store``: where the run is recorded when ``checkpointer``/``session`` are not
+        given (default: ``lovia.configure(store=...)`` or ``$LOVIA_STORE``; None: not
+        recorded). ``prune_records``: once the run completes, drop its checkpoint
+        records and keep its summary row (``lovia runs`` still lists it; replay cannot).
+        """
         if not isinstance(agent, Agent):
             raise UserError(f"Runner needs an Agent, got {agent!r}")
         bound = getattr(workspace, "session", None)
@@ -120,6 +129,11 @@ class Runner:
             session_id = bound
             if session is None:
                 session = workspace.session_store_url()
+        recorder = default_store() if isinstance(store, Default) else store
+        if recorder is not None:
+            checkpointer = recorder if checkpointer is None else checkpointer
+            if session_id is not None and session is None:
+                session = recorder
         if session_id is not None and session is None:
             raise UserError(
                 "session_id was given without a session store",
@@ -137,6 +151,7 @@ class Runner:
             session_id=session_id,
             run_id=run_id,
             checkpointer=_open_store(checkpointer),
+            prune_records=prune_records,
             max_turns=max_turns,
             budget=budget,
             extra_instructions=extra_instructions,

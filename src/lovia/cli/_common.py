@@ -1,14 +1,13 @@
-"""Helpers shared by the commands: the store URL, loading a run, JSON forms."""
+"""Helpers shared by the commands: the store URL; a run's JSON form (from the data layer)."""
 
 from __future__ import annotations
 
 import argparse
 import os
 from pathlib import Path
-from typing import Any
 
 from ..errors import UserError
-from ..stores.base import RunInfo
+from ..replay._query import info_dict
 
 __all__ = ["info_dict", "store_url"]
 
@@ -33,24 +32,3 @@ def store_url(args: argparse.Namespace) -> str:
                 "with checkpointer=... .",
             )
     return url
-
-
-def info_dict(info: RunInfo) -> dict[str, Any]:
-    """A run's info as JSON."""
-    duration = None if info.ended_at is None else max(0.0, info.ended_at - info.started_at)
-    return {
-        "run_id": info.run_id,
-        "agent": info.agent,
-        "session_id": info.session_id,
-        "status": info.status,
-        "finish_reason": info.finish_reason,
-        "error_type": info.error_type,
-        "turns": info.turns,
-        "input_tokens": info.input_tokens,
-        "output_tokens": info.output_tokens,
-        "cost_usd": info.cost_usd,
-        "started_at": info.started_at,
-        "ended_at": info.ended_at,
-        "duration_s": duration,
-        "trace_id": info.trace_id,
-    }
