@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from ..errors import UserError
 from ..replay import ReplayedView, RunData, ViewDiff, diff_views, entry_text, select
-from ..replay._query import brief, recorded_answer, render_bodies, response_dict
+from ..replay._query import brief, recorded_answer, render_bodies, whatif_dict
 from ..replay._query import whatif as rerun_view
 from ._out import Out, one_line
 
@@ -93,19 +93,7 @@ async def whatif(args: argparse.Namespace, out: Out, run: RunData, view: Replaye
     response = await rerun_view(view, str(args.model), base_url=args.base_url, stream=args.stream)
     old = recorded_answer(run, view)
     if out.json_mode:
-        out.json(
-            {
-                "turn": view.turn,
-                "attempt": view.attempt,
-                "view_hash": view.rebuilt_hash,
-                "view_ok": view.ok,
-                "recorded": {
-                    "model": f"{view.provider}:{view.model}",
-                    "entries": [brief(e) for e in old],
-                },
-                "rerun": {"model": str(args.model), **response_dict(response)},
-            }
-        )
+        out.json(whatif_dict(run, view, str(args.model), response))
         return 0
     state = "verified" if view.ok else "NOT VERIFIED"
     out.line(

@@ -33,6 +33,7 @@ __all__ = [
     "response_dict",
     "turns",
     "whatif",
+    "whatif_dict",
 ]
 
 
@@ -277,4 +278,21 @@ def response_dict(response: ModelResponse) -> dict[str, Any]:
             "input_tokens": response.usage.input_tokens,
             "output_tokens": response.usage.output_tokens,
         },
+    }
+
+
+def whatif_dict(
+    run: RunData, view: ReplayedView, model: str, response: ModelResponse
+) -> dict[str, Any]:
+    """A what-if as JSON: the view, the recorded answer and the new one side by side."""
+    return {
+        "turn": view.turn,
+        "attempt": view.attempt,
+        "view_hash": view.rebuilt_hash,
+        "view_ok": view.ok,
+        "recorded": {
+            "model": f"{view.provider}:{view.model}",
+            "entries": [brief(e) for e in recorded_answer(run, view)],
+        },
+        "rerun": {"model": model, **response_dict(response)},
     }

@@ -152,7 +152,7 @@ def spans_from_run(run: RunData) -> list[SpanRow]:
     entries = run.entries or list(run.session_copies.values())
     end = info.ended_at or max((e.ts for e in entries), default=info.started_at)
     root = SpanRow(
-        name=f"invoke_agent {info.agent}",
+        name=f"invoke_agent {info.extra.get('first_agent', info.agent)}",
         span_id="run",
         parent_id=None,
         start=info.started_at,
