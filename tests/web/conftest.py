@@ -41,6 +41,15 @@ def in_ci() -> bool:
     return os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 
+def run_async(fn: Callable[[], Any]) -> Any:
+    """``asyncio.run(fn())`` on a worker thread (Playwright's sync API owns this thread's
+    event loop)."""
+    import concurrent.futures
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(lambda: asyncio.run(fn())).result()
+
+
 @contextmanager
 def serve(app: Any) -> Iterator[str]:
     """Run ``app`` under uvicorn on 127.0.0.1:<free port>; yield its base URL."""
@@ -152,6 +161,6 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Recorded:
         await record_paused(rec.url)
         await record_long(rec.url, LONG_TURNS)
 
-    asyncio.run(build())
+    run_async(build)
     rec.tampered_entry = tamper(rec.path, rec.tampered_path, rec.run_id)
     return rec

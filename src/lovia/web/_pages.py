@@ -256,6 +256,21 @@ async def run_spans(request: Request, run: RunData) -> tuple[list[SpanRow], str]
     return spans_from_run(run), "run records"
 
 
+def needs_approval(config: WebConfig, waiting: list[Any]) -> list[Any]:
+    """The waiting calls of a paused run that wait for a human: with ``--agent``, those
+    whose tool requires approval (the others just run on resume); else all of them."""
+    if config.agent is None or not waiting:
+        return waiting
+    from ._live import agent_of
+
+    tools = {t.name: t for t in agent_of(config).tools if hasattr(t, "requires_approval")}
+    return [
+        i
+        for i in waiting
+        if i.entry.name not in tools or tools[i.entry.name].requires_approval is not False
+    ]
+
+
 def trace_link(template: str | None, trace_id: str | None) -> str | None:
     """``$LOVIA_TRACE_URL`` with the run's trace id; only a hex id into an http(s) URL."""
     if not template or not trace_id or not re.fullmatch(r"[0-9a-f]{32}", trace_id):
@@ -280,7 +295,9 @@ async def run_data(request: Request) -> dict[str, Any]:
     shown = all_turns[page * size : (page + 1) * size]
     spans, source = await run_spans(request, run)
     window = _page_window(shown) if pages > 1 else None
-    pending = [i for t in all_turns for i in t.items if i.mark == "approval"]
+    pending = needs_approval(
+        config, [i for t in all_turns for i in t.items if i.mark == "approval"]
+    )
     return {
         "run": info_dict(run.info),
         "first_agent": run.info.extra.get("first_agent", run.info.agent),
