@@ -18,7 +18,7 @@ def test_prune_records_only_then_replay_explains(recorded: Recorded, tmp_path: P
     url = copy_store(recorded, tmp_path)
     out = lovia("prune", "--store", url, "--older-than", "0s", "--records-only", "--json")
     assert out.code == 0, out.err
-    assert '"pruned": 2' in out.out  # the two completed runs; the failed one too? no:
+    assert '"pruned": 3' in out.out  # the two completed runs and the failed one
     runs = lovia("runs", "--store", url, "--json")
     assert recorded.run_id in runs.out  # the summary row stays
     replay = lovia("replay", "--store", url, recorded.run_id)
