@@ -26,6 +26,8 @@ def site(recorded: Recorded) -> Iterator[str]:
 
 
 def test_runs_run_view_diff(page: Any, site: str, recorded: Recorded, shot: Shot) -> None:
+    from playwright.sync_api import expect
+
     page.goto(site + "/")
     rows = page.locator("tr.run")
     assert rows.count() >= 5
@@ -50,7 +52,8 @@ def test_runs_run_view_diff(page: Any, site: str, recorded: Recorded, shot: Shot
     assert page.locator("#verified").is_visible()
     assert page.locator("#mismatch").count() == 0
     assert "<reminder>be brief</reminder>" in page.locator("#compaction").inner_text()
-    assert '"messages"' in page.locator("#request-body").inner_text()
+    page.click("#load-body")
+    expect(page.locator("#body-json")).to_contain_text('"messages"')
     shot(page, "03-view")
 
     page.select_option("#diff-select", "1")

@@ -362,8 +362,19 @@ def _text(data: dict[str, Any]) -> str:
     return entry_text(entry_from_dict(data))
 
 
-async def view_data(request: Request) -> dict[str, Any]:
-    """The exact view of a turn, verified, with compaction, reminders, diff and body."""
+async def request_body(view: ReplayedView) -> tuple[Any, str | None]:
+    """The provider request body of a view (``--format request``), or why there is none."""
+    try:
+        return (await render_bodies([view]))[0], None
+    except LoviaError as exc:
+        return None, f"{exc.message} ({exc.hint})" if exc.hint else exc.message
+
+
+async def view_data(request: Request, *, body: bool = True) -> dict[str, Any]:
+    """The exact view of a turn, verified, with compaction, reminders, diff and body.
+
+    ``body=False`` leaves the request body out (the page loads it on demand: it repeats
+    every message of the view)."""
     run, views = await load_views(request)
     q = request.query_params
     attempt = _int(q.get("attempt"), "attempt") or None
@@ -374,11 +385,7 @@ async def view_data(request: Request) -> dict[str, Any]:
     base = pick(views, other, None) if other >= 0 else None
     diff = diff_views(base, view) if base is not None else None
     known = {e.id: e for e in [*(base.messages if base else []), *view.messages, *run.transcript]}
-    try:
-        body: Any = (await render_bodies([view]))[0]
-        body_error = None
-    except LoviaError as exc:
-        body, body_error = None, f"{exc.message} ({exc.hint})" if exc.hint else exc.message
+    rendered, body_error = await request_body(view) if body else (None, None)
     replaced = {i: _text(stub) for i, stub in view.record.replaced.items()}
     return {
         "run": info_dict(run.info),
@@ -393,7 +400,7 @@ async def view_data(request: Request) -> dict[str, Any]:
         "diff": None if diff is None else diff.to_dict(),
         "diff_turn": other if other >= 0 else None,
         "diff_text": {i: _text(entry_to_dict(e)) for i, e in known.items()} if diff else {},
-        "body": body,
+        "body": rendered,
         "body_error": body_error,
         "recorded": [
             {"type": e.type, "text": _text(entry_to_dict(e))} for e in recorded_answer(run, view)
@@ -402,7 +409,17 @@ async def view_data(request: Request) -> dict[str, Any]:
 
 
 async def view_html(request: Request) -> Response:
-    return render(request, "view.html", **await view_data(request))
+    return render(request, "view.html", **await view_data(request, body=False))
+
+
+async def body_json(request: Request) -> Response:
+    """``/api/runs/{id}/turns/{n}/request``: the exact provider request body."""
+    _run, views = await load_views(request)
+    attempt = _int(request.query_params.get("attempt"), "attempt") or None
+    body, error = await request_body(pick(views, int(request.path_params["turn"]), attempt))
+    if error is not None:
+        raise UserError(error)
+    return JSONResponse(body)
 
 
 async def view_json(request: Request) -> Response:
@@ -429,6 +446,7 @@ ROUTES = [
     Route("/api/runs/{run_id}", run_json),
     Route("/runs/{run_id}/turns/{turn:int}", view_html),
     Route("/api/runs/{run_id}/turns/{turn:int}", view_json),
+    Route("/api/runs/{run_id}/turns/{turn:int}/request", body_json),
     Route("/api/runs/{run_id}/diff", diff_json),
     Route("/api/health", health),
 ]

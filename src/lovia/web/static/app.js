@@ -72,6 +72,18 @@
     });
   }
 
+  // The provider request body repeats the whole view: fetched when asked for.
+  const loadBody = document.getElementById("load-body");
+  if (loadBody) {
+    loadBody.addEventListener("click", async () => {
+      const out = document.getElementById("body-json");
+      const resp = await fetch(loadBody.dataset.url, { credentials: "same-origin" });
+      out.textContent = resp.ok ? JSON.stringify(await resp.json(), null, 2) : await failure(resp);
+      out.hidden = false;
+      loadBody.hidden = true;
+    });
+  }
+
   // Chat with the --agent: events stream in as NDJSON lines.
   const chat = document.getElementById("chat-form");
   if (chat) {
