@@ -12,6 +12,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from starlette.testclient import TestClient
@@ -237,3 +238,28 @@ def test_cli_on_another_address_requires_the_token(recorded: Recorded) -> None:
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def test_waterfall_from_the_span_store_and_trace_link(tmp_path: Path) -> None:
+    """A traced run's page draws every stored span once, nested as stored, and links
+    the trace to Jaeger/Tempo through $LOVIA_TRACE_URL."""
+    from cli.test_golden import _traced_run
+    from lovia.telemetry import load_spans
+
+    url = f"sqlite:///{tmp_path / 'traced.db'}"
+    run_id = run_async(lambda: _traced_run(url))
+    stored = load_spans(url, run_id=run_id)
+    app = create_app(url, trace_url="http://jaeger.local:16686/trace/{trace_id}")
+    with TestClient(app, base_url=LOCAL) as client:
+        data = client.get(f"/api/runs/{run_id}").json()
+        page = client.get(f"/runs/{run_id}").text
+    assert data["span_source"] == "span store"
+    assert len(data["bars"]) == len(stored) > 5
+    ids = {b["span_id"]: b for b in data["bars"]}
+    for bar in data["bars"]:
+        parent = ids.get(bar["parent_id"] or "")
+        assert bar["depth"] == (0 if parent is None else parent["depth"] + 1)
+    assert {b["name"] for b in data["bars"] if b["depth"] == 2} >= {"execute_tool lookup"}
+    trace_id = data["run"]["trace_id"]
+    assert data["trace_link"] == f"http://jaeger.local:16686/trace/{trace_id}"
+    assert f'href="http://jaeger.local:16686/trace/{trace_id}"' in page
