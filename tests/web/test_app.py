@@ -107,6 +107,8 @@ def test_unknown_host_header_is_refused(client: TestClient) -> None:
     """DNS rebinding: a page on evil.test that resolves to 127.0.0.1 gets nothing."""
     assert client.get("/", headers={"host": "evil.test:8765"}).status_code == 421
     assert client.get("/", headers={"host": "localhost:8765"}).status_code == 200
+    assert client.get("/", headers={"host": "[::1]:8765"}).status_code == 200
+    assert client.get("/", headers={"host": "127.0.0.1.evil.test"}).status_code == 421
 
 
 def test_token_is_required_when_set(recorded: Recorded) -> None:
@@ -263,3 +265,20 @@ def test_waterfall_from_the_span_store_and_trace_link(tmp_path: Path) -> None:
     trace_id = data["run"]["trace_id"]
     assert data["trace_link"] == f"http://jaeger.local:16686/trace/{trace_id}"
     assert f'href="http://jaeger.local:16686/trace/{trace_id}"' in page
+
+
+def test_runs_in_flight_refresh_and_finished_do_not(tmp_path: Path) -> None:
+    from lovia.stores import RunInfo, store
+
+    url = f"sqlite:///{tmp_path / 'live.db'}"
+
+    async def begin() -> None:
+        db = store(url)
+        await db.begin(RunInfo(run_id="live-1", agent="a", started_at=time.time()))
+        await db.aclose()
+
+    run_async(begin)
+    with TestClient(create_app(url), base_url=LOCAL) as client:
+        assert 'data-refresh="3"' in client.get("/").text
+        assert 'data-refresh="3"' in client.get("/runs/live-1").text
+        assert 'data-refresh="3"' not in client.get("/?status=completed").text

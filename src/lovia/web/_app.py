@@ -91,9 +91,9 @@ class Guard:
         await self.app(scope, receive, send_with_headers)
 
     def _refuse(self, request: Request) -> Response | None:
-        host = (request.headers.get("host") or "").rsplit(":", 1)[0].lower()
+        host = host_name(request.headers.get("host") or "")
         allowed = self.config.allowed_hosts
-        if "*" not in allowed and host not in allowed and host.strip("[]") not in allowed:
+        if "*" not in allowed and host not in allowed:
             return PlainTextResponse("unknown Host header", status_code=421)
         token = self.config.token
         if token is not None:
@@ -115,6 +115,14 @@ class Guard:
         if request.method not in ("GET", "HEAD", "OPTIONS"):
             return _csrf_refusal(request, self.config.csrf)
         return None
+
+
+def host_name(header: str) -> str:
+    """The name in a ``Host`` header: ``[::1]:8765`` → ``::1``, ``localhost:80`` → ``localhost``."""
+    header = header.strip().lower()
+    if header.startswith("["):
+        return header[1:].split("]", 1)[0]
+    return header.rsplit(":", 1)[0] if header.count(":") == 1 else header
 
 
 def _csrf_refusal(request: Request, csrf: str) -> Response | None:
