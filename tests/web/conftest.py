@@ -93,8 +93,10 @@ def chromium_path() -> str:
     return CHROMIUM
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser(chromium_path: str) -> Iterator[Any]:
+    # module scope: Playwright's sync API runs an event loop on this thread until it
+    # stops, and the async tests of later modules need the thread free
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as pw:
