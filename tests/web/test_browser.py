@@ -192,3 +192,21 @@ def test_approve_pending_call_and_run_finishes(page: Any, recorded: Recorded, sh
 
 
 __all__ = ["lookup", "refund"]
+
+
+def test_whatif_from_the_view_page(page: Any, site: str, recorded: Recorded, shot: Shot) -> None:
+    from playwright.sync_api import expect
+
+    from lovia.providers.registry import register_provider
+
+    register_provider(
+        "webwhatif", lambda model: ScriptedModel(["<b>B2</b> is on its way."]), replace=True
+    )
+    page.goto(f"{site}/runs/{recorded.run_id}/turns/2")
+    page.fill("#whatif-form input[name=model]", "webwhatif:m")
+    page.click("#whatif-form button")
+    result = page.locator("#whatif-result")
+    expect(result).to_contain_text("<b>B2</b> is on its way.")  # shown as text, not markup
+    assert result.locator("b").count() == 0
+    assert "lookup_order" in page.locator(".side-by-side").inner_text()  # the recorded answer
+    shot(page, "11-whatif")
