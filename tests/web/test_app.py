@@ -282,3 +282,46 @@ def test_runs_in_flight_refresh_and_finished_do_not(tmp_path: Path) -> None:
         assert 'data-refresh="3"' in client.get("/").text
         assert 'data-refresh="3"' in client.get("/runs/live-1").text
         assert 'data-refresh="3"' not in client.get("/?status=completed").text
+
+
+def test_deny_resumes_the_run_with_the_reason(tmp_path: Path) -> None:
+    from lovia.stores import store
+
+    from .scenarios import record_paused, support_agent
+
+    url = f"sqlite:///{tmp_path / 'deny.db'}"
+    run_async(lambda: record_paused(url))
+    app = create_app(url, agent=lambda: support_agent(ScriptedModel(["No refund, sorry."])))
+    with TestClient(app, base_url=LOCAL) as client:
+        token = csrf(client)
+        bad = client.post(
+            "/api/runs/run-paused/approvals",
+            json={"decisions": {"c_refund": 3}},
+            headers={"x-lovia-csrf": token},
+        )
+        assert bad.status_code == 400 and "decisions" in bad.json()["error"]
+        done = client.post(
+            "/api/runs/run-paused/approvals",
+            json={"decisions": {"c_refund": "over the limit"}},
+            headers={"x-lovia-csrf": token},
+        ).json()
+        assert done["status"] == "completed" and done["output"] == "No refund, sorry."
+        again = client.post(
+            "/api/runs/run-paused/approvals",
+            json={"decisions": {"c_refund": True}},
+            headers={"x-lovia-csrf": token},
+        )
+        assert again.status_code == 400 and "not waiting for approval" in again.json()["error"]
+
+    async def results() -> dict[str, tuple[str, bool]]:
+        db = store(url)
+        snap = await db.load("run-paused")
+        await db.aclose()
+        assert snap is not None
+        return {
+            e.call_id: (e.content, e.is_error) for e in snap.entries() if e.type == "tool_result"
+        }
+
+    found = run_async(results)
+    assert found["c_look"] == ("A1: shipped", False)  # needed no approval: ran on resume
+    assert found["c_refund"][1] is True and "over the limit" in found["c_refund"][0]
