@@ -167,6 +167,31 @@ def compacted_section(data: dict[str, Any] | None) -> list[str]:
     ]
 
 
+def web_section(data: dict[str, Any] | None) -> list[str]:
+    """``lovia web``: time to first byte and page weight of a long run's pages."""
+    if not data:
+        return []
+    rows = [
+        f"| {name} | {r['ttfb_ms_median']} | {r['ttfb_ms_p90']} | {r['html_kb']} | "
+        f"{r['page_kb']} | {r['turn_sections']} |"
+        for name, r in data["pages"].items()
+    ]
+    return [
+        f"## lovia web: a {data['turns']}-turn run's pages",
+        "",
+        "`bench/web_page.py`: a scripted model records a run with a tool call per turn in "
+        "SQLite; `lovia web` serves it on 127.0.0.1 (uvicorn, one process). Time to first "
+        f"byte is the median (and p90) of {data['samples']} requests on one keep-alive "
+        "connection; page = HTML + the CSS and JavaScript it loads, uncompressed. The run "
+        "page shows one page of turns (40) and the waterfall of those turns, never the "
+        "whole transcript.",
+        "",
+        "| page | TTFB ms | p90 ms | HTML KB | page KB | turns on the page |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
+        *rows,
+    ]
+
+
 def long_section(results: list[dict[str, Any]]) -> list[str]:
     """CPU per turn early vs late in a 500-turn run, and the overhead above the floor."""
     found = [r for r in results if r.get("suite") == "long"]
@@ -327,6 +352,7 @@ def render(report: dict[str, Any]) -> str:
         thousand_section(report["results"]),
         long_section(report["results"]),
         compacted_section(report.get("compacted_long")),
+        web_section(report.get("web")),
         server_section(summary),
         [NOTES.rstrip()],
         environment_section(report),

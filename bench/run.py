@@ -232,6 +232,21 @@ def run_compacted(python: str, turns: int) -> dict[str, Any]:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def run_web(python: str, turns: int) -> dict[str, Any] | None:
+    """``lovia web``'s time to first byte and page weight on a long run (bench/web_page.py)."""
+    out = subprocess.run(
+        [python, str(BENCH / "web_page.py"), "--turns", str(turns), "--json"],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=900,
+    )
+    if out.returncode != 0:  # the web extra is optional
+        print(f"web_page.py failed: {out.stderr[-500:]}", file=sys.stderr)
+        return None
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
 def import_times(python: str, modules: tuple[str, ...], samples: int = 7) -> dict[str, Any]:
     """Median wall time of a cold ``python -c 'import X'`` (and of bare start-up)."""
     out: dict[str, Any] = {}
@@ -385,6 +400,7 @@ def main() -> None:
             if args.long_turns:
                 run_long(session, floor_and_lovia, args.long_turns)
                 extras["compacted_long"] = run_compacted(args.python, args.long_turns)
+                extras["web"] = run_web(args.python, args.long_turns)
     finally:
         server.stop()
     report = {

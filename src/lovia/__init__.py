@@ -7,6 +7,7 @@ run can resume after a crash, and ``lovia replay`` rebuilds exactly what the mod
 from typing import TYPE_CHECKING as _TYPE_CHECKING
 
 from . import events, transcript
+from ._defaults import configure
 from ._version import __version__
 from .agent import Agent, Handoff
 from .context import CancelToken, Mailbox, RunContext
@@ -118,6 +119,7 @@ __all__ = [
     "UserError",
     "Workspace",
     "__version__",
+    "configure",
     "events",
     "guardrail",
     "recall_tool_result",

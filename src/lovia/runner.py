@@ -14,6 +14,7 @@ import re
 from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from ._defaults import DEFAULT, Default, default_store
 from .agent import Agent
 from .context import CancelToken, Mailbox
 from .errors import UserError
@@ -23,7 +24,7 @@ from .result import RunResult
 if TYPE_CHECKING:
     from ._loop.state import RunParams
     from .providers.base import ModelSettings
-    from .stores.base import Checkpointer, SessionStore
+    from .stores.base import Checkpointer, SessionStore, Store
     from .usage import RunBudget
 
 __all__ = ["DEFAULT_MAX_TURNS", "MAX_ID_CHARS", "RunStream", "Runner", "check_id"]
@@ -133,6 +134,8 @@ class Runner:
         session_id: str | None = None,
         run_id: str | None = None,
         checkpointer: Checkpointer | str | None = None,
+        store: Store | str | None | Default = DEFAULT,
+        prune_records: bool = False,
         max_turns: int = DEFAULT_MAX_TURNS,
         budget: RunBudget | None = None,
         extra_instructions: str | None = None,
@@ -145,7 +148,13 @@ class Runner:
         tracer_provider: Any = None,
         meter_provider: Any = None,
     ) -> RunStream[OutputT]:
-        """Start a run and return its event stream (see :class:`RunStream`)."""
+        """Start a run and return its event stream (see :class:`RunStream`).
+
+        ``store``: where the run is recorded when ``checkpointer``/``session`` are not
+        given (default: ``lovia.configure(store=...)`` or ``$LOVIA_STORE``; None: not
+        recorded). ``prune_records``: once the run completes, drop its checkpoint
+        records and keep its summary row (``lovia runs`` still lists it; replay cannot).
+        """
         if not isinstance(agent, Agent):
             raise UserError(f"Runner needs an Agent, got {agent!r}")
         check_id("run_id", run_id)
@@ -156,6 +165,11 @@ class Runner:
             if session is None:
                 session = workspace.session_store_url()
         check_id("session_id", session_id)
+        recorder = default_store() if isinstance(store, Default) else store
+        if recorder is not None:
+            checkpointer = recorder if checkpointer is None else checkpointer
+            if session_id is not None and session is None:
+                session = recorder
         if session_id is not None and session is None:
             raise UserError(
                 "session_id was given without a session store",
@@ -173,6 +187,7 @@ class Runner:
             session_id=session_id,
             run_id=run_id,
             checkpointer=_open_store(checkpointer),
+            prune_records=prune_records,
             max_turns=max_turns,
             budget=budget,
             extra_instructions=extra_instructions,

@@ -223,13 +223,13 @@ async def _mark_failed(state: RunState, error: BaseException) -> None:
     try:
         await cp.append(state.run_id, state.pending, fence=state.lease_token)
         state.pending = []
-        await cp.finish(
-            finish_info(
-                state, status, getattr(error, "finish_reason", "error"), type(error).__name__
-            ),
-            None,
-            fence=state.lease_token,
+        info = finish_info(
+            state, status, getattr(error, "finish_reason", "error"), type(error).__name__
         )
+        # the postmortem's first question: what went wrong, and what to do about it
+        info.extra["error"] = error.message if isinstance(error, LoviaError) else str(error)
+        info.extra["hint"] = getattr(error, "hint", None)
+        await cp.finish(info, None, fence=state.lease_token)
     except LeaseLost:
         logger.warning("run %s: lease lost; its failure is not recorded", state.run_id)
     except Exception:

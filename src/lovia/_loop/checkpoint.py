@@ -70,6 +70,8 @@ def finish_info(
     state: RunState, status: str, finish_reason: str, error_type: str | None = None
 ) -> RunInfo:
     info = run_info(state, status)
+    if state.active is not None:  # for `lovia web`'s model filter
+        info.extra["model"] = f"{state.active.provider.name}:{state.active.provider.model}"
     info.finish_reason = finish_reason
     info.error_type = error_type
     info.ended_at = time.time()

@@ -47,6 +47,7 @@ class RunParams:
     session_id: str | None = None
     run_id: str | None = None
     checkpointer: Checkpointer | None = None
+    prune_records: bool = False
     max_turns: int = DEFAULT_MAX_TURNS
     budget: RunBudget | None = None
     extra_instructions: str | None = None

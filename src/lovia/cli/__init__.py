@@ -7,6 +7,8 @@ lovia trace  RUN
 lovia replay RUN [--turn N] [--format text|json|request] [--diff A B]
 lovia replay RUN --turn N --model M [--base-url U]     # what-if, writes nothing
 lovia replay --trace-id T
+lovia prune  --older-than 30d [--status completed|failed] [--records-only]
+lovia web    [--host 127.0.0.1] [--port 8765] [--agent pkg.mod:agent]   # extra `web`
 ```
 
 Every command takes ``--store URL`` (default ``$LOVIA_STORE`` or
@@ -37,7 +39,7 @@ def _common() -> argparse.ArgumentParser:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser (subcommands ``runs``, ``show``, ``trace``, ``replay``)."""
+    """The argument parser (``runs``, ``show``, ``trace``, ``replay``, ``prune``, ``web``)."""
     common = _common()
     parser = argparse.ArgumentParser(
         prog="lovia",
@@ -60,7 +62,22 @@ def build_parser() -> argparse.ArgumentParser:
             "replay", parents=[common], help="rebuild and verify each model view of a run"
         )
     )
+    prune = sub.add_parser("prune", parents=[common], help="delete finished runs older than an age")
+    prune.add_argument("--older-than", required=True, metavar="AGE", help="30d, 12h, 90m, 45s")
+    prune.add_argument("--status", choices=["completed", "failed"], help="only these runs")
+    prune.add_argument(
+        "--records-only",
+        action="store_true",
+        help="keep each run's summary row; drop its checkpoint records (no replay after)",
+    )
+    _web_parser(sub.add_parser("web", parents=[common], help="the postmortem in a browser"))
     return parser
+
+
+def _web_parser(web: argparse.ArgumentParser) -> None:
+    web.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    web.add_argument("--port", type=int, default=8765, help="port (default 8765; 0: any free)")
+    web.add_argument("--agent", metavar="MOD:ATTR", help="agent to chat with (pkg.mod:agent)")
 
 
 def _replay_parser(replay: argparse.ArgumentParser) -> None:

@@ -32,6 +32,14 @@ def _command(name: str) -> Command:
         from ._trace import trace
 
         return trace
+    if name == "prune":
+        from ._prune import prune
+
+        return prune
+    if name == "web":
+        from ._web import web
+
+        return web
     from ._replay import replay
 
     return replay

@@ -4,29 +4,15 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
-from typing import Any
 
 from ..errors import UserError
-from ..providers.base import ModelResponse, Provider
-from ..replay import (
-    ReplayedView,
-    RunData,
-    ViewDiff,
-    diff_views,
-    entry_text,
-    provider_for,
-    redact,
-    render_request,
-    rerun,
-    select,
-)
-from ..transcript import TranscriptEntry
+from ..replay import ReplayedView, RunData, ViewDiff, diff_views, entry_text, select
+from ..replay._query import brief, recorded_answer, render_bodies, whatif_dict
+from ..replay._query import whatif as rerun_view
 from ._common import EXIT_MISMATCH, EXIT_OK
 from ._out import Out, one_line
 
 __all__ = ["diff_text", "render_requests", "whatif"]
-
-_ADAPTER_PREFIXES = ("openai", "openai-chat", "openai-responses", "anthropic")
 
 
 def diff_text(out: Out, views: Sequence[ReplayedView], a: int, b: int) -> int:
@@ -86,31 +72,11 @@ def diff_lines(diff: ViewDiff, a: ReplayedView, b: ReplayedView) -> list[str]:
     return lines
 
 
-async def _render(
-    view: ReplayedView, args: argparse.Namespace, cache: dict[str, Provider]
-) -> dict[str, Any]:
-    prefix = str(args.provider or view.provider)
-    if prefix not in _ADAPTER_PREFIXES and view.request is not None and prefix == "test":
-        from ..view.base import canonical_request  # what lovia.testing models "send"
-
-        body: Any = redact({"model": view.model, **canonical_request(view.request)})
-        return body
-    spec = f"{prefix}:{view.model}"
-    if spec not in cache:
-        cache[spec] = provider_for(
-            spec, base_url=args.base_url, stream=args.stream, for_render=True
-        )
-    return render_request(view, cache[spec])
-
-
 async def render_requests(args: argparse.Namespace, out: Out, views: Sequence[ReplayedView]) -> int:
     """Print the exact request body of each view (one view: the body itself)."""
-    cache: dict[str, Provider] = {}
-    try:
-        bodies = [await _render(v, args, cache) for v in views]
-    finally:
-        for provider in cache.values():
-            await _close(provider)
+    bodies = await render_bodies(
+        views, provider=args.provider, base_url=args.base_url, stream=args.stream
+    )
     if len(views) == 1:
         out.json(bodies[0])
     else:
@@ -123,46 +89,12 @@ async def render_requests(args: argparse.Namespace, out: Out, views: Sequence[Re
     return EXIT_OK if all(v.ok for v in views) else EXIT_MISMATCH
 
 
-async def _close(provider: Provider) -> None:
-    close = getattr(provider, "aclose", None)
-    if close is not None:
-        await close()
-
-
-def recorded_answer(run: RunData, view: ReplayedView) -> list[TranscriptEntry]:
-    """The model entries the run recorded for the turn of ``view``."""
-    return [
-        e
-        for e in run.entries
-        if e.turn == view.turn
-        and e.agent == view.agent
-        and e.type in ("text", "reasoning", "tool_call")
-    ]
-
-
 async def whatif(args: argparse.Namespace, out: Out, run: RunData, view: ReplayedView) -> int:
     """Send ``view`` to ``--model`` and print the new answer beside the recorded one."""
-    provider = provider_for(str(args.model), base_url=args.base_url, stream=args.stream)
-    try:
-        response = await rerun(view, provider)
-    finally:
-        if args.base_url or args.stream is not None:
-            await _close(provider)
+    response = await rerun_view(view, str(args.model), base_url=args.base_url, stream=args.stream)
     old = recorded_answer(run, view)
     if out.json_mode:
-        out.json(
-            {
-                "turn": view.turn,
-                "attempt": view.attempt,
-                "view_hash": view.rebuilt_hash,
-                "view_ok": view.ok,
-                "recorded": {
-                    "model": f"{view.provider}:{view.model}",
-                    "entries": [_brief(e) for e in old],
-                },
-                "rerun": {"model": str(args.model), **_response(response)},
-            }
-        )
+        out.json(whatif_dict(run, view, str(args.model), response))
         return 0
     state = "verified" if view.ok else "NOT VERIFIED"
     out.line(
@@ -174,7 +106,7 @@ async def whatif(args: argparse.Namespace, out: Out, run: RunData, view: Replaye
     )
     out.line(out.style(f"recorded ({view.provider}:{view.model}):", "bold"))
     for entry in old:
-        out.line(f"  {_brief(entry)['type']:<10}{one_line(entry_text(entry), 120)}")
+        out.line(f"  {brief(entry)['type']:<10}{one_line(entry_text(entry), 120)}")
     out.line(out.style(f"rerun ({args.model}):", "bold"))
     for entry in response.entries:
         out.line(f"  {entry.type:<10}{one_line(entry_text(entry), 120)}")
@@ -183,19 +115,3 @@ async def whatif(args: argparse.Namespace, out: Out, run: RunData, view: Replaye
         f"  finish {response.finish_reason} · {usage.input_tokens}+{usage.output_tokens} tokens"
     )
     return 0
-
-
-def _brief(entry: TranscriptEntry) -> dict[str, Any]:
-    kind = "assistant" if entry.type == "text" else entry.type
-    return {"type": kind, "text": entry_text(entry)}
-
-
-def _response(response: ModelResponse) -> dict[str, Any]:
-    return {
-        "entries": [_brief(e) for e in response.entries],
-        "finish_reason": response.finish_reason,
-        "usage": {
-            "input_tokens": response.usage.input_tokens,
-            "output_tokens": response.usage.output_tokens,
-        },
-    }

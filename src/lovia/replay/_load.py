@@ -8,13 +8,14 @@ entries the run appended, as folded from its checkpoint records.
 from __future__ import annotations
 
 import difflib
+import time
 from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import LoviaError, RunNotFound
-from ..stores.base import RunInfo, Store
+from ..stores.base import PRUNED_KEY, RunInfo, Store
 from ..transcript import TranscriptEntry
 from ..view.record import ViewRecord, resolve_records, view_records
 
@@ -46,6 +47,8 @@ class RunData:
     result: dict[str, Any] | None = None
     session_copies: dict[str, TranscriptEntry] = field(default_factory=dict[str, TranscriptEntry])
     """This run's entries as written to its session segment (a second copy, for diffs)."""
+    states: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
+    """The run's ``state`` checkpoint records (turn, cumulative usage, agent), in order."""
 
     @property
     def transcript(self) -> list[TranscriptEntry]:
@@ -122,6 +125,7 @@ async def load_run(run_id: str, db: Store) -> RunData:
         views=views,
         result=snapshot.result,
         session_copies=copies,
+        states=[r.data for r in snapshot.records if r.kind == "state"],
     )
 
 
@@ -129,6 +133,16 @@ def require_views(run: RunData) -> None:
     """Raise :class:`NoViewRecords` when the run has nothing to replay."""
     if run.views:
         return
+    pruned = run.info.extra.get(PRUNED_KEY)
+    if pruned is not None:
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(pruned)))
+        raise NoViewRecords(
+            f"run {run.info.run_id}'s checkpoint records were dropped at {when} "
+            "(pruned after it finished); its views cannot be replayed",
+            hint="Its summary row stays (`lovia runs`); `lovia show` prints its "
+            "transcript if its session kept it. Keep the records of runs you may need "
+            "to replay: prune_records=False, or a longer `lovia prune --older-than`.",
+        )
     raise NoViewRecords(
         f"run {run.info.run_id} has no view records",
         hint="It was run without a checkpointer, by an older lovia, or its checkpoint "

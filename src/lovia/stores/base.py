@@ -27,7 +27,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..errors import LeaseLost, SchemaVersionError, StoreError
+from ..errors import LeaseLost, SchemaVersionError, StoreError, UserError
 from ..transcript import TranscriptEntry, entry_from_dict
 
 __all__ = [
@@ -43,6 +43,7 @@ __all__ = [
     "check_version",
     "damaged",
     "lease_lost",
+    "prune_statuses",
 ]
 
 SCHEMA_VERSION = 1
@@ -116,6 +117,24 @@ class RunSnapshot:
                 what = f"checkpoint record {seq} of run {self.info.run_id}"
                 raise damaged(what, f"an entry in it does not load ({exc})") from None
         return out
+
+
+PRUNABLE = ("completed", "failed")
+PRUNED_KEY = "records_pruned_at"
+"""``RunInfo.extra`` key set when a run's checkpoint records were pruned."""
+
+
+def prune_statuses(status: str | None) -> tuple[str, ...]:
+    """The statuses ``prune(status=...)`` deletes; only finished runs can be pruned."""
+    if status is None:
+        return PRUNABLE
+    if status not in PRUNABLE:
+        raise UserError(
+            f"cannot prune runs with status {status!r}",
+            hint="Only finished runs are pruned: status 'completed' or 'failed' "
+            "(running and paused runs may still resume).",
+        )
+    return (status,)
 
 
 def check_version(version: int, what: str) -> None:
@@ -197,8 +216,21 @@ class Checkpointer(Protocol):
 
     async def delete_run(self, run_id: str) -> None: ...
 
-    async def prune(self, older_than_s: float) -> int:
-        """Delete finished runs that ended more than ``older_than_s`` ago; return count."""
+    async def prune(
+        self,
+        older_than_s: float,
+        *,
+        status: str | None = None,
+        run_id: str | None = None,
+        records_only: bool = False,
+    ) -> int:
+        """Delete finished runs that ended more than ``older_than_s`` ago; return count.
+
+        ``status``: only ``completed`` or only ``failed`` runs (default both; running
+        and paused runs are never pruned: they may resume). ``run_id``: only that run.
+        ``records_only``: keep each run's summary row (``lovia runs``) and drop its
+        checkpoint records; its ``extra["records_pruned_at"]`` says when.
+        """
         ...
 
     async def find_run_by_trace(self, trace_id: str) -> RunInfo | None:

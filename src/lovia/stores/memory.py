@@ -25,17 +25,17 @@ from ._codec import (
     load_result,
 )
 from .base import (
+    PRUNED_KEY,
     SCHEMA_VERSION,
     CheckpointRecord,
     RunInfo,
     RunSnapshot,
     check_version,
     lease_lost,
+    prune_statuses,
 )
 
 __all__ = ["MemoryStore"]
-
-_FINISHED = ("completed", "failed")
 
 
 def _copy(info: RunInfo) -> RunInfo:
@@ -188,16 +188,33 @@ class MemoryStore:
         self._results.pop(run_id, None)
         self._leases.pop(run_id, None)
 
-    async def prune(self, older_than_s: float) -> int:
-        """Delete completed/failed runs that ended over ``older_than_s`` ago; return count."""
-        cutoff = time.time() - older_than_s
+    async def prune(
+        self,
+        older_than_s: float,
+        *,
+        status: str | None = None,
+        run_id: str | None = None,
+        records_only: bool = False,
+    ) -> int:
+        """Delete finished runs that ended over ``older_than_s`` ago (or only their
+        records); return count."""
+        statuses, cutoff = prune_statuses(status), time.time() - older_than_s
         old = [
-            r.run_id
+            r
             for r in self._runs.values()
-            if r.status in _FINISHED and r.ended_at is not None and r.ended_at < cutoff
+            if r.status in statuses
+            and r.ended_at is not None
+            and r.ended_at <= cutoff
+            and (run_id is None or r.run_id == run_id)
+            and not (records_only and PRUNED_KEY in r.extra)
         ]
-        for run_id in old:
-            await self.delete_run(run_id)
+        for r in old:
+            if records_only:
+                self._records.pop(r.run_id, None)
+                self._leases.pop(r.run_id, None)
+                r.extra = {**r.extra, PRUNED_KEY: time.time()}
+            else:
+                await self.delete_run(r.run_id)
         return len(old)
 
     async def load_session(self, session_id: str) -> list[TranscriptEntry]:

@@ -50,12 +50,14 @@ from ._codec import (
     run_filter,
 )
 from .base import (
+    PRUNED_KEY,
     SCHEMA_VERSION,
     CheckpointRecord,
     RunInfo,
     RunSnapshot,
     check_version,
     lease_lost,
+    prune_statuses,
 )
 
 __all__ = ["PostgresStore"]
@@ -214,6 +216,14 @@ class _Sql:
         self.lease_holder = f"SELECT owner FROM {leases} WHERE run_id = $1 AND expires_at > {_NOW}"
         self.delete = (
             f"WITH gone AS (DELETE FROM {runs} WHERE {{where}} RETURNING run_id), "
+            f"r AS (DELETE FROM {records} WHERE run_id IN (SELECT run_id FROM gone)), "
+            f"l AS (DELETE FROM {leases} WHERE run_id IN (SELECT run_id FROM gone)) "
+            "SELECT count(*) FROM gone"
+        )
+        self.drop_records = (
+            f"WITH gone AS (UPDATE {runs} SET extra = (extra::jsonb || "
+            f"jsonb_build_object('{PRUNED_KEY}', {_NOW}))::json "
+            f"WHERE {{where}} AND extra::jsonb->'{PRUNED_KEY}' IS NULL RETURNING run_id), "
             f"r AS (DELETE FROM {records} WHERE run_id IN (SELECT run_id FROM gone)), "
             f"l AS (DELETE FROM {leases} WHERE run_id IN (SELECT run_id FROM gone)) "
             "SELECT count(*) FROM gone"
@@ -460,13 +470,24 @@ class PostgresStore:
         async with self._db() as db:
             await db.fetchval(self._sql.delete.format(where="run_id = $1"), run_id)
 
-    async def prune(self, older_than_s: float) -> int:
-        """Delete completed/failed runs that ended over ``older_than_s`` ago; return count."""
-        where = "status IN ('completed', 'failed') AND ended_at < $1"
+    async def prune(
+        self,
+        older_than_s: float,
+        *,
+        status: str | None = None,
+        run_id: str | None = None,
+        records_only: bool = False,
+    ) -> int:
+        """Delete finished runs that ended over ``older_than_s`` ago (or only their
+        records, keeping the summary row); return count."""
+        args: list[Any] = [list(prune_statuses(status)), time.time() - older_than_s]
+        where = "status = ANY($1::text[]) AND ended_at <= $2"
+        if run_id is not None:
+            args.append(run_id)
+            where += " AND run_id = $3"
+        sql = self._sql.drop_records if records_only else self._sql.delete
         async with self._db() as db:
-            count = await db.fetchval(
-                self._sql.delete.format(where=where), time.time() - older_than_s
-            )
+            count = await db.fetchval(sql.format(where=where), *args)
         return int(count)
 
     # -- sessions -----------------------------------------------------------------

@@ -48,12 +48,14 @@ from ._codec import (
     run_filter,
 )
 from .base import (
+    PRUNED_KEY,
     SCHEMA_VERSION,
     CheckpointRecord,
     RunInfo,
     RunSnapshot,
     check_version,
     lease_lost,
+    prune_statuses,
 )
 
 __all__ = ["SQLiteStore", "sqlite_path"]
@@ -90,7 +92,6 @@ CREATE TABLE IF NOT EXISTS sessions (
     UNIQUE (session_id, run_id)
 );
 """
-_FINISHED = "status IN ('completed', 'failed') AND ended_at IS NOT NULL AND ended_at < ?"
 
 
 def sqlite_path(url: str) -> str:
@@ -208,10 +209,27 @@ class SQLiteStore:
         """Remove the run, its records and its lease (its session segment stays)."""
         await self._run(_delete, "run_id = ?", (run_id,), write=True)
 
-    async def prune(self, older_than_s: float) -> int:
-        """Delete completed/failed runs that ended over ``older_than_s`` ago; return count."""
-        cutoff = time.time() - older_than_s
-        return await self._run(_delete, _FINISHED, (cutoff,), write=True)
+    async def prune(
+        self,
+        older_than_s: float,
+        *,
+        status: str | None = None,
+        run_id: str | None = None,
+        records_only: bool = False,
+    ) -> int:
+        """Delete finished runs that ended over ``older_than_s`` ago (or only their
+        records, keeping the summary row); return count."""
+        statuses = prune_statuses(status)
+        where = (
+            f"status IN ({', '.join('?' for _ in statuses)}) "
+            "AND ended_at IS NOT NULL AND ended_at <= ?"
+        )
+        params: tuple[Any, ...] = (*statuses, time.time() - older_than_s)
+        if run_id is not None:
+            where, params = f"{where} AND run_id = ?", (*params, run_id)
+        if records_only:
+            return await self._run(_drop_records, where, params, write=True)
+        return await self._run(_delete, where, params, write=True)
 
     # -- sessions -----------------------------------------------------------------
 
@@ -667,3 +685,13 @@ def _delete(conn: sqlite3.Connection, where: str, params: tuple[Any, ...]) -> in
     conn.execute(f"DELETE FROM records WHERE run_id IN ({ids})", params)
     conn.execute(f"DELETE FROM leases WHERE run_id IN ({ids})", params)
     return conn.execute(f"DELETE FROM runs WHERE {where}", params).rowcount
+
+
+def _drop_records(conn: sqlite3.Connection, where: str, params: tuple[Any, ...]) -> int:
+    """Drop the checkpoint records of the runs matching ``where``, keep their rows."""
+    where = f"{where} AND json_extract(extra, '$.{PRUNED_KEY}') IS NULL"
+    ids = f"SELECT run_id FROM runs WHERE {where}"
+    conn.execute(f"DELETE FROM records WHERE run_id IN ({ids})", params)
+    conn.execute(f"DELETE FROM leases WHERE run_id IN ({ids})", params)
+    sql = f"UPDATE runs SET extra = json_set(extra, '$.{PRUNED_KEY}', ?) WHERE {where}"
+    return conn.execute(sql, (time.time(), *params)).rowcount

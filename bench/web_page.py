@@ -1,0 +1,162 @@
+"""``lovia web`` page cost: time to first byte and page weight of a 500-turn run's page.
+
+Records a 500-turn run (a scripted model, a tool call per turn) in a temporary SQLite
+store, serves ``lovia web`` on 127.0.0.1 (uvicorn, one process), and requests the runs
+list, the run page (paged: one page of turns) and one turn's view. Time to first byte
+is from sending the request to the first byte of the response, median of N requests
+on one keep-alive connection after a warm-up; page weight is the HTML plus the CSS and
+JavaScript it loads (the only assets), uncompressed.
+
+    python bench/web_page.py [--turns 500] [--samples 30] [--json] [--update-doc]
+
+``--update-doc`` rewrites the "lovia web" section of docs/performance.md in place
+(``bench/run.py`` renders the same section from its report).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import http.client
+import json
+import socket
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "bench"))
+
+
+async def record(url: str, turns: int) -> str:
+    from lovia import Agent, Runner, tool
+    from lovia.stores import store
+    from lovia.testing import ScriptedModel, call, reply
+
+    @tool
+    async def lookup(order: str) -> str:
+        """Look up an order."""
+        return f"{order}: shipped on time, tracking number 1Z{order}"
+
+    steps: list[Any] = [
+        reply(f"Checking order O{i}.", tool_calls=[call("lookup", order=f"O{i}")])
+        for i in range(turns - 1)
+    ]
+    steps.append("All orders shipped.")
+    db = store(url)
+    agent = Agent(name="support", instructions="Help.", tools=[lookup], model=ScriptedModel(steps))
+    result = await Runner.run(agent, "check all orders", checkpointer=db, max_turns=turns + 1)
+    await db.aclose()
+    return str(result.run_id)
+
+
+def serve(url: str) -> tuple[Any, int]:
+    import uvicorn
+
+    from lovia.web import create_app
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(64)
+    server = uvicorn.Server(
+        uvicorn.Config(create_app(url), log_level="warning", access_log=False, lifespan="on")
+    )
+    threading.Thread(target=lambda: asyncio.run(server.serve(sockets=[sock])), daemon=True).start()
+    while not server.started:
+        time.sleep(0.01)
+    return server, sock.getsockname()[1]
+
+
+def fetch(conn: http.client.HTTPConnection, path: str) -> tuple[float, bytes]:
+    """(seconds to the first byte of the response, body)."""
+    t0 = time.perf_counter()
+    conn.request("GET", path, headers={"host": "127.0.0.1"})
+    response = conn.getresponse()
+    first = response.read(1)
+    ttfb = time.perf_counter() - t0
+    body = first + response.read()
+    assert response.status == 200, (path, response.status)
+    return ttfb, body
+
+
+def measure(port: int, path: str, samples: int) -> dict[str, Any]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    fetch(conn, path)  # warm-up
+    times, body = [], b""
+    for _ in range(samples):
+        ttfb, body = fetch(conn, path)
+        times.append(ttfb)
+    assets = sum(len(fetch(conn, p)[1]) for p in ("/static/style.css", "/static/app.js"))
+    conn.close()
+    return {
+        "path": path,
+        "ttfb_ms_median": round(statistics.median(times) * 1000, 1),
+        "ttfb_ms_p90": round(sorted(times)[int(len(times) * 0.9) - 1] * 1000, 1),
+        "html_kb": round(len(body) / 1024, 1),
+        "page_kb": round((len(body) + assets) / 1024, 1),
+        "turn_sections": body.count(b'<section class="turn"'),
+    }
+
+
+def run(turns: int, samples: int) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory() as tmp:
+        url = f"sqlite:///{tmp}/web.db"
+        run_id = asyncio.run(record(url, turns))
+        server, port = serve(url)
+        try:
+            pages = {
+                "runs list": measure(port, "/", samples),
+                "run page (first page of turns)": measure(port, f"/runs/{run_id}", samples),
+                f"view of turn {turns - 1}": measure(
+                    port, f"/runs/{run_id}/turns/{turns - 1}", samples
+                ),
+            }
+        finally:
+            server.should_exit = True
+    return {"turns": turns, "samples": samples, "pages": pages}
+
+
+def update_doc(data: dict[str, Any]) -> None:
+    from report import web_section
+
+    doc = ROOT / "docs" / "performance.md"
+    text = doc.read_text()
+    section = "\n".join(web_section(data))
+    start = text.find("## lovia web:")
+    if start < 0:
+        anchor = text.find("## Fake server cost")
+        anchor = anchor if anchor >= 0 else len(text)
+        text = text[:anchor] + section + "\n\n" + text[anchor:]
+    else:
+        end = text.find("\n## ", start + 1)
+        text = text[:start] + section + ("\n" + text[end:] if end >= 0 else "\n")
+    doc.write_text(text)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--turns", type=int, default=500)
+    parser.add_argument("--samples", type=int, default=30)
+    parser.add_argument("--json", action="store_true", help="print the result as one JSON line")
+    parser.add_argument("--update-doc", action="store_true", help="rewrite docs/performance.md")
+    args = parser.parse_args()
+    data = run(args.turns, args.samples)
+    if args.update_doc:
+        update_doc(data)
+    if args.json:
+        print(json.dumps(data))
+    else:
+        for name, row in data["pages"].items():
+            print(
+                f"{name:34} ttfb {row['ttfb_ms_median']:>6} ms  page {row['page_kb']:>6} KB  "
+                f"turns shown {row['turn_sections']}"
+            )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,68 @@
+"""Process-wide defaults: ``lovia.configure(store=URL)`` records every run without
+touching call sites.
+
+Resolution for one run (``Runner.run``/``stream``/``run_sync``):
+
+1. ``checkpointer=`` / ``session=`` given: they win.
+2. ``store=`` given: that store (a URL or a store); ``store=None`` opts the run out.
+3. otherwise the configured default: ``lovia.configure(store=...)``, else ``$LOVIA_STORE``.
+
+The default store is the run's checkpointer, and its session store when a
+``session_id`` is given.
+"""
+
+from __future__ import annotations
+
+import os
+from enum import Enum
+from typing import TYPE_CHECKING, Final
+
+from .errors import UserError
+
+if TYPE_CHECKING:
+    from .stores.base import Store
+
+__all__ = ["DEFAULT", "Default", "configure", "default_store"]
+
+ENV_STORE = "LOVIA_STORE"
+
+
+class Default(Enum):
+    """The type of :data:`DEFAULT`: "not given, use the configured default"."""
+
+    DEFAULT = "DEFAULT"
+
+    def __repr__(self) -> str:
+        return "DEFAULT"
+
+
+DEFAULT: Final = Default.DEFAULT
+
+_configured: Store | str | None | Default = DEFAULT
+
+
+def configure(*, store: Store | str | None | Default = DEFAULT) -> None:
+    """Set process-wide defaults for every run.
+
+    - ``store``: a store URL (``sqlite:///.lovia/lovia.db``, ``postgresql://…``) or a
+      store object that every run checkpoints to (and keeps its session in, when a
+      ``session_id`` is given) unless the call passes its own. ``None`` turns the
+      default off, also ignoring ``$LOVIA_STORE``; ``DEFAULT`` goes back to
+      ``$LOVIA_STORE``.
+
+    Telemetry is configured separately: ``lovia.telemetry.configure(...)``.
+    """
+    global _configured
+    if not (store is None or isinstance(store, str | Default) or hasattr(store, "load")):
+        raise UserError(
+            f"configure(store=...) needs a store URL or a store, got {store!r}",
+            hint='e.g. lovia.configure(store="sqlite:///.lovia/lovia.db")',
+        )
+    _configured = store
+
+
+def default_store() -> Store | str | None:
+    """The store runs use when the call names none (None: runs are not recorded)."""
+    if not isinstance(_configured, Default):
+        return _configured
+    return os.environ.get(ENV_STORE) or None

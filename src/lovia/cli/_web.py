@@ -1,0 +1,88 @@
+"""``lovia web``: serve the postmortem pages (extra ``web``)."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import secrets
+import socket
+import sys
+from typing import Any
+
+from ..errors import UserError
+from ._common import store_url
+from ._out import Out
+
+__all__ = ["is_loopback", "load_agent", "web"]
+
+
+def is_loopback(host: str) -> bool:
+    return host.strip("[]").lower() in ("127.0.0.1", "localhost", "::1")
+
+
+def load_agent(spec: str) -> Any:
+    """``pkg.module:attr`` → the object (an Agent, or a factory returning one)."""
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise UserError(
+            f"--agent {spec!r} is not MODULE:NAME", hint="e.g. --agent app.agents:support"
+        )
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise UserError(
+            f"cannot import {module_name!r} for --agent: {exc}",
+            hint="Run lovia web from your project's directory or set PYTHONPATH.",
+        ) from exc
+    found = getattr(module, attr, None)
+    if found is None:
+        raise UserError(f"module {module_name!r} has no {attr!r}")
+    return found
+
+
+def _socket(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host.strip("[]"), port))
+    except OSError as exc:
+        sock.close()
+        raise UserError(
+            f"cannot listen on {host}:{port}: {exc.strerror}", hint="Pick another --port."
+        ) from exc
+    sock.listen(128)
+    sock.set_inheritable(True)
+    return sock
+
+
+async def web(args: argparse.Namespace, out: Out) -> int:
+    from ..web import require_web
+
+    require_web()
+    import uvicorn
+
+    from ..web import LOOPBACK, create_app, redact_url
+
+    url = store_url(args)
+    agent = load_agent(str(args.agent)) if args.agent else None
+    host = str(args.host)
+    local = is_loopback(host)
+    token = os.environ.get("LOVIA_WEB_TOKEN") or (None if local else secrets.token_urlsafe(24))
+    app = create_app(url, agent=agent, token=token, allowed_hosts=LOOPBACK if local else ("*",))
+    sock = _socket(host, int(args.port))
+    port = sock.getsockname()[1]
+    shown = f"[{host.strip('[]')}]" if ":" in host.strip("[]") else host
+    address = f"http://{shown}:{port}/"
+    out.line(f"lovia web on {address}  (store {redact_url(url)})")
+    if token is not None:
+        out.line(f"open {address}?token={token}")
+        if not local:
+            out.line(f"bound to {host}: every request needs this access token ($LOVIA_WEB_TOKEN)")
+    out.stream.flush()
+    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on")
+    await uvicorn.Server(config).serve(sockets=[sock])
+    return 0

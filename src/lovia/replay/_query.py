@@ -1,0 +1,298 @@
+"""Queries over stored runs shared by the CLI and ``lovia web`` (one data layer).
+
+- :func:`info_dict`: a run's summary row as JSON.
+- :func:`turns`: the transcript grouped by turn, each tool call paired with its result,
+  marks for errors / handoffs / mailbox messages / approvals, usage and cost per turn.
+- :func:`render_bodies`: the exact provider request body of views (``--format request``).
+- :func:`whatif` / :func:`recorded_answer`: re-send a view to another model
+  (``lovia replay --model``) beside what the run recorded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import UserError
+from ..providers.base import ModelResponse, Provider
+from ..stores.base import RunInfo
+from ..transcript import ToolCallEntry, ToolResultEntry, TranscriptEntry, entry_to_dict
+from ._diff import entry_text
+from ._load import RunData
+from ._render import provider_for, redact, render_request, rerun
+from ._views import ReplayedView
+
+__all__ = [
+    "Item",
+    "Turn",
+    "brief",
+    "info_dict",
+    "recorded_answer",
+    "render_bodies",
+    "response_dict",
+    "turns",
+    "whatif",
+    "whatif_dict",
+]
+
+
+def info_dict(info: RunInfo) -> dict[str, Any]:
+    """A run's info as JSON."""
+    duration = None if info.ended_at is None else max(0.0, info.ended_at - info.started_at)
+    return {
+        "run_id": info.run_id,
+        "agent": info.agent,
+        "session_id": info.session_id,
+        "status": info.status,
+        "finish_reason": info.finish_reason,
+        "error_type": info.error_type,
+        "error": info.extra.get("error"),
+        "hint": info.extra.get("hint"),
+        "model": info.extra.get("model"),
+        "turns": info.turns,
+        "input_tokens": info.input_tokens,
+        "output_tokens": info.output_tokens,
+        "cost_usd": info.cost_usd,
+        "started_at": info.started_at,
+        "ended_at": info.ended_at,
+        "duration_s": duration,
+        "trace_id": info.trace_id,
+        "records_pruned_at": info.extra.get("records_pruned_at"),
+    }
+
+
+@dataclass(slots=True, kw_only=True)
+class Item:
+    """One line of a turn: an entry, and for a tool call its result."""
+
+    entry: TranscriptEntry
+    label: str
+    text: str
+    result: ToolResultEntry | None = None
+    mark: str = ""
+    """``error``, ``handoff``, ``mailbox``, ``reminder``, ``approval`` (waiting) or ""."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "label": self.label,
+            "mark": self.mark,
+            "text": self.text,
+            "entry": entry_to_dict(self.entry),
+            "result": None if self.result is None else entry_to_dict(self.result),
+        }
+
+
+@dataclass(slots=True, kw_only=True)
+class Turn:
+    """The entries of one turn of one agent, with the turn's own usage."""
+
+    turn: int
+    agent: str
+    items: list[Item] = field(default_factory=list[Item])
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cost_usd: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "turn": self.turn,
+            "agent": self.agent,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cost_usd": self.cost_usd,
+            "items": [i.to_dict() for i in self.items],
+        }
+
+
+def _label(entry: TranscriptEntry) -> str:
+    if entry.type == "input":
+        origin = str(getattr(entry, "origin", "input"))
+        role = str(getattr(entry, "role", "user"))
+        return role if origin in ("input", "history") else f"{role}[{origin}]"
+    return {
+        "system": "system",
+        "text": "assistant",
+        "reasoning": "reasoning",
+        "tool_call": "tool",
+        "tool_result": "result",
+        "handoff": "handoff",
+    }[entry.type]
+
+
+def _mark(entry: TranscriptEntry, result: ToolResultEntry | None, paused: bool) -> str:
+    if entry.type == "handoff":
+        return "handoff"
+    if entry.type == "input":
+        origin = str(getattr(entry, "origin", "input"))
+        return "mailbox" if origin == "mailbox" else ("reminder" if origin != "input" else "")
+    if isinstance(entry, ToolResultEntry):
+        return "error" if entry.is_error else ""
+    if isinstance(entry, ToolCallEntry):
+        if result is None:
+            return "approval" if paused else "error"
+        return "error" if result.is_error else ""
+    return ""
+
+
+def _usage_by_turn(run: RunData) -> dict[int, tuple[int, int, float]]:
+    """Each turn's own tokens and cost (the state records hold running totals)."""
+    out: dict[int, tuple[int, int, float]] = {}
+    before = (0, 0, 0.0)
+    for state in run.states:
+        usage: dict[str, Any] = state.get("usage") or {}
+        now = (
+            int(usage.get("input_tokens", 0)),
+            int(usage.get("output_tokens", 0)),
+            float(usage.get("cost_usd", 0.0)),
+        )
+        turn = int(state.get("turn", 0))
+        if now != before:
+            old = out.get(turn, (0, 0, 0.0))
+            out[turn] = (
+                old[0] + now[0] - before[0],
+                old[1] + now[1] - before[1],
+                old[2] + now[2] - before[2],
+            )
+        before = now
+    return out
+
+
+def turns(run: RunData) -> list[Turn]:
+    """The run's transcript grouped by (turn, agent); tool results under their calls."""
+    entries = run.entries or list(run.session_copies.values())
+    results = {e.call_id: e for e in entries if isinstance(e, ToolResultEntry)}
+    calls = {e.call_id for e in entries if isinstance(e, ToolCallEntry)}
+    paused = run.info.status == "paused"
+    usage = _usage_by_turn(run)
+    out: list[Turn] = []
+    for entry in entries:
+        if isinstance(entry, ToolResultEntry) and entry.call_id in calls:
+            continue
+        if not out or (out[-1].turn, out[-1].agent) != (entry.turn, entry.agent):
+            tokens_in, tokens_out, cost = usage.pop(entry.turn, (None, None, None))
+            out.append(
+                Turn(
+                    turn=entry.turn,
+                    agent=entry.agent,
+                    input_tokens=tokens_in,
+                    output_tokens=tokens_out,
+                    cost_usd=cost,
+                )
+            )
+        result = results.get(entry.call_id) if isinstance(entry, ToolCallEntry) else None
+        out[-1].items.append(
+            Item(
+                entry=entry,
+                label=_label(entry),
+                text=entry_text(entry),
+                result=result,
+                mark=_mark(entry, result, paused),
+            )
+        )
+    return out
+
+
+async def _close(provider: Provider) -> None:
+    close = getattr(provider, "aclose", None)
+    if close is not None:
+        await close()
+
+
+def _render_one(
+    view: ReplayedView, prefix: str, cache: dict[str, Provider], **options: Any
+) -> dict[str, Any]:
+    if prefix == "test" and view.request is not None:
+        from ..view.base import canonical_request  # what lovia.testing models "send"
+
+        body: Any = redact({"model": view.model, **canonical_request(view.request)})
+        return body
+    spec = f"{prefix}:{view.model}"
+    if spec not in cache:
+        cache[spec] = provider_for(spec, for_render=True, **options)
+    return render_request(view, cache[spec])
+
+
+async def render_bodies(
+    views: Sequence[ReplayedView],
+    *,
+    provider: str | None = None,
+    base_url: str | None = None,
+    stream: bool | None = None,
+) -> list[dict[str, Any]]:
+    """The exact request body of each view for its recorded provider (or ``provider``)."""
+    cache: dict[str, Provider] = {}
+    try:
+        return [
+            _render_one(v, provider or v.provider, cache, base_url=base_url, stream=stream)
+            for v in views
+        ]
+    finally:
+        for opened in cache.values():
+            await _close(opened)
+
+
+def recorded_answer(run: RunData, view: ReplayedView) -> list[TranscriptEntry]:
+    """The model entries the run recorded for the turn of ``view``."""
+    return [
+        e
+        for e in run.entries
+        if e.turn == view.turn
+        and e.agent == view.agent
+        and e.type in ("text", "reasoning", "tool_call")
+    ]
+
+
+async def whatif(
+    view: ReplayedView,
+    model: str | Provider,
+    *,
+    base_url: str | None = None,
+    stream: bool | None = None,
+) -> ModelResponse:
+    """Send ``view`` to ``model`` (``provider:model`` or a provider); nothing is written."""
+    if not isinstance(model, str):
+        return await rerun(view, model)
+    if not model.strip():
+        raise UserError("which model?", hint="Write it as 'provider:model'.")
+    provider = provider_for(model, base_url=base_url, stream=stream)
+    try:
+        return await rerun(view, provider)
+    finally:
+        if base_url or stream is not None:
+            await _close(provider)
+
+
+def brief(entry: TranscriptEntry) -> dict[str, Any]:
+    """``{"type", "text"}`` of a model entry (assistant for text)."""
+    kind = "assistant" if entry.type == "text" else entry.type
+    return {"type": kind, "text": entry_text(entry)}
+
+
+def response_dict(response: ModelResponse) -> dict[str, Any]:
+    """A what-if answer as JSON."""
+    return {
+        "entries": [brief(e) for e in response.entries],
+        "finish_reason": response.finish_reason,
+        "usage": {
+            "input_tokens": response.usage.input_tokens,
+            "output_tokens": response.usage.output_tokens,
+        },
+    }
+
+
+def whatif_dict(
+    run: RunData, view: ReplayedView, model: str, response: ModelResponse
+) -> dict[str, Any]:
+    """A what-if as JSON: the view, the recorded answer and the new one side by side."""
+    return {
+        "turn": view.turn,
+        "attempt": view.attempt,
+        "view_hash": view.rebuilt_hash,
+        "view_ok": view.ok,
+        "recorded": {
+            "model": f"{view.provider}:{view.model}",
+            "entries": [brief(e) for e in recorded_answer(run, view)],
+        },
+        "rerun": {"model": model, **response_dict(response)},
+    }

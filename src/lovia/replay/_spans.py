@@ -1,0 +1,199 @@
+"""A run's spans: from the embedded span store, else rebuilt from its own records.
+
+Spans come from ``lovia.telemetry.load_spans`` (the local exporter of
+``lovia.telemetry.configure(exporter="local")`` writes them next to the runs). Each
+span may be a mapping or an object; :func:`normalize` reads the usual field names of
+OpenTelemetry ``ReadableSpan`` and of JSON span dumps. Without stored spans,
+:func:`spans_from_run` rebuilds the run's outline (turns, model calls, tool calls) from
+the timestamps of its transcript entries.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import UserError
+from ..transcript import ToolCallEntry, ToolResultEntry
+from ._load import RunData
+
+__all__ = [
+    "SpanRow",
+    "build_tree",
+    "load_run_spans",
+    "normalize",
+    "span_json",
+    "spans_from_run",
+]
+
+
+@dataclass(slots=True, kw_only=True)
+class SpanRow:
+    name: str
+    span_id: str
+    parent_id: str | None
+    trace_id: str = ""
+    start: float = 0.0
+    end: float | None = None
+    attributes: dict[str, Any] = field(default_factory=dict[str, Any])
+    error: str | None = None
+    children: list[SpanRow] = field(default_factory=list["SpanRow"])
+
+    @property
+    def duration(self) -> float | None:
+        return None if self.end is None else max(0.0, self.end - self.start)
+
+
+async def load_run_spans(url: str, run_id: str, trace_id: str | None) -> list[Any]:
+    """The stored spans of a run (raw), or [] when the store keeps none."""
+    try:
+        from .. import telemetry
+    except ImportError as exc:  # pragma: no cover - telemetry is part of the core
+        raise UserError("lovia.telemetry failed to import") from exc
+    load_spans: Any = getattr(telemetry, "load_spans", None)
+    if load_spans is None:
+        raise UserError(
+            "this lovia has no embedded span store to read",
+            hint="Upgrade lovia, or look the run up in Jaeger/Tempo.",
+        )
+    found: Any = load_spans(url, run_id=run_id, trace_id=trace_id)
+    if inspect.isawaitable(found):
+        found = await found
+    spans: list[Any] = list(found or ())
+    return spans
+
+
+def _get(span: Any, *names: str) -> Any:
+    for name in names:
+        value: Any
+        if isinstance(span, Mapping):
+            mapping: Mapping[str, Any] = span  # type: ignore[reportUnknownVariableType]
+            value = mapping.get(name)
+        else:
+            value = getattr(span, name, None)
+        if value is not None:
+            return value
+    return None
+
+
+def _seconds(value: Any) -> float | None:
+    if value is None:
+        return None
+    number = float(value)
+    return number / 1e9 if number > 1e14 else number
+
+
+def _hex(value: Any, width: int) -> str:
+    if value is None:
+        return ""
+    return f"{value:0{width}x}" if isinstance(value, int) else str(value)
+
+
+def normalize(span: Any) -> SpanRow:
+    """A span (mapping or object, OpenTelemetry or JSON field names) as a :class:`SpanRow`."""
+    context = _get(span, "context")
+    parent = _get(span, "parent")
+    status = _get(span, "status")
+    code = _get(status, "status_code", "code") if status is not None else None
+    code_text = str(getattr(code, "name", code) or status if code or status else "")
+    attributes = dict(_get(span, "attributes") or {})
+    failed = "ERROR" in code_text.upper() or _get(span, "status_code") in ("ERROR", 2)
+    message = _get(status, "description", "message") if status is not None else None
+    error = None
+    if failed or "error.type" in attributes:
+        error = str(attributes.get("error.type") or "error")
+        error += f": {message}" if message else ""
+    return SpanRow(
+        name=str(_get(span, "name") or "?"),
+        span_id=_hex(_get(span, "span_id") or _get(context, "span_id"), 16),
+        parent_id=_hex(_get(span, "parent_span_id", "parent_id") or _get(parent, "span_id"), 16)
+        or None,
+        trace_id=_hex(_get(span, "trace_id") or _get(context, "trace_id"), 32),
+        start=_seconds(_get(span, "start_time", "start_time_unix_nano", "start")) or 0.0,
+        end=_seconds(_get(span, "end_time", "end_time_unix_nano", "end")),
+        attributes=attributes,
+        error=error,
+    )
+
+
+def build_tree(spans: Sequence[SpanRow]) -> list[SpanRow]:
+    """Link spans to their parents; spans whose parent is absent become roots."""
+    by_id = {s.span_id: s for s in spans}
+    roots: list[SpanRow] = []
+    for span in sorted(spans, key=lambda s: s.start):
+        parent = by_id.get(span.parent_id or "")
+        (parent.children if parent is not None and parent is not span else roots).append(span)
+    return roots
+
+
+def span_json(span: SpanRow) -> dict[str, Any]:
+    """A span and its children as JSON."""
+    return {
+        "name": span.name,
+        "span_id": span.span_id,
+        "parent_id": span.parent_id,
+        "start": span.start,
+        "duration_s": span.duration,
+        "error": span.error,
+        "attributes": span.attributes,
+        "children": [span_json(c) for c in span.children],
+    }
+
+
+def spans_from_run(run: RunData) -> list[SpanRow]:
+    """The run's outline rebuilt from its entries' timestamps (no span store needed).
+
+    ``invoke_agent`` for the run, one ``turn N`` per turn, ``chat`` for the model's
+    answer of the turn and ``execute_tool NAME`` from each call to its result.
+    """
+    info = run.info
+    entries = run.entries or list(run.session_copies.values())
+    end = info.ended_at or max((e.ts for e in entries), default=info.started_at)
+    root = SpanRow(
+        name=f"invoke_agent {info.extra.get('first_agent', info.agent)}",
+        span_id="run",
+        parent_id=None,
+        start=info.started_at,
+        end=end,
+        error=info.error_type,
+    )
+    spans = [root]
+    results = {e.call_id: e for e in entries if isinstance(e, ToolResultEntry)}
+    by_turn: dict[int, list[Any]] = {}
+    for entry in entries:
+        by_turn.setdefault(entry.turn, []).append(entry)
+    previous_end = info.started_at
+    for turn, group in sorted(by_turn.items()):
+        turn_id = f"turn-{turn}"
+        first, last = min(e.ts for e in group), max(e.ts for e in group)
+        start = min(previous_end, first) if turn > 0 else first
+        spans.append(
+            SpanRow(name=f"turn {turn}", span_id=turn_id, parent_id="run", start=start, end=last)
+        )
+        answer = [e for e in group if e.type in ("text", "reasoning", "tool_call")]
+        if answer:
+            spans.append(
+                SpanRow(
+                    name="chat",
+                    span_id=f"chat-{turn}",
+                    parent_id=turn_id,
+                    start=start,
+                    end=min(e.ts for e in answer),
+                )
+            )
+        for call in (e for e in group if isinstance(e, ToolCallEntry)):
+            result = results.get(call.call_id)
+            spans.append(
+                SpanRow(
+                    name=f"execute_tool {call.name}",
+                    span_id=f"tool-{call.call_id}",
+                    parent_id=turn_id,
+                    start=call.ts,
+                    end=None if result is None else result.ts,
+                    error="tool error" if result is not None and result.is_error else None,
+                )
+            )
+        previous_end = last
+    return spans

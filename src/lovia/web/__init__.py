@@ -1,0 +1,61 @@
+"""``lovia web``: the postmortem in a browser (extra ``web``: Starlette, uvicorn, Jinja2).
+
+```python
+from lovia.web import create_app
+app = create_app("sqlite:///.lovia/lovia.db")      # an ASGI app; `lovia web` serves it
+```
+
+Pages: runs (filters, paging), a run (transcript by turn, span waterfall, approvals),
+a turn's exact view (verified hash, compaction, reminders, diff, request body, what-if),
+and chat with ``--agent``. Every page has a JSON twin under ``/api``. Nothing here is
+imported by ``import lovia``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit, urlunsplit
+
+from ..errors import UserError
+
+if TYPE_CHECKING:
+    from ._app import WebConfig, create_app
+
+__all__ = ["INSTALL_HINT", "LOOPBACK", "WebConfig", "create_app", "redact_url", "require_web"]
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
+"""Host names accepted by default (the server binds to 127.0.0.1)."""
+
+INSTALL_HINT = "pip install 'lovia[web]'"
+
+
+def require_web() -> None:
+    """Fail with the one-line install hint when the ``web`` extra is missing."""
+    try:
+        import jinja2  # noqa: F401  # pyright: ignore[reportUnusedImport]
+        import starlette  # noqa: F401  # pyright: ignore[reportUnusedImport]
+        import uvicorn  # noqa: F401  # pyright: ignore[reportUnusedImport]
+    except ImportError as exc:
+        raise UserError(
+            f"lovia web needs the 'web' extra ({exc.name} is not installed)",
+            hint=INSTALL_HINT,
+        ) from exc
+
+
+def redact_url(url: str) -> str:
+    """The store URL without its password (``postgresql://u:***@h/db``)."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    netloc = f"{parts.username or ''}:***@{host}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("WebConfig", "create_app"):
+        require_web()
+        from . import _app
+
+        return getattr(_app, name)
+    raise AttributeError(f"module 'lovia.web' has no attribute {name!r}")

@@ -1,0 +1,192 @@
+"""The ASGI app: configuration, security (token, CSRF, host check, headers), routes."""
+
+from __future__ import annotations
+
+import hmac
+import os
+import secrets
+from collections.abc import AsyncGenerator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+from jinja2 import Environment, PackageLoader, select_autoescape
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
+from starlette.routing import Mount
+from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from ..errors import LoviaError
+from ..stores.base import Store
+from . import LOOPBACK, redact_url
+
+__all__ = ["CSRF_HEADER", "WebConfig", "create_app"]
+
+CSRF_HEADER = "x-lovia-csrf"
+TOKEN_COOKIE = "lovia_token"
+CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; "
+    "frame-ancestors 'none'"
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WebConfig:
+    """What ``lovia web`` serves and how it is protected."""
+
+    store: Store | str
+    agent: Any = None
+    """An ``Agent``, or a zero-argument callable returning one per run (chat, approvals)."""
+    token: str | None = None
+    """Required on every request when set (``Authorization: Bearer``, cookie, ``?token=``)."""
+    trace_url: str | None = None
+    """A Jaeger/Tempo URL template with ``{trace_id}`` (default ``$LOVIA_TRACE_URL``)."""
+    allowed_hosts: tuple[str, ...] = LOOPBACK
+    """``Host`` header names accepted (DNS-rebinding guard); ``("*",)`` accepts any."""
+    runs_per_page: int = 50
+    turns_per_page: int = 40
+    csrf: str = field(default_factory=lambda: secrets.token_urlsafe(24))
+
+    @property
+    def store_label(self) -> str:
+        url = self.store if isinstance(self.store, str) else str(getattr(self.store, "url", ""))
+        return redact_url(url)
+
+
+class Guard:
+    """Token, Host and CSRF checks, and the security headers, on every request."""
+
+    def __init__(self, app: ASGIApp, config: WebConfig) -> None:
+        self.app = app
+        self.config = config
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        request = Request(scope)
+        refusal = self._refuse(request)
+        if refusal is not None:
+            await refusal(scope, receive, send)
+            return
+
+        async def send_with_headers(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                headers = message.setdefault("headers", [])
+                headers.extend(
+                    [
+                        (b"content-security-policy", CSP.encode()),
+                        (b"x-content-type-options", b"nosniff"),
+                        (b"referrer-policy", b"no-referrer"),
+                        (b"x-frame-options", b"DENY"),
+                    ]
+                )
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
+
+    def _refuse(self, request: Request) -> Response | None:
+        host = host_name(request.headers.get("host") or "")
+        allowed = self.config.allowed_hosts
+        if "*" not in allowed and host not in allowed:
+            return PlainTextResponse("unknown Host header", status_code=421)
+        token = self.config.token
+        if token is not None:
+            given = request.query_params.get("token")
+            if given is not None and hmac.compare_digest(given, token):
+                # trade the token in the URL for a cookie, and drop it from the address bar
+                response = RedirectResponse(str(request.url.remove_query_params("token")), 303)
+                response.set_cookie(TOKEN_COOKIE, token, httponly=True, samesite="strict")
+                return response
+            auth = request.headers.get("authorization", "")
+            presented = auth[7:] if auth.lower().startswith("bearer ") else None
+            presented = presented or request.cookies.get(TOKEN_COOKIE) or ""
+            if not hmac.compare_digest(presented, token):
+                return PlainTextResponse(
+                    "this lovia web needs its access token: open the URL it printed "
+                    "(…?token=…) or send Authorization: Bearer TOKEN",
+                    status_code=401,
+                )
+        if request.method not in ("GET", "HEAD", "OPTIONS"):
+            return _csrf_refusal(request, self.config.csrf)
+        return None
+
+
+def host_name(header: str) -> str:
+    """The name in a ``Host`` header: ``[::1]:8765`` → ``::1``, ``localhost:80`` → ``localhost``."""
+    header = header.strip().lower()
+    if header.startswith("["):
+        return header[1:].split("]", 1)[0]
+    return header.rsplit(":", 1)[0] if header.count(":") == 1 else header
+
+
+def _csrf_refusal(request: Request, csrf: str) -> Response | None:
+    origin = request.headers.get("origin")
+    if origin is not None and urlsplit(origin).netloc != request.headers.get("host"):
+        return JSONResponse({"error": "cross-origin request refused"}, status_code=403)
+    if not hmac.compare_digest(request.headers.get(CSRF_HEADER, ""), csrf):
+        return JSONResponse(
+            {"error": "missing or wrong CSRF token", "hint": f"send the {CSRF_HEADER} header"},
+            status_code=403,
+        )
+    return None
+
+
+def templates() -> Environment:
+    """Jinja2 with autoescaping on every template (stored strings are hostile)."""
+    env = Environment(
+        loader=PackageLoader("lovia.web", "templates"),
+        autoescape=select_autoescape(default=True, default_for_string=True),
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    from ._format import FILTERS
+
+    env.filters.update(FILTERS)  # pyright: ignore[reportUnknownMemberType]
+    return env
+
+
+def create_app(
+    store: Store | str,
+    *,
+    agent: Any = None,
+    token: str | None = None,
+    trace_url: str | None = None,
+    allowed_hosts: tuple[str, ...] = LOOPBACK,
+    config: WebConfig | None = None,
+) -> Starlette:
+    """The ``lovia web`` ASGI app over ``store`` (a store or its URL)."""
+    if config is None:
+        config = WebConfig(
+            store=store,
+            agent=agent,
+            token=token,
+            trace_url=trace_url or os.environ.get("LOVIA_TRACE_URL") or None,
+            allowed_hosts=allowed_hosts,
+        )
+    from . import _live, _pages
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncGenerator[None]:
+        from ..replay import open_store
+
+        async with open_store(config.store) as db:
+            app.state.db = db
+            yield
+
+    routes: list[Any] = [*_pages.ROUTES, *_live.ROUTES]
+    routes.append(Mount("/static", StaticFiles(packages=[("lovia.web", "static")]), name="static"))
+    app = Starlette(
+        routes=routes,
+        middleware=[Middleware(Guard, config=config)],
+        lifespan=lifespan,
+        exception_handlers={LoviaError: _pages.error_page},
+    )
+    app.state.config = config
+    app.state.templates = templates()
+    return app

@@ -1,0 +1,200 @@
+"""Pages that act: what-if (re-send a view), approvals (resume a paused run), chat.
+
+All are POST with the CSRF header (checked by the app's guard); none writes to a run
+except through ``Runner`` itself (approvals and chat), exactly as code would.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+from collections.abc import AsyncIterator
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from .. import events as ev
+from ..agent import Agent
+from ..errors import ApprovalPending, LoviaError, UserError
+from ..replay import load_run
+from ..replay._query import whatif, whatif_dict
+from ..runner import Runner
+from ._app import WebConfig
+from ._pages import load_views, pick, render
+
+__all__ = ["ROUTES"]
+
+SESSION_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
+
+
+def _config(request: Request) -> WebConfig:
+    config: WebConfig = request.app.state.config
+    return config
+
+
+def agent_of(config: WebConfig) -> Agent[Any, Any]:
+    """The ``--agent``: an Agent, or a factory called for each run."""
+    found: Any = config.agent
+    if found is None:
+        raise UserError(
+            "this lovia web has no agent",
+            hint="Start it with --agent pkg.module:agent to chat and to decide approvals.",
+        )
+    if not isinstance(found, Agent) and callable(found):
+        found = found()
+    if not isinstance(found, Agent):
+        raise UserError(f"--agent is not an Agent: {found!r}")
+    return found  # pyright: ignore[reportUnknownVariableType]
+
+
+async def body_of(request: Request) -> dict[str, Any]:
+    try:
+        data: Any = json.loads(await request.body())
+    except ValueError:
+        raise UserError("the request body is not JSON") from None
+    if not isinstance(data, dict):
+        raise UserError("the request body must be a JSON object")
+    return data  # pyright: ignore[reportUnknownVariableType]
+
+
+def _text(data: dict[str, Any], name: str, *, required: bool = False) -> str | None:
+    value = data.get(name)
+    if value is None or value == "":
+        if required:
+            raise UserError(f"{name!r} is required")
+        return None
+    if not isinstance(value, str):
+        raise UserError(f"{name!r} must be a string")
+    return value
+
+
+async def whatif_json(request: Request) -> Response:
+    """Re-send one turn's exact view to another model (``lovia replay --model``)."""
+    data = await body_of(request)
+    model = _text(data, "model", required=True)
+    assert model is not None
+    attempt = data.get("attempt")
+    run, views = await load_views(request)
+    view = pick(
+        views, int(request.path_params["turn"]), attempt if isinstance(attempt, int) else None
+    )
+    response = await whatif(view, model, base_url=_text(data, "base_url"))
+    return JSONResponse(whatif_dict(run, view, model, response))
+
+
+def _decisions(data: dict[str, Any]) -> dict[str, bool | str]:
+    raw = data.get("decisions")
+    if not isinstance(raw, dict) or not raw:
+        raise UserError("'decisions' must map call ids to true, false or a reason")
+    out: dict[str, bool | str] = {}
+    for key, value in raw.items():  # pyright: ignore[reportUnknownVariableType]
+        if not isinstance(key, str) or not isinstance(value, bool | str):
+            raise UserError("'decisions' must map call ids to true, false or a reason")
+        out[key] = value
+    return out
+
+
+async def approvals_json(request: Request) -> Response:
+    """Resume a paused run with decisions by call id, as ``Runner.run(approvals=...)``."""
+    decisions = _decisions(await body_of(request))
+    agent = agent_of(_config(request))
+    db = request.app.state.db
+    run = await load_run(request.path_params["run_id"], db)
+    info = run.info
+    if info.status != "paused":
+        raise UserError(f"run {info.run_id} is {info.status}, not waiting for approval")
+    options: dict[str, Any] = {"run_id": info.run_id, "checkpointer": db, "approvals": decisions}
+    if info.session_id is not None:
+        options.update(session=db, session_id=info.session_id)
+    try:
+        result = await Runner.run(agent, None, **options)
+    except ApprovalPending:
+        return JSONResponse({"run_id": info.run_id, "status": "paused"})
+    except LoviaError as exc:
+        return JSONResponse(
+            {"run_id": info.run_id, "status": "failed", "error": exc.message, "hint": exc.hint}
+        )
+    return JSONResponse(
+        {"run_id": info.run_id, "status": "completed", "output": str(result.output)}
+    )
+
+
+async def chat_html(request: Request) -> Response:
+    agent = agent_of(_config(request))
+    return render(request, "chat.html", agent_name=agent.name, session=secrets.token_hex(8))
+
+
+def _line(data: dict[str, Any]) -> bytes:
+    return (json.dumps(data, ensure_ascii=False, default=str) + "\n").encode()
+
+
+def _event_line(event: ev.Event) -> dict[str, Any] | None:
+    if isinstance(event, ev.TextDelta):
+        return {"type": "text", "text": event.text}
+    if isinstance(event, ev.MessageCompleted):
+        calls = event.tool_calls
+        return (
+            {"type": "tool_calls", "calls": [[c.name, c.arguments] for c in calls]}
+            if calls
+            else None
+        )
+    if isinstance(event, ev.ToolCallCompleted):
+        return {
+            "type": "tool_result",
+            "name": event.call.name,
+            "content": event.result.content,
+            "is_error": event.is_error,
+        }
+    if isinstance(event, ev.RunCompleted):
+        return {"type": "done", "run_id": event.run_id}
+    if isinstance(event, ev.RunFailed):
+        error = event.error
+        hint = error.hint if isinstance(error, LoviaError) else None
+        return {
+            "type": "error",
+            "run_id": event.run_id,
+            "error": f"{event.error_type}: {event.message}",
+            "hint": hint,
+        }
+    return None
+
+
+async def chat_json(request: Request) -> Response:
+    """Run the agent on one message; stream text, tool calls and results as NDJSON."""
+    data = await body_of(request)
+    message = _text(data, "message", required=True)
+    session_id = _text(data, "session_id", required=True)
+    assert session_id is not None
+    if not SESSION_ID.match(session_id):
+        raise UserError("session_id must be 1-128 letters, digits or _.:-")
+    db = request.app.state.db
+    stream = Runner.stream(
+        agent_of(_config(request)), message, checkpointer=db, session=db, session_id=session_id
+    )
+
+    async def lines() -> AsyncIterator[bytes]:
+        try:
+            async for event in stream:
+                line = _event_line(event)
+                if line is None:
+                    continue
+                if line["type"] == "tool_calls":
+                    for name, arguments in line["calls"]:
+                        yield _line({"type": "tool_call", "name": name, "arguments": arguments})
+                else:
+                    yield _line(line)
+        finally:
+            await stream.aclose()
+
+    return StreamingResponse(lines(), media_type="application/x-ndjson")
+
+
+ROUTES = [
+    Route("/api/runs/{run_id}/turns/{turn:int}/whatif", whatif_json, methods=["POST"]),
+    Route("/api/runs/{run_id}/approvals", approvals_json, methods=["POST"]),
+    Route("/chat", chat_html),
+    Route("/api/chat", chat_json, methods=["POST"]),
+]

@@ -1,0 +1,212 @@
+"""The pages in real headless Chromium: list → run → view → diff, the waterfall, the
+tamper banner, hostile strings, chat streaming, approvals, a paged 500-turn run."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lovia import Agent
+from lovia.testing import ScriptedModel, call, reply
+from lovia.web import create_app
+
+from .conftest import LONG_TURNS, Recorded, serve
+from .scenarios import XSS, lookup, refund, support_agent
+
+Shot = Callable[[Any, str], Path]
+
+
+@pytest.fixture(scope="module")
+def site(recorded: Recorded) -> Iterator[str]:
+    with serve(create_app(recorded.url)) as base:
+        yield base
+
+
+def test_runs_run_view_diff(page: Any, site: str, recorded: Recorded, shot: Shot) -> None:
+    from playwright.sync_api import expect
+
+    page.goto(site + "/")
+    rows = page.locator("tr.run")
+    assert rows.count() >= 5
+    failed = page.locator('tr.run[data-run-id="run-failed-1"]')
+    assert "failed" in failed.locator(".status").inner_text()
+    assert "ProviderServerError" in failed.inner_text()
+    shot(page, "01-runs")
+
+    page.locator(f'tr.run[data-run-id="{recorded.run_id}"] a.run-link').click()
+    page.wait_for_url(f"**/runs/{recorded.run_id}")
+    assert page.locator("#run-status").inner_text() == "completed"
+    transcript = page.locator("#transcript")
+    # the tool call and its result sit together; the handoff is marked
+    call_a1 = transcript.locator(".item.kind-tool_call", has_text="A1")
+    assert "A1: shipped" in call_a1.locator(".result").inner_text()
+    assert transcript.locator(".item.mark-handoff").count() == 1
+    assert "tokens" in transcript.locator('section.turn[data-turn="1"] .usage').inner_text()
+    shot(page, "02-run")
+
+    page.locator('section.turn[data-turn="2"] a.view-link').click()
+    page.wait_for_url("**/turns/2")
+    assert page.locator("#verified").is_visible()
+    assert page.locator("#mismatch").count() == 0
+    assert "<reminder>be brief</reminder>" in page.locator("#compaction").inner_text()
+    page.click("#load-body")
+    expect(page.locator("#body-json")).to_contain_text('"messages"')
+    shot(page, "03-view")
+
+    page.select_option("#diff-select", "1")
+    page.locator("#diff-form button").click()
+    page.wait_for_url("**diff=1")
+    diff = page.locator("#diff")
+    assert "turn 1 → turn 2" in diff.inner_text()
+    added = diff.locator("li.diff-added")
+    assert added.count() >= 1
+    assert "A1: shipped" in diff.inner_text() or "lookup_order" in diff.inner_text()
+    shot(page, "04-diff")
+    assert page.js_errors == []
+
+
+def test_waterfall_has_one_bar_per_span_nested(page: Any, site: str, recorded: Recorded) -> None:
+    page.goto(f"{site}/runs/{recorded.run_id}")
+    rows = page.locator("#waterfall tr.span")
+    spans = rows.evaluate_all(
+        "rs => rs.map(r => ({id: r.dataset.spanId, parent: r.dataset.parentId,"
+        " depth: Number(r.dataset.depth), bars: r.querySelectorAll('rect').length,"
+        " name: r.querySelector('.span-name').textContent}))"
+    )
+    assert all(s["bars"] == 1 for s in spans)
+    depth = {s["id"]: s["depth"] for s in spans}
+    for s in spans:
+        if s["parent"]:
+            assert depth[s["parent"]] == s["depth"] - 1, s
+        else:
+            assert s["depth"] == 0
+    names = [s["name"] for s in spans]
+    assert names[0].startswith("invoke_agent")
+    turns = [s for s in spans if s["name"].startswith("turn ")]
+    tools = [s for s in spans if s["name"].startswith("execute_tool")]
+    assert {s["depth"] for s in turns} == {1} and {s["depth"] for s in tools} == {2}
+    assert len(tools) == 3  # lookup A1, lookup B2, transfer_to_billing
+
+
+def test_tampered_run_shows_red_banner(page: Any, recorded: Recorded, shot: Shot) -> None:
+    with serve(create_app(recorded.tampered_url)) as base:
+        page.goto(f"{base}/runs/{recorded.run_id}/turns/3")
+        banner = page.locator("#mismatch")
+        assert banner.is_visible()
+        assert "does not match its recorded hash" in banner.inner_text()
+        assert recorded.tampered_entry in banner.inner_text()  # names the entry
+        color = banner.evaluate("b => getComputedStyle(b).color")
+        assert color == "rgb(180, 35, 24)"
+        shot(page, "05-tampered")
+        page.goto(f"{base}/runs/{recorded.run_id}/turns/1")  # before the change: fine
+        assert page.locator("#verified").is_visible()
+
+
+def test_hostile_strings_render_inert(page: Any, site: str, shot: Shot) -> None:
+    for path in ("/", "/runs/run-xss", "/runs/run-xss/turns/1", "/runs/run-xss/turns/2?diff=1"):
+        page.goto(site + path)
+        page.locator("a").first.wait_for()
+        assert page.evaluate("window.__xss") is None, path
+        assert page.locator("img[onerror], svg[onload], a[href^='javascript:' i]").count() == 0
+        assert page.locator("script:not([src])").count() == 0
+    body = page.locator("main").inner_text()
+    assert XSS[0] in body or "window.__xss = 1" in body  # shown as text
+    page.goto(site + "/runs/run-xss")
+    text = page.locator("#transcript").inner_text()
+    for payload in XSS[:3]:
+        assert payload in text  # every payload is displayed literally
+    shot(page, "06-xss")
+    assert page.js_errors == []
+
+
+def test_long_run_is_paged(page: Any, site: str, shot: Shot) -> None:
+    response = page.goto(site + "/runs/run-long")
+    assert response.ok
+    turns = page.locator("#transcript section.turn")
+    assert 0 < turns.count() < LONG_TURNS / 5
+    assert page.locator("#transcript section.turn").first.get_attribute("data-turn") == "0"
+    bars = page.locator("#waterfall tr.span").count()
+    assert bars < LONG_TURNS  # the waterfall follows the page, not the whole run
+    shot(page, "07-long")
+    page.locator("#transcript nav.pager a[rel=next]").first.click()
+    page.wait_for_url("**page=1")
+    first = int(page.locator("#transcript section.turn").first.get_attribute("data-turn"))
+    assert first > 0
+
+
+def _chat_agent() -> Agent[Any, str]:
+    model = ScriptedModel(
+        [
+            reply(
+                "Let me check. ",
+                tool_calls=[call("lookup", order="A7", id="c_a7")],
+                chunk_delay=0.01,
+            ),
+            reply("A7 has shipped.", chunk_delay=0.01),
+        ]
+    )
+    return Agent(name="support", instructions="Help.", tools=[lookup], model=model)
+
+
+def test_chat_streams_text_and_tool_calls(page: Any, recorded: Recorded, shot: Shot) -> None:
+    with serve(create_app(recorded.url, agent=_chat_agent)) as base:
+        page.goto(base + "/chat")
+        page.fill("#chat-form textarea", "where is A7?")
+        page.click("#chat-form button")
+        log = page.locator("#chat-log")
+        log.locator("a.run-link").wait_for(timeout=20_000)
+        assert "lookup" in log.locator(".tool-call").inner_text()
+        assert "A7: shipped" in log.locator(".tool-result").inner_text()
+        assert "A7 has shipped." in log.inner_text()
+        shot(page, "08-chat")
+        log.locator("a.run-link").click()
+        page.wait_for_url("**/runs/**")
+        assert page.locator("#run-status").inner_text() == "completed"
+        assert "where is A7?" in page.locator("#transcript").inner_text()
+        assert page.js_errors == []
+
+
+def test_approve_pending_call_and_run_finishes(page: Any, recorded: Recorded, shot: Shot) -> None:
+    from playwright.sync_api import expect
+
+    def agent() -> Agent[Any, str]:
+        return support_agent(ScriptedModel(["Refunded 80."]))
+
+    with serve(create_app(recorded.url, agent=agent)) as base:
+        page.goto(base + "/runs/run-paused")
+        assert page.locator("#run-status").inner_text() == "paused"
+        pending = page.locator('#approvals .pending[data-call-id="c_refund"]')
+        assert "refund" in pending.inner_text()
+        assert page.locator("#approvals .pending").count() == 1  # lookup needs no human
+        assert page.locator("#transcript .item.mark-approval").count() == 2  # both wait
+        shot(page, "09-approval")
+        pending.locator("button.approve").click()
+        expect(page.locator("#run-status")).to_have_text("completed", timeout=20_000)
+        assert "refunded 80" in page.locator("#transcript").inner_text()
+        assert "Refunded 80." in page.locator("#transcript").inner_text()
+        assert page.locator("#approvals").count() == 0
+        shot(page, "10-approved")
+
+
+__all__ = ["lookup", "refund"]
+
+
+def test_whatif_from_the_view_page(page: Any, site: str, recorded: Recorded, shot: Shot) -> None:
+    from playwright.sync_api import expect
+
+    from lovia.providers.registry import register_provider
+
+    register_provider(
+        "webwhatif", lambda model: ScriptedModel(["<b>B2</b> is on its way."]), replace=True
+    )
+    page.goto(f"{site}/runs/{recorded.run_id}/turns/2")
+    page.fill("#whatif-form input[name=model]", "webwhatif:m")
+    page.click("#whatif-form button")
+    result = page.locator("#whatif-result")
+    expect(result).to_contain_text("<b>B2</b> is on its way.")  # shown as text, not markup
+    assert result.locator("b").count() == 0
+    assert "lookup_order" in page.locator(".side-by-side").inner_text()  # the recorded answer
+    shot(page, "11-whatif")
