@@ -97,6 +97,7 @@ def test_configure_rejects_what_is_not_a_store() -> None:
     assert "lovia.configure" in (caught.value.hint or "")
 
 
+@pytest.mark.lovia_unconsumed  # the run ends before the script does, on purpose
 async def test_without_default_session_id_still_needs_a_store() -> None:
     with pytest.raises(UserError, match="session_id was given without a session store"):
         await Runner.run(agent(), "hi", session_id="s1")

@@ -284,6 +284,7 @@ def test_runs_in_flight_refresh_and_finished_do_not(tmp_path: Path) -> None:
         assert 'data-refresh="3"' not in client.get("/?status=completed").text
 
 
+@pytest.mark.lovia_unconsumed  # the run ends before the script does, on purpose
 def test_deny_resumes_the_run_with_the_reason(tmp_path: Path) -> None:
     from lovia.stores import store
 

@@ -151,6 +151,7 @@ def _chat_agent() -> Agent[Any, str]:
     return Agent(name="support", instructions="Help.", tools=[lookup], model=model)
 
 
+@pytest.mark.lovia_unconsumed  # the run ends before the script does, on purpose
 def test_chat_streams_text_and_tool_calls(page: Any, recorded: Recorded, shot: Shot) -> None:
     with serve(create_app(recorded.url, agent=_chat_agent)) as base:
         page.goto(base + "/chat")
@@ -169,6 +170,7 @@ def test_chat_streams_text_and_tool_calls(page: Any, recorded: Recorded, shot: S
         assert page.js_errors == []
 
 
+@pytest.mark.lovia_unconsumed  # the run ends before the script does, on purpose
 def test_approve_pending_call_and_run_finishes(page: Any, recorded: Recorded, shot: Shot) -> None:
     from playwright.sync_api import expect
 

@@ -29,7 +29,7 @@ def parse_age(text: str) -> float:
 
 async def prune(args: argparse.Namespace, out: Out) -> int:
     age = parse_age(str(args.older_than))
-    async with open_store(store_url(args)) as db:
+    async with open_store(store_url(args), read_only=False) as db:
         count = await db.prune(age, status=args.status, records_only=bool(args.records_only))
     what = "records of " if args.records_only else ""
     if out.json_mode:

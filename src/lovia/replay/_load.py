@@ -57,14 +57,15 @@ class RunData:
 
 
 @asynccontextmanager
-async def open_store(target: StoreLike) -> AsyncGenerator[Store]:
-    """Yield ``target`` itself, or open the store its URL names read-only (closed on exit)."""
+async def open_store(target: StoreLike, *, read_only: bool = True) -> AsyncGenerator[Store]:
+    """Yield ``target`` itself, or open the store its URL names (closed on exit):
+    read-only unless the caller writes (``lovia prune``, the web app's chat/approvals)."""
     if not isinstance(target, str):
         yield target
         return
     from ..stores import store
 
-    opened = store(target, read_only=True)
+    opened = store(target, read_only=read_only)
     try:
         yield opened
     finally:

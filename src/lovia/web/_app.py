@@ -175,7 +175,9 @@ def create_app(
     async def lifespan(app: Starlette) -> AsyncGenerator[None]:
         from ..replay import open_store
 
-        async with open_store(config.store) as db:
+        # chat and approvals run agents that write to the store; without --agent the
+        # app only reads, so it never creates tables in a file it was pointed at
+        async with open_store(config.store, read_only=config.agent is None) as db:
             app.state.db = db
             yield
 
