@@ -288,3 +288,23 @@ async def test_stream_attribute_and_ttfc_follow_what_was_sent(otel: Otel, stream
     assert (A.RESPONSE_TTFC in attrs) is streamed
     ttfc = otel.metrics().get(A.M_TTFC)
     assert (ttfc is not None and sum(p.count for p in ttfc.data.data_points) == 1) is streamed
+
+
+async def test_a_what_if_call_is_priced_and_traced(otel: Otel) -> None:
+    from lovia import replay
+
+    store = MemoryStore()
+    agent = Agent(name="w", model=ScriptedModel(["recorded answer"]))
+    await Runner.run(agent, "go", run_id="w1", checkpointer=store)
+    (view,) = await replay.views("w1", store)
+    other = ScriptedModel([reply("new answer", usage=Usage(input_tokens=1000, output_tokens=100))])
+    response = await replay.rerun(view, other, tracer_provider=otel.tp, meter_provider=otel.mp)
+    assert response.usage.cost_usd == pytest.approx(1000e-6 + 100 * 2e-6)
+    recorded, span = chat_spans(otel)
+    assert (recorded.attributes or {})[A.CALL_PURPOSE] == "main"
+    attrs = span.attributes or {}
+    assert attrs[A.CALL_PURPOSE] == "what_if"
+    assert attrs[A.COST_USD] == pytest.approx(response.usage.cost_usd)
+    assert attrs[A.RUN_ID] == "w1" and attrs[A.VIEW_HASH] == view.rebuilt_hash
+    what_if = metric_sum(otel, A.M_COST, **{A.CALL_PURPOSE: "what_if"})
+    assert what_if == pytest.approx(response.usage.cost_usd)

@@ -140,7 +140,8 @@ def recorded_answer(run: RunData, view: ReplayedView) -> list[TranscriptEntry]:
 
 
 async def whatif(args: argparse.Namespace, out: Out, run: RunData, view: ReplayedView) -> int:
-    """Send ``view`` to ``--model`` and print the new answer beside the recorded one."""
+    """Send ``view`` to ``--model`` and print the new answer beside the recorded one
+    (with its priced cost; traced like any model call, purpose ``what_if``)."""
     provider = provider_for(str(args.model), base_url=args.base_url, stream=args.stream)
     try:
         response = await rerun(view, provider)
@@ -180,6 +181,7 @@ async def whatif(args: argparse.Namespace, out: Out, run: RunData, view: Replaye
     usage = response.usage
     out.line(
         f"  finish {response.finish_reason} · {usage.input_tokens}+{usage.output_tokens} tokens"
+        f" · ${usage.cost_usd:.6f}"
     )
     return 0
 
@@ -196,5 +198,6 @@ def _response(response: ModelResponse) -> dict[str, Any]:
         "usage": {
             "input_tokens": response.usage.input_tokens,
             "output_tokens": response.usage.output_tokens,
+            "cost_usd": response.usage.cost_usd,
         },
     }

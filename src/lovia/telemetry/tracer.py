@@ -112,6 +112,13 @@ class RunTracer:
         if phase is not None and (phase.action == "close" or phase.action == "leaf"):
             span.end()
 
+    def record(self, event: ev.Event) -> None:
+        """``start`` then ``end``, for a consumer without hooks (a what-if call)."""
+        span = self.start(event)
+        if span is not None:
+            object.__setattr__(event, "span", span)
+        self.end(event)
+
     # -- actions ---------------------------------------------------------------------
 
     def _name(self, phase: Phase, event: ev.Event) -> str:
@@ -119,6 +126,8 @@ class RunTracer:
 
     def _attrs(self, phase: Phase, event: ev.Event) -> Attrs:
         attrs = dict(self._common)
+        if A.RUN_ID not in attrs and event.run_id:  # a span outside a run (what-if)
+            attrs[A.RUN_ID] = event.run_id
         attrs[A.AGENT_NAME] = event.agent
         if event.turn:
             attrs[A.TURN_INDEX] = event.turn
