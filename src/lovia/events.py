@@ -206,7 +206,8 @@ class ToolCallDelta(Event):
 
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)
 class MessageCompleted(Event):
-    """The model's response is complete and appended to the transcript."""
+    """A model call returned: the agent's answer (appended to the transcript), or —
+    ``purpose="summary"`` — compaction's summary, made while the view is built."""
 
     entries: Sequence[TranscriptEntry] = ()
     usage: Usage = field(default_factory=Usage)
