@@ -308,3 +308,24 @@ async def test_a_what_if_call_is_priced_and_traced(otel: Otel) -> None:
     assert attrs[A.RUN_ID] == "w1" and attrs[A.VIEW_HASH] == view.rebuilt_hash
     what_if = metric_sum(otel, A.M_COST, **{A.CALL_PURPOSE: "what_if"})
     assert what_if == pytest.approx(response.usage.cost_usd)
+
+
+async def test_cancelling_during_a_summary_ends_the_run_cleanly(otel: Otel) -> None:
+    async def hang(req: ModelRequest, info: CallInfo) -> Any:
+        await asyncio.Event().wait()  # a summary model that never answers
+
+    agent, model = crawler(14, summary_model=FunctionModel(hang, model="summarizer"))
+    handle = Runner.stream(agent, "crawl", max_turns=30, tracer_provider=otel.tp)
+    seen: list[events.Event] = []
+    async for event in handle:
+        seen.append(event)
+        if isinstance(event, events.ModelCallStarted) and event.purpose == "summary":
+            handle.cancel("stop")
+    with pytest.raises(RunCancelled):
+        await asyncio.wait_for(handle.result(), 10)
+    (failed,) = [e for e in seen if isinstance(e, events.ModelCallFailed)]
+    assert (failed.purpose, failed.error_type) == ("summary", "RunCancelled")
+    assert isinstance(seen[-1], events.RunFailed) and seen[-1].error_type == "RunCancelled"
+    errors = {s.name.split(" ")[0]: (s.attributes or {}).get(A.ERROR_TYPE) for s in otel.spans()}
+    assert errors["chat"] == errors["lovia.view"] == errors["invoke_agent"] == "RunCancelled"
+    assert asyncio.current_task().cancelling() == 0  # type: ignore[union-attr]
