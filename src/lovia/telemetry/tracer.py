@@ -10,8 +10,11 @@ through ``mapping.EVENTS``:
   context (the generator may resume in different tasks). Only the run span takes its
   parent from the ambient context, so a run started inside a tool (nested run) or inside
   a user's own span becomes its child;
-- one ``chat`` span per model call; provider retries inside it are span events
-  ``lovia.provider.retry`` (``error.type``, message, delay), not separate spans;
+- one ``chat`` span per model call, whatever its purpose (``lovia.call.purpose``: a
+  compaction summary is a child of the view span, the turn's call of the turn span);
+  provider retries inside it are span events ``lovia.provider.retry`` (``error.type``,
+  message, delay), not separate spans;
+- metric labels name the run's starting agent (``_agent``), spans the acting agent;
 - leaf spans (checkpoint, session, handoff, compaction, plugins) start at
   ``now - duration_s`` when their event is emitted and end after the hooks saw it;
 - streamed deltas cost one dict lookup and return the chat span.
