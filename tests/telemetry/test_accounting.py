@@ -314,7 +314,7 @@ async def test_cancelling_during_a_summary_ends_the_run_cleanly(otel: Otel) -> N
     async def hang(req: ModelRequest, info: CallInfo) -> Any:
         await asyncio.Event().wait()  # a summary model that never answers
 
-    agent, model = crawler(14, summary_model=FunctionModel(hang, model="summarizer"))
+    agent, _ = crawler(14, summary_model=FunctionModel(hang, model="summarizer"))
     handle = Runner.stream(agent, "crawl", max_turns=30, tracer_provider=otel.tp)
     seen: list[events.Event] = []
     async for event in handle:
