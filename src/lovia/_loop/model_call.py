@@ -60,7 +60,9 @@ async def model_step(state: RunState) -> AsyncIterator[ev.Event]:
 
 def _purpose(state: RunState) -> Purpose:
     """``repair`` when this turn answers the structured-output repair request."""
-    for entry in reversed(state.new_entries()):
+    transcript = state.transcript
+    for i in range(len(transcript) - 1, state.run_start - 1, -1):  # the turn's new input
+        entry = transcript[i]
         if not isinstance(entry, InputEntry):
             break
         if entry.origin == "repair":
