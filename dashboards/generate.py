@@ -17,6 +17,11 @@ PROM = {"type": "prometheus", "uid": "prometheus"}
 JAEGER_UID = "jaeger"
 RI = "$__rate_interval"
 AGENT = 'gen_ai_agent_name=~"$agent"'
+AGENT_RULE = (
+    "Agent = the agent each run started with (the one given to Runner.run). The cost, "
+    "tokens, model calls and tools of agents it handed off to count under that agent, so "
+    "per-run figures add up; the chat spans name the agent that answered."
+)
 MODEL = 'gen_ai_request_model=~"$model"'
 AGENT_MODEL = f"{AGENT}, {MODEL}"
 NO_ERROR = 'error_type=""'
@@ -186,11 +191,12 @@ def _options(kind: str, opts: dict) -> dict:
     }
 
 
-def _query_var(name: str, label: str, query: str) -> dict:
+def _query_var(name: str, label: str, query: str, description: str = "") -> dict:
     return {
         "type": "query",
         "name": name,
         "label": label,
+        "description": description,
         "datasource": PROM,
         "definition": query,
         "query": {"query": query, "refId": f"{name}-variable"},
@@ -215,7 +221,9 @@ def _variables() -> list[dict]:
             "Environment",
             "label_values(target_info, deployment_environment_name)",
         ),
-        _query_var("agent", "Agent", "label_values(lovia_runs_total, gen_ai_agent_name)"),
+        _query_var(
+            "agent", "Agent", "label_values(lovia_runs_total, gen_ai_agent_name)", AGENT_RULE
+        ),
         _query_var(
             "model",
             "Model",
@@ -403,7 +411,12 @@ def overview() -> dict:
 
 
 def cost() -> dict:
-    b = Board("lovia-cost", "lovia / Cost", "Spend (USD) and tokens of lovia agents.")
+    b = Board(
+        "lovia-cost",
+        "lovia / Cost",
+        "Spend (USD) and tokens of every model call lovia makes (main, repair, summary, "
+        "what-if). " + AGENT_RULE,
+    )
     c, t = "lovia_cost_total", "lovia_tokens_total"
     by_model = "gen_ai_provider_name, gen_ai_request_model"
     spend_range = f"sum({env(f'increase({c}{{{AGENT_MODEL}}}[$__range])')})"
@@ -431,6 +444,7 @@ def cost() -> dict:
         "timeseries",
         "USD per hour by agent",
         [(f"{sum_rate('gen_ai_agent_name', c, AGENT_MODEL)} * 3600", "{{gen_ai_agent_name}}")],
+        description=AGENT_RULE,
         unit="currencyUSD",
         links=jaeger_links(),
     )
@@ -454,6 +468,7 @@ def cost() -> dict:
                 "{{gen_ai_agent_name}}",
             )
         ],
+        description=AGENT_RULE,
         unit="currencyUSD",
     )
     b.add(
@@ -497,6 +512,7 @@ def cost() -> dict:
                 "{{gen_ai_agent_name}}",
             )
         ],
+        description=AGENT_RULE,
         unit="currencyUSD",
         links=jaeger_links(),
     )
@@ -527,9 +543,19 @@ def cost() -> dict:
             )
         ],
         w=24,
+        description=AGENT_RULE,
         unit="currencyUSD",
         table=True,
         links=jaeger_links(agent=TABLE_AGENT),
+    )
+    b.add(
+        "timeseries",
+        "USD per hour by call purpose",
+        [(f"{sum_rate('lovia_call_purpose', c, AGENT_MODEL)} * 3600", "{{lovia_call_purpose}}")],
+        description="main = the agent's turns, repair = structured-output repairs, "
+        "summary = context compaction, what_if = lovia replay --model.",
+        w=24,
+        unit="currencyUSD",
     )
     return b.json()
 

@@ -170,6 +170,10 @@ class ModelCallStarted(Event):
     compacted: bool = False
     request: Any = field(default=None, compare=False, repr=False)
     """The :class:`~lovia.providers.ModelRequest` (for content capture; may be None)."""
+    purpose: str = "main"
+    """Why lovia made the call: ``main`` (the agent's turn), ``repair`` (answering a
+    structured-output repair request), ``summary`` (compaction), ``what_if``
+    (``lovia replay --model``). Summary calls emit no deltas."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)
@@ -202,7 +206,8 @@ class ToolCallDelta(Event):
 
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)
 class MessageCompleted(Event):
-    """The model's response is complete and appended to the transcript."""
+    """A model call returned: the agent's answer (appended to the transcript), or —
+    ``purpose="summary"`` — compaction's summary, made while the view is built."""
 
     entries: Sequence[TranscriptEntry] = ()
     usage: Usage = field(default_factory=Usage)
@@ -213,7 +218,11 @@ class MessageCompleted(Event):
     model: str = ""
     provider: str = ""
     time_to_first_chunk_s: float | None = None
+    """None when the call did not stream."""
     duration_s: float = 0.0
+    purpose: str = "main"
+    """See :attr:`ModelCallStarted.purpose`; a ``summary`` response is not appended to
+    the transcript (it becomes the view's summary entry)."""
 
     @property
     def text(self) -> str:
@@ -234,6 +243,8 @@ class ModelCallFailed(Event):
     message: str
     error: BaseException | None = field(default=None, compare=False, repr=False)
     duration_s: float = 0.0
+    purpose: str = "main"
+    """See :attr:`ModelCallStarted.purpose`."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)
@@ -256,6 +267,9 @@ class ToolCallCompleted(Event):
     duration_s: float = 0.0
     started: bool = True
     """False when it never ran (refused by a pre-check, denied, or unknown tool)."""
+    known: bool = True
+    """False when the model named a tool the agent does not have (metrics label such
+    calls ``_unknown``: the model's invented names never become label values)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)

@@ -77,8 +77,8 @@ class Usage:
 class RunBudget:
     """Limits for one run; ``None`` means unlimited.
 
-    Checked before every model call and before every tool call; exceeding one ends
-    the run with :class:`~lovia.errors.BudgetExceeded` naming the limit.
+    Checked before every turn, every model call (summaries included) and every tool
+    call; exceeding one ends the run with :class:`~lovia.errors.BudgetExceeded` naming the limit.
     """
 
     max_turns: int | None = None
@@ -94,9 +94,11 @@ class RunBudget:
     ) -> tuple[str, float] | None:
         """The first limit reached, as ``(name, used)``, else ``None``.
 
-        ``before="model"`` checks turns, tokens, cost and time before a model call;
-        ``before="tool"`` checks tool calls (``usage.tool_calls`` counting the one about
-        to run), tokens, cost and time before a tool call.
+        ``before="model"`` checks turns, tokens, cost and time before a turn;
+        ``before="call"`` checks tokens, cost and time before each model call (the
+        turn's main call and any summary call); ``before="tool"`` checks tool calls
+        (``usage.tool_calls`` counting the one about to run), tokens, cost and time
+        before a tool call.
         """
         checks: list[tuple[str, int | float | None, float]] = [
             ("max_input_tokens", self.max_input_tokens, usage.input_tokens),
@@ -107,7 +109,7 @@ class RunBudget:
         ]
         if before == "model":
             checks.insert(0, ("max_turns", self.max_turns, turns))
-        else:
+        elif before == "tool":
             checks.insert(0, ("max_tool_calls", self.max_tool_calls, usage.tool_calls))
         for name, limit, used in checks:
             if limit is not None and used >= limit:

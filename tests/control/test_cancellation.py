@@ -226,3 +226,22 @@ async def test_outer_task_cancellation_is_not_swallowed() -> None:
     task.cancel()  # the caller cancels too (e.g. its own timeout)
     with pytest.raises(asyncio.CancelledError):
         await asyncio.wait_for(task, BOUND_S)
+
+
+async def test_a_cancel_that_lands_after_the_run_does_not_hit_the_caller() -> None:
+    """The guard schedules task.cancel() with call_soon; if the awaited work finished
+    first, that late cancel must not fall on the caller's next await."""
+
+    @tool
+    async def stop(ctx: RunContext[Any]) -> str:
+        """Cancel the run and return at once (no await after the cancel)."""
+        ctx.cancel_token.cancel("tool asked to stop")
+        return "stopping"
+
+    agent = Agent(name="a", model=ScriptedModel([call("stop"), "never"]), tools=[stop])
+    with pytest.raises(RunCancelled):
+        await Runner.run(agent, "go")
+    for _ in range(3):
+        await asyncio.sleep(0)  # the caller's own awaits: never cancelled by lovia
+    task = asyncio.current_task()
+    assert task is not None and task.cancelling() == 0

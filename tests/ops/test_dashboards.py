@@ -76,6 +76,22 @@ def test_template_variables(dashboards: dict[str, dict], name: str) -> None:
         assert variables[key]["allValue"] == ".*"
 
 
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_spend_by_agent_panels_state_the_handoff_rule(
+    dashboards: dict[str, dict], name: str
+) -> None:
+    """Metrics name the run's starting agent (handed-to agents' spend counts there):
+    every panel that splits spend by agent, and the $agent variable, say so."""
+    rule = "the agent each run started with"
+    variables = {v["name"]: v for v in dashboards[name]["templating"]["list"]}
+    assert rule in variables["agent"]["description"]
+    for panel in iter_panels(dashboards[name]):
+        exprs = " ".join(t.get("expr", "") for t in panel.get("targets", []))
+        spend = "lovia_cost_total" in exprs or "lovia_tokens_total" in exprs
+        if spend and "by (gen_ai_agent_name" in exprs:
+            assert rule in panel["description"], (name, panel["title"])
+
+
 def test_every_datasource_uid_is_provisioned(dashboards: dict[str, dict]) -> None:
     provisioned = datasource_uids()
     assert provisioned >= {"prometheus", "jaeger"}

@@ -125,7 +125,7 @@ async def test_otlp_http_wire(sink: tuple[str, Sink], monkeypatch: pytest.Monkey
     chat_attrs = {a.key: a.value for a in chat.attributes}
     assert chat_attrs["gen_ai.operation.name"].string_value == "chat"
     assert chat_attrs["gen_ai.usage.input_tokens"].int_value > 0
-    assert chat_attrs["lovia.telemetry.version"].string_value == "1"
+    assert chat_attrs["lovia.telemetry.version"].string_value == A.TELEMETRY_VERSION
     resource = {
         a.key: a.value.string_value for a in store.traces[0].resource_spans[0].resource.attributes
     }

@@ -21,13 +21,15 @@ def check_cancel(state: RunState) -> None:
         raise cancelled_error(state)
 
 
-def check_budget(state: RunState, *, extra_tool_calls: int | None = None) -> None:
-    """Raise BudgetExceeded when a RunBudget limit is reached (before a call or tool)."""
+def check_budget(
+    state: RunState, *, extra_tool_calls: int | None = None, before: str = "model"
+) -> None:
+    """Raise BudgetExceeded when a RunBudget limit is reached (before a turn, a model
+    call — ``before="call"`` — or a tool)."""
     budget = state.params.budget
     if budget is None:
         return
     usage = state.usage
-    before = "model"
     if extra_tool_calls is not None:  # before a tool call: count the calls planned so far
         before = "tool"
         usage = usage.copy()

@@ -8,32 +8,21 @@ turns.
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import logging
 import reprlib
-import time
 from collections.abc import AsyncIterator, Sequence
 from typing import Any, cast, get_args
 
 from .. import events as ev
-from ..errors import ContextOverflow, StreamInterrupted
-from ..providers.base import (
-    ModelRequest,
-    ModelResponse,
-    Provider,
-    ReasoningChunk,
-    RetryNotice,
-    StreamItem,
-    TextChunk,
-    ToolCallChunk,
-)
-from ..telemetry.pricing import price_usage
-from ..transcript import InputEntry, ToolCallEntry, TranscriptEntry
+from ..errors import ContextOverflow
+from ..providers.base import ModelRequest, ModelResponse, Provider
+from ..transcript import InputEntry, TextEntry, ToolCallEntry, TranscriptEntry
 from ..view.base import BuiltView, ViewInput, ViewRecord
 from ..view.record import view_parts
+from .call import ModelCall, Purpose, Relay, call_model
 from .checkpoint import save_progress
-from .state import ActiveAgent, EventBase, RunState
+from .state import ActiveAgent, RunState
 
 __all__ = ["MAX_OVERFLOW_RETRIES", "model_step", "stamp"]
 
@@ -53,12 +42,13 @@ def stamp(state: RunState, entry: Any) -> Any:
 async def model_step(state: RunState) -> AsyncIterator[ev.Event]:
     """Build the view and call the model; on overflow compact harder and retry once."""
     attempt = 1
+    purpose = _purpose(state)
     while True:
         request: list[tuple[ModelRequest, str]] = []
         async for event in _build_view(state, attempt, request):
             yield event
         try:
-            async for event in _call_model(state, *request[0], attempt):
+            async for event in _call_model(state, *request[0], attempt, purpose):
                 yield event
         except ContextOverflow as exc:
             if attempt > MAX_OVERFLOW_RETRIES or getattr(exc, "_lovia_partial", False):
@@ -66,8 +56,20 @@ async def model_step(state: RunState) -> AsyncIterator[ev.Event]:
             attempt += 1
             continue
         break
-    async for event in _record_response(state):
+    async for event in save_progress(state):
         yield event
+
+
+def _purpose(state: RunState) -> Purpose:
+    """``repair`` when this turn answers the structured-output repair request."""
+    transcript = state.transcript
+    for i in range(len(transcript) - 1, state.run_start - 1, -1):  # the turn's new input
+        entry = transcript[i]
+        if not isinstance(entry, InputEntry):
+            break
+        if entry.origin == "repair":
+            return "repair"
+    return "main"
 
 
 def _overflow_error(exc: ContextOverflow, attempts: int) -> ContextOverflow:
@@ -145,19 +147,25 @@ def _as_injected(state: RunState, entry: Any) -> TranscriptEntry:
 
 async def _summarize(
     state: RunState,
+    relay: Relay,
     entries: Sequence[TranscriptEntry],
     prompt: str,
     provider: Provider | None = None,
 ) -> str:
-    """Ask the active model (or ``provider``) for a summary (used by compaction)."""
+    """A summary for compaction, asked of the active model (or ``provider``): a model
+    call like any other (events through ``relay``, usage, cost, budget)."""
     assert state.active is not None
-    request = ModelRequest(system=prompt, messages=list(entries))
-    text: list[str] = []
-    async for item in (provider or state.active.provider).stream(request):
-        if isinstance(item, ModelResponse):
-            text = [getattr(e, "text", "") for e in item.entries if e.type == "text"]
-            state.usage.add(item.usage)
-    return "".join(text)
+    call = ModelCall(
+        provider=provider or state.active.provider,
+        request=ModelRequest(system=prompt, messages=list(entries)),
+        base=state.base(),
+        purpose="summary",
+        deltas=False,
+    )
+    async for event in call_model(call, state):
+        await relay.send(event)
+    assert call.response is not None
+    return "".join(e.text for e in call.response.entries if isinstance(e, TextEntry))
 
 
 async def _build_view(
@@ -179,12 +187,19 @@ async def _build_view(
         result_caps=_result_caps(active),
     )
 
+    relay = Relay()
+
     async def summarize(
         entries: Sequence[TranscriptEntry], prompt: str, provider: Provider | None = None
     ) -> str:
-        return await _summarize(state, entries, prompt, provider)
+        return await _summarize(state, relay, entries, prompt, provider)
 
-    built = await active.strategy.build(inp, active.strategy_state, summarize)
+    done: list[BuiltView] = []
+    async for event in relay.run(
+        active.strategy.build(inp, active.strategy_state, summarize), done
+    ):
+        yield event
+    built = done[0]
     for kind, ids in built.compactions:
         yield ev.CompactionApplied(**state.base(), kind=kind, entry_ids=ids)
     injected = await _run_injectors(state, active)
@@ -267,111 +282,27 @@ def _record(
     return record
 
 
-def _delta(base: EventBase, item: StreamItem) -> ev.Event | None:
-    """The event for one streamed chunk (None for the final response)."""
-    if isinstance(item, TextChunk):
-        return ev.TextDelta(**base, text=item.text)
-    if isinstance(item, ToolCallChunk):
-        return ev.ToolCallDelta(
-            **base,
-            index=item.index,
-            call_id=item.call_id,
-            name=item.name,
-            arguments=item.arguments,
-        )
-    if isinstance(item, ReasoningChunk):
-        return ev.ReasoningDelta(**base, text=item.text)
-    if isinstance(item, RetryNotice):
-        return ev.ProviderRetry(
-            **base,
-            attempt=item.attempt,
-            error_type=type(item.error).__name__,
-            message=str(item.error),
-            delay_s=item.delay,
-        )
-    return None
-
-
-def _failed(
-    base: EventBase, provider: Provider, exc: BaseException, t0: float
-) -> ev.ModelCallFailed:
-    return ev.ModelCallFailed(
-        **base,
-        model=provider.model,
-        provider=provider.name,
-        error_type=type(exc).__name__,
-        message=str(exc),
-        error=exc,
-        duration_s=time.perf_counter() - t0,
-    )
-
-
-def _started(
-    state: RunState, provider: Provider, request: ModelRequest, view_hash: str, attempt: int
-) -> ev.ModelCallStarted:
-    return ev.ModelCallStarted(
-        **state.base(),
-        model=provider.model,
-        provider=provider.name,
-        view_hash=view_hash,
-        stream=provider.profile.streaming,
-        settings=request.settings.to_dict(),
-        server_address=getattr(provider, "server_address", None),
-        server_port=getattr(provider, "server_port", None),
-        compacted=attempt > 1,
-        request=request,
-    )
-
-
 async def _call_model(
-    state: RunState, request: ModelRequest, view_hash: str, attempt: int
+    state: RunState, request: ModelRequest, view_hash: str, attempt: int, purpose: Purpose
 ) -> AsyncIterator[ev.Event]:
-    """Stream one model call (phase 4); the guard makes a cancel interrupt the read."""
+    """Phases 4-5: stream the model's answer, append it to the transcript."""
     active = state.active
-    assert active is not None and state.guard is not None
-    provider, guard, base = active.provider, state.guard, state.base()
-    yield _started(state, provider, request, view_hash, attempt)
-    t0 = time.perf_counter()
-    first: float | None = None
-    response: ModelResponse | None = None
-    stream = provider.stream(request)
-    try:
-        while True:
-            guard.arm()
-            try:
-                item = await anext(stream)
-            except StopAsyncIteration:
-                break
-            finally:
-                guard.disarm()
-            event = _delta(base, item)
-            if event is None:
-                response = item  # type: ignore[assignment]
-                continue
-            if first is None and not isinstance(item, RetryNotice):
-                first = time.perf_counter()
-            yield event
-    except (Exception, asyncio.CancelledError) as exc:
-        await _close_quietly(stream)
-        if first is not None:
-            exc._lovia_partial = True  # type: ignore[attr-defined]
-        yield _failed(base, provider, exc, t0)
-        raise
-    if response is None:
-        exc = StreamInterrupted(
-            "the provider's stream ended without a final response",
-            hint="Check the provider adapter or server; this is a bug.",
-        )
-        yield _failed(base, provider, exc, t0)
-        raise exc
-    state.response = (response, first - t0 if first else None, time.perf_counter() - t0)
+    assert active is not None
+    call = ModelCall(
+        provider=active.provider,
+        request=request,
+        base=state.base(),
+        purpose=purpose,
+        view_hash=view_hash,
+        compacted=attempt > 1,
+    )
 
+    def record(response: ModelResponse) -> list[TranscriptEntry]:
+        return _record_response(state, call, response)
 
-async def _close_quietly(stream: Any) -> None:
-    try:
-        await stream.aclose()
-    except BaseException:
-        logger.debug("provider stream failed to close", exc_info=True)
+    async for event in call_model(call, state, record):
+        yield event
+    state.response = (call.response, call.ttfc, call.duration)
 
 
 def _unique_call_ids(state: RunState, entries: Sequence[Any]) -> list[Any]:
@@ -397,20 +328,16 @@ def _unique_call_ids(state: RunState, entries: Sequence[Any]) -> list[Any]:
     return out
 
 
-async def _record_response(state: RunState) -> AsyncIterator[ev.Event]:
-    """Phase 5: append the answer to the transcript, then checkpoint."""
+def _record_response(
+    state: RunState, call: ModelCall, response: ModelResponse
+) -> list[TranscriptEntry]:
+    """Phase 5: append the answer to the transcript (checkpointed after the event)."""
     active = state.active
     assert active is not None
-    response, ttfc, duration = state.response
     entries = [stamp(state, e) for e in _unique_call_ids(state, response.entries)]
     state.transcript.extend(entries)
-    usage = response.usage
-    usage.cost_usd = price_usage(
-        active.provider.name, response.model or active.provider.model, usage
-    )
-    state.usage.add(usage)
-    if not usage.missing:
-        state.last_input_tokens = usage.input_tokens
+    if not response.usage.missing:
+        state.last_input_tokens = response.usage.input_tokens
     state.note_entries(entries)
     state.note(
         "state",
@@ -421,18 +348,4 @@ async def _record_response(state: RunState) -> AsyncIterator[ev.Event]:
             "last_input_tokens": state.last_input_tokens,
         },
     )
-    yield ev.MessageCompleted(
-        **state.base(),
-        entries=entries,
-        usage=usage,
-        finish_reason=response.finish_reason,
-        raw_finish_reason=response.raw_finish_reason,
-        response_id=response.response_id,
-        response_model=response.model,
-        model=active.provider.model,
-        provider=active.provider.name,
-        time_to_first_chunk_s=ttfc,
-        duration_s=duration,
-    )
-    async for event in save_progress(state):
-        yield event
+    return entries

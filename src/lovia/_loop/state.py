@@ -117,8 +117,14 @@ class CancelGuard:
     def fire(self) -> None:
         task, loop = self._task, self._loop
         if task is not None and loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self._cancel, task)
+
+    def _cancel(self, task: asyncio.Task[Any]) -> None:
+        # only if still armed on that task: a cancel landing after the await ended (or
+        # after the run ended) would hit unrelated code of the caller's task
+        if self._task is task:
             self.fired += 1
-            loop.call_soon_threadsafe(task.cancel, self.MESSAGE)
+            task.cancel(self.MESSAGE)
 
 
 @dataclass(slots=True, kw_only=True)

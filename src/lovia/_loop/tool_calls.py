@@ -343,6 +343,7 @@ async def _complete(
         error_type=error_type,
         duration_s=duration,
         started=started,
+        known=plan.call.name in state.active.tools or plan.call.name in state.active.handoffs,
     )
     async for event in save_progress(state, "tool_result"):
         yield event

@@ -90,7 +90,8 @@ async def render_requests(args: argparse.Namespace, out: Out, views: Sequence[Re
 
 
 async def whatif(args: argparse.Namespace, out: Out, run: RunData, view: ReplayedView) -> int:
-    """Send ``view`` to ``--model`` and print the new answer beside the recorded one."""
+    """Send ``view`` to ``--model`` and print the new answer beside the recorded one
+    (with its priced cost; traced like any model call, purpose ``what_if``)."""
     response = await rerun_view(view, str(args.model), base_url=args.base_url, stream=args.stream)
     old = recorded_answer(run, view)
     if out.json_mode:
@@ -113,5 +114,6 @@ async def whatif(args: argparse.Namespace, out: Out, run: RunData, view: Replaye
     usage = response.usage
     out.line(
         f"  finish {response.finish_reason} · {usage.input_tokens}+{usage.output_tokens} tokens"
+        f" · ${usage.cost_usd:.6f}"
     )
     return 0

@@ -14,7 +14,7 @@ import bisect
 import logging
 import os
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Self
 
 import httpx
@@ -343,7 +343,10 @@ class HttpProvider:
             raise UserError(f"{type(self).__name__} needs a model name.", "Pass model='...'.")
         self._model = model
         self._name = name
-        self._profile = profile
+        # profile.streaming says what this adapter sends (read by tracing and TTFC)
+        self._profile = (
+            profile if profile.streaming == stream else replace(profile, streaming=stream)
+        )
         self._stream = stream
         self._seam = seam
         self._turns = TurnCache()

@@ -51,6 +51,8 @@ class ModelProfile:
     reasoning: bool = False
     usage_in_stream: bool = True
     streaming: bool = True
+    """The adapter sends streaming requests (HTTP adapters set it from ``stream=``);
+    ``gen_ai.request.stream`` and time-to-first-chunk are reported only when True."""
     context_window: int | None = None
     """Tokens the model accepts (input + output), when known."""
     max_output_tokens: int | None = None

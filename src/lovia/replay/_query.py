@@ -277,6 +277,7 @@ def response_dict(response: ModelResponse) -> dict[str, Any]:
         "usage": {
             "input_tokens": response.usage.input_tokens,
             "output_tokens": response.usage.output_tokens,
+            "cost_usd": response.usage.cost_usd,
         },
     }
 

@@ -50,22 +50,36 @@ def render_request(view: ReplayedView, provider: Provider) -> dict[str, Any]:
     return result
 
 
-async def rerun(view: ReplayedView, provider: Provider) -> ModelResponse:
-    """Send this exact view to ``provider`` and return its answer.
+async def rerun(
+    view: ReplayedView,
+    provider: Provider,
+    *,
+    tracer_provider: Any = None,
+    meter_provider: Any = None,
+) -> ModelResponse:
+    """Send this exact view to ``provider`` and return its answer (usage priced).
 
-    A what-if: nothing is written to the run, no tool is executed.
+    A what-if: nothing is written to the run, no tool is executed. It is a model call
+    like any other (purpose ``what_if``): a ``chat`` span and metrics when an
+    OpenTelemetry SDK is configured (or the providers are given).
     """
-    request = _request(view)
-    response: ModelResponse | None = None
-    async for item in provider.stream(request):
-        if isinstance(item, ModelResponse):
-            response = item
-    if response is None:
-        raise UserError(
-            f"{provider.name}:{provider.model} returned no final response",
-            hint="Check the provider adapter or the server.",
-        )
-    return response
+    from .._loop.call import ModelCall, call_model
+    from ..telemetry.tracer import make_run_tracer
+
+    call = ModelCall(
+        provider=provider,
+        request=_request(view),
+        base={"run_id": view.record.run_id, "agent": view.agent, "turn": view.turn},
+        purpose="what_if",
+        view_hash=view.rebuilt_hash,
+        deltas=False,
+    )
+    tracer = make_run_tracer(tracer_provider, meter_provider)
+    async for event in call_model(call, None):
+        if tracer is not None:
+            tracer.record(event)
+    assert call.response is not None
+    return call.response
 
 
 _ADAPTERS = {

@@ -1,10 +1,11 @@
 """Every span name, attribute key and metric name lovia emits, in one place.
 
 Pinned GenAI semantic conventions: **v1.41.1** (the last release inside
-``open-telemetry/semantic-conventions``), plus two names from the GenAI repo's main
-branch (``open-telemetry/semantic-conventions-genai``, Oct 2026):
-``gen_ai.usage.cache_write.input_tokens`` (was ``cache_creation``) and
-``gen_ai.conversation.compacted``. ``gen_ai.usage.reasoning.output_tokens`` is in v1.41.1.
+``open-telemetry/semantic-conventions``); every ``gen_ai.*`` key below is checked by a
+test against the installed ``opentelemetry-semantic-conventions`` package
+(``opentelemetry.semconv._incubating``), except the few listed in ``NOT_IN_SEMCONV``
+with where they come from. Cache tokens use the package's names:
+``gen_ai.usage.cache_read.input_tokens`` and ``gen_ai.usage.cache_creation.input_tokens``.
 
 Metric names follow the *released* set (``gen_ai.client.token.usage``,
 ``gen_ai.client.operation.duration``), as ``opentelemetry-util-genai`` 1.3b0 does.
@@ -17,8 +18,8 @@ from __future__ import annotations
 
 from typing import Final
 
-TELEMETRY_VERSION: Final = "1"
-SEMCONV_VERSION: Final = "v1.41.1+genai-main(cache_write,conversation.compacted)"
+TELEMETRY_VERSION: Final = "2"
+SEMCONV_VERSION: Final = "v1.41.1+genai-main(conversation.compacted)"
 SCOPE_NAME: Final = "lovia"
 
 # -- span names (first word; the rest is the agent / model / tool name) --
@@ -60,7 +61,7 @@ RESPONSE_TTFC: Final = "gen_ai.response.time_to_first_chunk"
 USAGE_INPUT: Final = "gen_ai.usage.input_tokens"
 USAGE_OUTPUT: Final = "gen_ai.usage.output_tokens"
 USAGE_CACHE_READ: Final = "gen_ai.usage.cache_read.input_tokens"
-USAGE_CACHE_WRITE: Final = "gen_ai.usage.cache_write.input_tokens"
+USAGE_CACHE_WRITE: Final = "gen_ai.usage.cache_creation.input_tokens"
 USAGE_REASONING: Final = "gen_ai.usage.reasoning.output_tokens"
 TOKEN_TYPE: Final = "gen_ai.token.type"
 TOOL_NAME: Final = "gen_ai.tool.name"
@@ -118,6 +119,11 @@ PLUGIN_NAME: Final = "lovia.plugin.name"
 RETRY_ATTEMPT: Final = "lovia.retry.attempt"
 RETRY_DELAY: Final = "lovia.retry.delay_s"
 RETRY_MESSAGE: Final = "lovia.retry.message"
+CALL_PURPOSE: Final = "lovia.call.purpose"
+"""Why lovia made a model call: ``main`` | ``repair`` | ``summary`` | ``what_if``."""
+
+UNKNOWN_TOOL: Final = "_unknown"
+"""The ``gen_ai.tool.name`` metric label of a tool the agent does not have."""
 
 USAGE_FIELDS: Final = (
     "input_tokens",
@@ -182,21 +188,51 @@ TURN_BUCKETS: Final = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 
 METRIC_LABELS: Final[dict[str, frozenset[str]]] = {
     M_TOKEN_USAGE: frozenset(
-        {OPERATION_NAME, PROVIDER_NAME, REQUEST_MODEL, RESPONSE_MODEL, TOKEN_TYPE, AGENT_NAME}
+        {
+            OPERATION_NAME,
+            PROVIDER_NAME,
+            REQUEST_MODEL,
+            RESPONSE_MODEL,
+            TOKEN_TYPE,
+            AGENT_NAME,
+            CALL_PURPOSE,
+        }
     ),
     M_OPERATION_DURATION: frozenset(
-        {OPERATION_NAME, PROVIDER_NAME, REQUEST_MODEL, RESPONSE_MODEL, AGENT_NAME, ERROR_TYPE}
+        {
+            OPERATION_NAME,
+            PROVIDER_NAME,
+            REQUEST_MODEL,
+            RESPONSE_MODEL,
+            AGENT_NAME,
+            ERROR_TYPE,
+            CALL_PURPOSE,
+        }
     ),
-    M_TTFC: frozenset({OPERATION_NAME, PROVIDER_NAME, REQUEST_MODEL, RESPONSE_MODEL, AGENT_NAME}),
+    M_TTFC: frozenset(
+        {OPERATION_NAME, PROVIDER_NAME, REQUEST_MODEL, RESPONSE_MODEL, AGENT_NAME, CALL_PURPOSE}
+    ),
     M_AGENT_DURATION: frozenset({AGENT_NAME, OPERATION_NAME, REQUEST_MODEL, ERROR_TYPE}),
     M_TOOL_DURATION: frozenset({TOOL_NAME, AGENT_NAME, ERROR_TYPE}),
     M_RUNS: frozenset({AGENT_NAME, RUN_OUTCOME, RUN_FINISH_REASON, ERROR_TYPE}),
     M_TURNS: frozenset({AGENT_NAME, RUN_OUTCOME}),
-    M_COST: frozenset({AGENT_NAME, PROVIDER_NAME, REQUEST_MODEL}),
-    M_TOKENS: frozenset({AGENT_NAME, PROVIDER_NAME, REQUEST_MODEL, TOKEN_TYPE}),
+    M_COST: frozenset({AGENT_NAME, PROVIDER_NAME, REQUEST_MODEL, CALL_PURPOSE}),
+    M_TOKENS: frozenset({AGENT_NAME, PROVIDER_NAME, REQUEST_MODEL, TOKEN_TYPE, CALL_PURPOSE}),
     M_TOOL_CALLS: frozenset({TOOL_NAME, AGENT_NAME}),
     M_TOOL_ERRORS: frozenset({TOOL_NAME, AGENT_NAME, ERROR_TYPE}),
     M_RETRIES: frozenset({PROVIDER_NAME, REQUEST_MODEL, ERROR_TYPE}),
     M_COMPACTIONS: frozenset({AGENT_NAME, COMPACTION_KIND}),
 }
-"""The allowed label keys of every metric (no ids, no content: bounded cardinality)."""
+"""The allowed label keys of every metric (no ids, no content: bounded cardinality).
+
+``gen_ai.agent.name`` on every metric is the agent the run *started* with (the one
+given to ``Runner.run``), also for the calls, tools and cost of agents it handed off
+to, so per-run ratios by agent add up; spans name the agent that did the work."""
+
+NOT_IN_SEMCONV: Final[dict[str, str]] = {
+    EVENT_DETAILS: "event name of the GenAI events spec (the package holds no event names)",
+    CONVERSATION_COMPACTED: "semantic-conventions-genai main branch (Oct 2026)",
+    M_AGENT_DURATION: "agent-span duration metric, named after the span",
+    M_TOOL_DURATION: "tool-span duration metric, named after the span",
+}
+"""``gen_ai.*`` names lovia emits that the installed semconv package does not define."""

@@ -13,8 +13,9 @@ RunStarted → RunCompleted   ``invoke_agent {agent}``    INTERNAL open → clos
 TurnStarted → TurnEnded     ``lovia.turn``              INTERNAL open → close (turn)
 ViewStarted → ViewBuilt     ``lovia.view``              INTERNAL open → close (view)
 ModelCallStarted →          ``chat {model}``            CLIENT   open → close (chat);
-  MessageCompleted /                                             ProviderRetry = span event
-  ModelCallFailed
+  MessageCompleted /                                             ProviderRetry = span event;
+  ModelCallFailed                                                under the view if open
+                                                                 (summary calls)
 ToolCallStarted →           ``execute_tool {tool}``     INTERNAL open → close (by call id)
   ToolCallCompleted
 GuardrailStarted →          ``lovia.guardrail {name}``  INTERNAL open → close
@@ -140,9 +141,9 @@ def _chat_start(e: ev.ModelCallStarted) -> Attrs:
         A.PROVIDER_NAME: e.provider,
         A.REQUEST_MODEL: e.model,
         A.VIEW_HASH: e.view_hash,
+        A.REQUEST_STREAM: e.stream,
+        A.CALL_PURPOSE: e.purpose,
     }
-    if e.stream:
-        out[A.REQUEST_STREAM] = True
     for key, attr in _SETTINGS:
         value: Any = e.settings.get(key)
         if isinstance(value, (list, tuple)):
@@ -337,9 +338,10 @@ class Finished:
 def _back_run(s: Finished) -> ev.Event:
     base = s.base()
     base["agent"] = str(s.get(A.RUN_FINAL_AGENT, base["agent"]))
+    base["turn"] = int(s.get(A.RUN_TURNS, 0))  # the live terminal event's turn
     common: dict[str, Any] = {
         "usage": s.usage(A.RUN_USAGE_PREFIX),
-        "turns": int(s.get(A.RUN_TURNS, 0)),
+        "turns": base["turn"],
         "finish_reason": str(s.get(A.RUN_FINISH_REASON, "")),
         "duration_s": s.duration_s,
     }
@@ -355,6 +357,7 @@ def _back_run(s: Finished) -> ev.Event:
 
 def _back_chat(s: Finished) -> ev.Event:
     model, provider = str(s.get(A.REQUEST_MODEL, "")), str(s.get(A.PROVIDER_NAME, ""))
+    purpose = str(s.get(A.CALL_PURPOSE, "main"))
     if s.failed:
         return ev.ModelCallFailed(
             **s.base(),
@@ -363,6 +366,7 @@ def _back_chat(s: Finished) -> ev.Event:
             error_type=str(s.get(A.ERROR_TYPE, "_OTHER")),
             message=s.message,
             duration_s=s.duration_s,
+            purpose=purpose,
         )
     reasons = s.get(A.RESPONSE_FINISH_REASONS) or ("stop",)
     usage = Usage(
@@ -386,6 +390,7 @@ def _back_chat(s: Finished) -> ev.Event:
         provider=provider,
         time_to_first_chunk_s=s.get(A.RESPONSE_TTFC),
         duration_s=s.duration_s,
+        purpose=purpose,
     )
 
 
@@ -400,6 +405,14 @@ def _back_tool(s: Finished) -> ev.Event:
         error_type=s.get(A.ERROR_TYPE),
         duration_s=s.duration_s,
         started=bool(s.get(A.TOOL_STARTED, True)),
+    )
+
+
+def _back_turn(s: Finished) -> ev.Event | None:
+    if s.failed:  # the live stream ends a failed turn with RunFailed, no TurnEnded
+        return None
+    return ev.TurnEnded(
+        **s.base(), usage=s.usage(A.TURN_USAGE_PREFIX), tool_calls=int(s.get(A.TURN_TOOL_CALLS, 0))
     )
 
 
@@ -423,14 +436,12 @@ def _back_plugin(
     return build
 
 
-SPANS: Mapping[str, Callable[[Finished], ev.Event]] = {
+SPANS: Mapping[str, Callable[[Finished], ev.Event | None]] = {
     A.SPAN_RUN: _back_run,
     A.SPAN_CHAT: _back_chat,
     A.SPAN_TOOL: _back_tool,
     A.SPAN_GUARDRAIL: _back_guardrail,
-    A.SPAN_TURN: lambda s: ev.TurnEnded(
-        **s.base(), usage=s.usage(A.TURN_USAGE_PREFIX), tool_calls=int(s.get(A.TURN_TOOL_CALLS, 0))
-    ),
+    A.SPAN_TURN: _back_turn,
     A.SPAN_VIEW: lambda s: ev.ViewBuilt(
         **s.base(),
         view_hash=str(s.get(A.VIEW_HASH, "")),
@@ -467,7 +478,8 @@ SPANS: Mapping[str, Callable[[Finished], ev.Event]] = {
     A.SPAN_PLUGIN_SETUP: _back_plugin(ev.PluginSetup),
     A.SPAN_PLUGIN_CLOSE: _back_plugin(ev.PluginClosed),
 }
-"""Backward: span name (first word) → builder of the event it stands for."""
+"""Backward: span name (first word) → builder of the event it stands for (None: the
+span stands for no event the live stream emits)."""
 
 
 def span_base(name: str) -> str:

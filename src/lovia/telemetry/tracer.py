@@ -10,8 +10,11 @@ through ``mapping.EVENTS``:
   context (the generator may resume in different tasks). Only the run span takes its
   parent from the ambient context, so a run started inside a tool (nested run) or inside
   a user's own span becomes its child;
-- one ``chat`` span per model call; provider retries inside it are span events
-  ``lovia.provider.retry`` (``error.type``, message, delay), not separate spans;
+- one ``chat`` span per model call, whatever its purpose (``lovia.call.purpose``: a
+  compaction summary is a child of the view span, the turn's call of the turn span);
+  provider retries inside it are span events ``lovia.provider.retry`` (``error.type``,
+  message, delay), not separate spans;
+- metric labels name the run's starting agent (``_agent``), spans the acting agent;
 - leaf spans (checkpoint, session, handoff, compaction, plugins) start at
   ``now - duration_s`` when their event is emitted and end after the hooks saw it;
 - streamed deltas cost one dict lookup and return the chat span.
@@ -112,6 +115,13 @@ class RunTracer:
         if phase is not None and (phase.action == "close" or phase.action == "leaf"):
             span.end()
 
+    def record(self, event: ev.Event) -> None:
+        """``start`` then ``end``, for a consumer without hooks (a what-if call)."""
+        span = self.start(event)
+        if span is not None:
+            object.__setattr__(event, "span", span)
+        self.end(event)
+
     # -- actions ---------------------------------------------------------------------
 
     def _name(self, phase: Phase, event: ev.Event) -> str:
@@ -119,6 +129,8 @@ class RunTracer:
 
     def _attrs(self, phase: Phase, event: ev.Event) -> Attrs:
         attrs = dict(self._common)
+        if A.RUN_ID not in attrs and event.run_id:  # a span outside a run (what-if)
+            attrs[A.RUN_ID] = event.run_id
         attrs[A.AGENT_NAME] = event.agent
         if event.turn:
             attrs[A.TURN_INDEX] = event.turn
@@ -136,7 +148,7 @@ class RunTracer:
     def _parent(self, slot: str) -> Any:
         if slot == "run":
             return self._run_ctx
-        if slot == "view" or slot == "chat" or slot == "tool":
+        if slot == "view" or slot == "tool":
             return self._turn[1] if self._turn is not None else self._run_ctx
         return self._container()
 
@@ -232,7 +244,8 @@ class RunTracer:
         if error is not None:
             span.set_status(Status(StatusCode.ERROR, str(error)[:500]))
         if isinstance(event, ev.CompactionApplied) and self._m is not None:
-            self._m.compactions.add(1, {A.AGENT_NAME: event.agent, A.COMPACTION_KIND: event.kind})
+            labels = {A.AGENT_NAME: self._agent(event), A.COMPACTION_KIND: event.kind}
+            self._m.compactions.add(1, labels)
         return span
 
     def _close(self, phase: Phase, event: ev.Event) -> Span | None:
@@ -273,9 +286,9 @@ class RunTracer:
         if self._policy.enabled and not event.is_error:
             self._content(span, A.TOOL_RESULT, event.result.content)
         if self._m is not None:
-            labels: Attrs = {A.TOOL_NAME: event.call.name, A.AGENT_NAME: event.agent}
-            if event.started:
-                self._m.tool_calls.add(1, labels)
+            name = event.call.name if event.known else A.UNKNOWN_TOOL
+            labels: Attrs = {A.TOOL_NAME: name, A.AGENT_NAME: self._agent(event)}
+            self._m.tool_calls.add(1, labels)  # every call the model made, run or refused
             if event.is_error:
                 labels = {**labels, A.ERROR_TYPE: event.error_type or "ToolError"}
                 self._m.tool_errors.add(1, labels)
@@ -333,7 +346,8 @@ class RunTracer:
             A.OPERATION_NAME: "chat",
             A.PROVIDER_NAME: event.provider,
             A.REQUEST_MODEL: event.model,
-            A.AGENT_NAME: event.agent,
+            A.AGENT_NAME: self._agent(event),
+            A.CALL_PURPOSE: event.purpose,
         }
         self._chat_content = {}
         if self._compacted:  # the view this call uses was compacted by the strategy
@@ -357,6 +371,11 @@ class RunTracer:
             labels = {**self._chat_labels, A.ERROR_TYPE: event.error_type}
             self._m.op_duration.record(event.duration_s, labels)
         self._chat_content = {}
+
+    def _agent(self, event: ev.Event) -> str:
+        """The ``gen_ai.agent.name`` metric label: the run's starting agent (see
+        ``attributes.METRIC_LABELS``); the event's own agent outside a run."""
+        return str(self._run_labels.get(A.AGENT_NAME, event.agent))
 
     def _content(self, span: Span, key: str, value: Any) -> None:
         try:
@@ -390,9 +409,9 @@ class RunTracer:
         if error is not None:
             duration[A.ERROR_TYPE] = error
             runs[A.ERROR_TYPE] = error
-        m.agent_duration.record(event.duration_s, duration)
-        if replayed:
+        if replayed:  # the stored result was returned: not a run, and not its latency
             return
+        m.agent_duration.record(event.duration_s, duration)
         m.runs.add(1, runs)
         m.turns.record(event.turns, {A.AGENT_NAME: runs[A.AGENT_NAME], A.RUN_OUTCOME: outcome})
 
@@ -404,9 +423,7 @@ def _chat_metrics(m: Instruments, base: Attrs, event: ev.MessageCompleted) -> No
         m.ttfc.record(event.time_to_first_chunk_s, labels)
     u = event.usage
     spend: Attrs = {
-        A.AGENT_NAME: event.agent,
-        A.PROVIDER_NAME: base[A.PROVIDER_NAME],
-        A.REQUEST_MODEL: base[A.REQUEST_MODEL],
+        k: base[k] for k in (A.AGENT_NAME, A.PROVIDER_NAME, A.REQUEST_MODEL, A.CALL_PURPOSE)
     }
     if u.cost_usd:
         m.cost.add(u.cost_usd, spend)

@@ -35,7 +35,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import UserError
+from ..errors import RunError, UserError
 from ..providers.base import Provider
 from ..transcript import (
     InputEntry,
@@ -494,6 +494,8 @@ class Compaction:
                 text = await summarize(messages, self.summary_prompt)
             else:
                 text = await summarize(messages, self.summary_prompt, provider=self.summary_model)
+        except RunError:  # the run ends (budget spent, cancelled): not a failed summary
+            raise
         except Exception:
             logger.warning(
                 "summarizing the early conversation failed; the view stays uncompacted this time",

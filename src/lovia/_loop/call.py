@@ -1,0 +1,255 @@
+"""ONE path for every model call lovia makes: main, repair, summary and what-if.
+
+:func:`call_model` checks the run budget, emits ``ModelCallStarted``, streams the
+provider (the cancel guard armed around each read), prices the response, adds it to
+the run's usage and emits ``MessageCompleted`` — or ``ModelCallFailed`` and re-raises.
+Tracing, metrics, hooks and budgets therefore see every call the same way; only
+``purpose`` (``lovia.call.purpose`` on the ``chat`` span) tells them apart.
+
+Calls made while the context strategy builds a view (summaries) run inside the
+strategy's ``build``, which is awaited, not iterated: :class:`Relay` runs the build in
+its own task and hands each event of those calls to the loop's generator, the call
+waiting until the loop has emitted it (hooks and spans see it in real time).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, TypeVar
+
+from .. import events as ev
+from ..errors import StreamInterrupted
+from ..providers.base import (
+    ModelRequest,
+    ModelResponse,
+    Provider,
+    ReasoningChunk,
+    RetryNotice,
+    StreamItem,
+    TextChunk,
+    ToolCallChunk,
+)
+from ..telemetry.pricing import price_usage
+from ..transcript import TranscriptEntry
+from .limits import cancelled_error, check_budget
+from .state import CancelGuard, EventBase, RunState
+
+__all__ = ["ModelCall", "Purpose", "Relay", "call_model"]
+
+logger = logging.getLogger("lovia.loop")
+
+Purpose = Literal["main", "repair", "summary", "what_if"]
+T = TypeVar("T")
+
+
+@dataclass(slots=True, kw_only=True)
+class ModelCall:
+    """One model call: what to send, to whom, why; the response once it returned."""
+
+    provider: Provider
+    request: ModelRequest
+    base: EventBase
+    purpose: Purpose = "main"
+    view_hash: str = ""
+    compacted: bool = False
+    deltas: bool = True
+    """Emit streamed chunks as events (off for summaries: they are not the answer)."""
+    response: ModelResponse | None = None
+    ttfc: float | None = None
+    """Seconds to the first streamed chunk (None when the call did not stream)."""
+    duration: float = 0.0
+
+
+Record = Callable[[ModelResponse], Sequence[TranscriptEntry]]
+
+
+async def call_model(
+    call: ModelCall, state: RunState | None, record: Record | None = None
+) -> AsyncIterator[ev.Event]:
+    """Make ``call``: budget, events, pricing, usage. ``state`` is None outside a run.
+
+    ``record(response)`` returns the entries ``MessageCompleted`` carries (the main call
+    appends them to the transcript there); default: the response's own entries.
+    """
+    if state is not None:
+        check_budget(state, before="call")
+    provider = call.provider
+    yield _started(call)
+    t0 = time.perf_counter()
+    try:
+        async for event in _stream(call, state.guard if state is not None else None):
+            yield event
+    except (Exception, asyncio.CancelledError) as exc:
+        yield _failed(call, _reported(state, exc), t0)
+        raise
+    response = call.response
+    assert response is not None
+    call.duration = time.perf_counter() - t0
+    if not provider.profile.streaming:
+        call.ttfc = None  # one-shot: "first chunk" would be the whole latency
+    usage = response.usage
+    usage.cost_usd = price_usage(provider.name, response.model or provider.model, usage)
+    if state is not None:
+        state.usage.add(usage)
+    entries = record(response) if record is not None else response.entries
+    yield ev.MessageCompleted(
+        **call.base,
+        entries=entries,
+        usage=usage,
+        finish_reason=response.finish_reason,
+        raw_finish_reason=response.raw_finish_reason,
+        response_id=response.response_id,
+        response_model=response.model,
+        model=provider.model,
+        provider=provider.name,
+        time_to_first_chunk_s=call.ttfc,
+        duration_s=call.duration,
+        purpose=call.purpose,
+    )
+
+
+async def _stream(call: ModelCall, guard: CancelGuard | None) -> AsyncIterator[ev.Event]:
+    """The provider's stream as events; sets ``call.response`` and ``call.ttfc``."""
+    t0 = time.perf_counter()
+    stream = call.provider.stream(call.request)
+    first = False
+    try:
+        while True:
+            if guard is not None:
+                guard.arm()
+            try:
+                item = await anext(stream)
+            except StopAsyncIteration:
+                break
+            finally:
+                if guard is not None:
+                    guard.disarm()
+            event = _delta(call.base, item)
+            if event is None:
+                call.response = item  # type: ignore[assignment]
+                continue
+            if not first and not isinstance(item, RetryNotice):
+                first = True
+                call.ttfc = time.perf_counter() - t0
+            if call.deltas or isinstance(item, RetryNotice):
+                yield event
+    except (Exception, asyncio.CancelledError) as exc:
+        await _close_quietly(stream)
+        if first:
+            exc._lovia_partial = True  # type: ignore[attr-defined]
+        raise
+    if call.response is None:
+        raise StreamInterrupted(
+            "the provider's stream ended without a final response",
+            hint="Check the provider adapter or server; this is a bug.",
+        )
+
+
+def _reported(state: RunState | None, exc: BaseException) -> BaseException:
+    """The error the events report: the run's own cancellation is ``RunCancelled``."""
+    if (
+        isinstance(exc, asyncio.CancelledError)
+        and state is not None
+        and state.ctx.cancel_token.cancelled
+    ):
+        return cancelled_error(state)
+    return exc
+
+
+def _started(call: ModelCall) -> ev.ModelCallStarted:
+    provider = call.provider
+    return ev.ModelCallStarted(
+        **call.base,
+        model=provider.model,
+        provider=provider.name,
+        view_hash=call.view_hash,
+        stream=provider.profile.streaming,
+        settings=call.request.settings.to_dict(),
+        server_address=getattr(provider, "server_address", None),
+        server_port=getattr(provider, "server_port", None),
+        compacted=call.compacted,
+        request=call.request,
+        purpose=call.purpose,
+    )
+
+
+def _failed(call: ModelCall, exc: BaseException, t0: float) -> ev.ModelCallFailed:
+    return ev.ModelCallFailed(
+        **call.base,
+        model=call.provider.model,
+        provider=call.provider.name,
+        error_type=type(exc).__name__,
+        message=str(exc),
+        error=exc,
+        duration_s=time.perf_counter() - t0,
+        purpose=call.purpose,
+    )
+
+
+def _delta(base: EventBase, item: StreamItem) -> ev.Event | None:
+    """The event for one streamed chunk (None for the final response)."""
+    if isinstance(item, TextChunk):
+        return ev.TextDelta(**base, text=item.text)
+    if isinstance(item, ToolCallChunk):
+        return ev.ToolCallDelta(
+            **base,
+            index=item.index,
+            call_id=item.call_id,
+            name=item.name,
+            arguments=item.arguments,
+        )
+    if isinstance(item, ReasoningChunk):
+        return ev.ReasoningDelta(**base, text=item.text)
+    if isinstance(item, RetryNotice):
+        return ev.ProviderRetry(
+            **base,
+            attempt=item.attempt,
+            error_type=type(item.error).__name__,
+            message=str(item.error),
+            delay_s=item.delay,
+        )
+    return None
+
+
+async def _close_quietly(stream: Any) -> None:
+    try:
+        await stream.aclose()
+    except BaseException:
+        logger.debug("provider stream failed to close", exc_info=True)
+
+
+class Relay:
+    """Runs an awaited step (the strategy's ``build``) in its own task and yields the
+    events its model calls :meth:`send`, one at a time, to the loop's generator."""
+
+    __slots__ = ("_queue",)
+
+    def __init__(self) -> None:
+        self._queue: asyncio.Queue[tuple[ev.Event, asyncio.Future[None]] | None] = asyncio.Queue()
+
+    async def send(self, event: ev.Event) -> None:
+        """Hand ``event`` to the loop; return once the loop has emitted it."""
+        emitted = asyncio.get_running_loop().create_future()
+        self._queue.put_nowait((event, emitted))
+        await emitted
+
+    async def run(self, step: Awaitable[T], out: list[T]) -> AsyncIterator[ev.Event]:
+        """Yield the events sent while ``step`` runs; then append its result to ``out``."""
+        task = asyncio.ensure_future(step)
+        task.add_done_callback(lambda _: self._queue.put_nowait(None))
+        try:
+            while (item := await self._queue.get()) is not None:
+                event, emitted = item
+                try:
+                    yield event
+                finally:
+                    if not emitted.done():
+                        emitted.set_result(None)
+        finally:
+            if not task.done():
+                task.cancel()
+        out.append(task.result())
