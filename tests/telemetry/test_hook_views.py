@@ -95,7 +95,7 @@ def _cancelled(h: AgentHooks) -> Agent[Any, Any]:
 
 def _budget(h: AgentHooks) -> Agent[Any, Any]:
     big = Usage(input_tokens=1_000_000, output_tokens=10)
-    model = ScriptedModel([reply(tool_calls=[call("lookup", q="a")], usage=big), "never"])
+    model = ScriptedModel([reply(tool_calls=[call("lookup", q="a")], usage=big)])
     return Agent(name="a", model=model, tools=[lookup], hooks=h)
 
 
