@@ -62,8 +62,6 @@ class LoopGuard:
         @hooks.on(events.MessageCompleted)
         def delivered(ev: events.MessageCompleted, ctx: RunContext[Any]) -> None:
             nonlocal pending
-            if ev.purpose == "summary":  # compaction's call, made before injectors run
-                return
             pending = None  # the model has answered a view that carried it
 
         def remind(ctx: RunContext[Any]) -> list[TranscriptEntry] | None:

@@ -33,6 +33,7 @@ __all__ = [
     "GuardrailTripped",
     "HandoffOccurred",
     "MessageCompleted",
+    "ModelCallCompleted",
     "ModelCallFailed",
     "ModelCallStarted",
     "PluginClosed",
@@ -43,6 +44,7 @@ __all__ = [
     "RunFailed",
     "RunStarted",
     "SessionWritten",
+    "SummaryCompleted",
     "TextDelta",
     "ToolCallCompleted",
     "ToolCallDelta",
@@ -205,9 +207,10 @@ class ToolCallDelta(Event):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)
-class MessageCompleted(Event):
-    """A model call returned: the agent's answer (appended to the transcript), or —
-    ``purpose="summary"`` — compaction's summary, made while the view is built."""
+class ModelCallCompleted(Event):
+    """A model call returned. Hook :class:`MessageCompleted` for the agent's answers,
+    :class:`SummaryCompleted` for compaction's summaries, this class for every call
+    (what is priced and traced: one per ``chat`` span)."""
 
     entries: Sequence[TranscriptEntry] = ()
     usage: Usage = field(default_factory=Usage)
@@ -231,6 +234,17 @@ class MessageCompleted(Event):
     @property
     def tool_calls(self) -> tuple[ToolCallEntry, ...]:
         return tuple(e for e in self.entries if isinstance(e, ToolCallEntry))
+
+
+class MessageCompleted(ModelCallCompleted):
+    """The model answered the run's view (``purpose`` ``main`` or ``repair``); its
+    entries are appended to the transcript. Handlers may rely on it meaning "the model
+    has seen this turn's view" (the seed's ``LoopGuard`` does)."""
+
+
+class SummaryCompleted(ModelCallCompleted):
+    """Compaction's summary call returned (``purpose="summary"``), made while the view
+    is built; its text becomes the view's summary entry, not a transcript entry."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)

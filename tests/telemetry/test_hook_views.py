@@ -27,7 +27,7 @@ REBUILT = (
     events.RunFailed,
     events.TurnEnded,
     events.ViewBuilt,
-    events.MessageCompleted,
+    events.ModelCallCompleted,
     events.ModelCallFailed,
     events.ToolCallCompleted,
     events.GuardrailCompleted,
@@ -130,7 +130,7 @@ CORPUS = {
 def key(e: events.Event) -> tuple[Any, ...]:
     """What both views must agree on for one event."""
     out: tuple[Any, ...] = (type(e).__name__, e.run_id, e.agent, e.turn)
-    if isinstance(e, events.MessageCompleted):
+    if isinstance(e, events.ModelCallCompleted):
         u = e.usage
         out += (
             getattr(e, "purpose", "main"),

@@ -96,7 +96,8 @@ async def call_model(
     if state is not None:
         state.usage.add(usage)
     entries = record(response) if record is not None else response.entries
-    yield ev.MessageCompleted(
+    done = ev.SummaryCompleted if call.purpose == "summary" else ev.MessageCompleted
+    yield done(
         **call.base,
         entries=entries,
         usage=usage,

@@ -159,7 +159,7 @@ def _chat_start(e: ev.ModelCallStarted) -> Attrs:
     return out
 
 
-def _chat_end(e: ev.MessageCompleted) -> Attrs:
+def _chat_end(e: ev.ModelCallCompleted) -> Attrs:
     out: Attrs = {A.RESPONSE_FINISH_REASONS: [e.finish_reason], A.COST_USD: e.usage.cost_usd}
     if e.response_model:
         out[A.RESPONSE_MODEL] = e.response_model
@@ -278,6 +278,7 @@ EVENTS: Mapping[type[ev.Event], Phase] = {
     ev.ToolCallDelta: _CHAT,
     ev.ProviderRetry: _CHAT,
     ev.MessageCompleted: Phase(A.SPAN_CHAT, "close", "chat", attrs=_chat_end),
+    ev.SummaryCompleted: Phase(A.SPAN_CHAT, "close", "chat", attrs=_chat_end),
     ev.ModelCallFailed: Phase(A.SPAN_CHAT, "close", "chat", attrs=_chat_failed),
     ev.ToolCallStarted: Phase(
         A.SPAN_TOOL, "open", "tool", title=lambda e: e.call.name, attrs=_tool_start
@@ -379,7 +380,8 @@ def _back_chat(s: Finished) -> ev.Event:
         cost_usd=float(s.get(A.COST_USD, 0.0)),
         missing=A.USAGE_INPUT not in s.attrs,
     )
-    return ev.MessageCompleted(
+    done = ev.SummaryCompleted if purpose == "summary" else ev.MessageCompleted
+    return done(
         **s.base(),
         usage=usage,
         finish_reason=str(reasons[0]),

@@ -359,7 +359,7 @@ class RunTracer:
             self._content(span, A.INPUT_MESSAGES, C.messages(request.messages))
 
     def _chat_closed(self, event: ev.Event, span: Span) -> None:
-        if isinstance(event, ev.MessageCompleted):
+        if isinstance(event, ev.ModelCallCompleted):
             if self._policy.enabled:
                 out = C.output_messages(event.entries, event.finish_reason)
                 self._content(span, A.OUTPUT_MESSAGES, out)
@@ -416,7 +416,7 @@ class RunTracer:
         m.turns.record(event.turns, {A.AGENT_NAME: runs[A.AGENT_NAME], A.RUN_OUTCOME: outcome})
 
 
-def _chat_metrics(m: Instruments, base: Attrs, event: ev.MessageCompleted) -> None:
+def _chat_metrics(m: Instruments, base: Attrs, event: ev.ModelCallCompleted) -> None:
     labels = {**base, A.RESPONSE_MODEL: event.response_model or event.model}
     m.op_duration.record(event.duration_s, labels)
     if event.time_to_first_chunk_s is not None:
