@@ -40,6 +40,7 @@ def __getattr__(name: str) -> object:
         "OpenAIResponses": "openai_responses",
         "Anthropic": "anthropic",
         "RetryPolicy": "_http",
+        "StreamLimits": "_http",
         "resolve_model": "registry",
         "register_provider": "registry",
     }

@@ -30,6 +30,7 @@ from typing import Any, Protocol
 
 import httpx
 
+from .._redact import excerpt, redact_error, remember
 from ..errors import (
     AuthenticationError,
     BadRequest,
@@ -40,14 +41,16 @@ from ..errors import (
     ProviderServerError,
     RateLimited,
     StreamInterrupted,
+    UserError,
 )
-from ._sse import aiter_sse, parse_event_json
+from ._sse import DEFAULT_MAX_EVENT_SIZE, aiter_sse, parse_event_json
 from .base import ModelResponse, ReasoningChunk, RetryNotice, StreamItem, TextChunk, ToolCallChunk
 
 __all__ = [
     "HttpSeam",
     "RetryPolicy",
     "StreamDecoder",
+    "StreamLimits",
     "as_dict",
     "as_list",
     "error_from_payload",
@@ -74,6 +77,8 @@ def _fast_fail_sniffio() -> None:
 _fast_fail_sniffio()
 
 DEFAULT_TIMEOUT = httpx.Timeout(600.0, connect=10.0)
+MAX_ERROR_BODY = 1024 * 1024
+"""Bytes of an error response that are read (the rest is dropped unread)."""
 DEFAULT_LIMITS = httpx.Limits(max_connections=100, max_keepalive_connections=20)
 
 
@@ -108,13 +113,48 @@ class RetryPolicy:
         return random.uniform(0, ceiling) if self.jitter else ceiling
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StreamLimits:
+    """How long one model call may take, and how large one streamed event may be.
+
+    Unlike ``timeout=`` (socket-level, for a client lovia creates), these hold against a
+    server that trickles bytes or sends only keep-alive comments, and also apply to an
+    ``http_client=`` you pass. ``None`` switches a time limit off.
+    """
+
+    call_timeout: float | None = 1800.0
+    """Wall-clock seconds for the whole call, retries and backoff waits included; past it
+    the call fails with ``ProviderError(code="call_timeout")``, not retried."""
+    idle_timeout: float | None = 120.0
+    """Seconds a streamed response may go without a complete event, counted from the
+    request (comments such as ``: keep-alive`` and unfinished lines do not count). Past
+    it the attempt fails with ``code="idle_timeout"``: retried before any content, a
+    :class:`~lovia.errors.StreamInterrupted` with the partial answer after."""
+    max_event_size: int = DEFAULT_MAX_EVENT_SIZE
+    """Characters one server-sent event may hold (16 MiB); more is ``code="event_too_large"``."""
+
+    def __post_init__(self) -> None:
+        for name in ("call_timeout", "idle_timeout"):
+            value = getattr(self, name)
+            if value is not None and not value > 0:
+                raise UserError(
+                    f"StreamLimits({name}={value!r}) must be a positive number of seconds.",
+                    f"Pass a positive {name}, or None to switch it off.",
+                )
+        if self.max_event_size < 1:
+            raise UserError(
+                f"StreamLimits(max_event_size={self.max_event_size!r}) must be positive.",
+                "Pass a number of characters (default 16 MiB).",
+            )
+
+
 def _is_content(item: StreamItem) -> bool:
     return isinstance(item, TextChunk | ReasoningChunk | ToolCallChunk)
 
 
 async def retrying(
     attempt: Callable[[], AsyncGenerator[StreamItem, None]], policy: RetryPolicy
-) -> AsyncIterator[StreamItem]:
+) -> AsyncGenerator[StreamItem, None]:
     """Run ``attempt`` until it succeeds, retrying retryable errors raised before content.
 
     A :class:`RetryNotice` is yielded before each wait. Errors raised after a content
@@ -251,11 +291,11 @@ def _error_info(status: int | None, payload: Any, text: str) -> _ErrorInfo:
     top = as_dict(payload)
     err: Any = top.get("error", top) if top else None
     if isinstance(err, str):
-        return _ErrorInfo(status, err, None, None, {})
+        return _ErrorInfo(status, excerpt(err, 1000), None, None, {})
     if not isinstance(err, dict) or not err:
-        return _ErrorInfo(status, text.strip()[:500] or "(empty body)", None, None, {})
+        return _ErrorInfo(status, excerpt(text.strip(), 500) or "(empty body)", None, None, {})
     body = as_dict(err)
-    message = str(body.get("message") or top.get("message") or text.strip()[:500])
+    message = excerpt(str(body.get("message") or top.get("message") or text.strip()), 1000)
     etype = body.get("type")
     code = body.get("code")
     return _ErrorInfo(
@@ -400,7 +440,7 @@ def error_from_response(
 
 def error_from_payload(payload: Mapping[str, Any], provider: str) -> ProviderError:
     """Map an error object that arrived inside a 200 stream (status taken from its type)."""
-    info = _error_info(None, dict(payload), json.dumps(payload)[:500])
+    info = _error_info(None, dict(payload), json.dumps(payload))
     return _classify(info, provider, {}, None)
 
 
@@ -412,7 +452,7 @@ _BROKEN = ("ReadError", "WriteError", "RemoteProtocolError", "NetworkError", "Cl
 def error_from_transport(exc: BaseException, provider: str, base_url: str) -> ProviderError:
     """Map an httpx-like transport exception (matched by class name) or an ``OSError``."""
     names = {cls.__name__ for cls in type(exc).__mro__}
-    detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    detail = f"{type(exc).__name__}: {excerpt(str(exc), 300)}" if str(exc) else type(exc).__name__
     if names & set(_CONNECT):
         return ProviderError(
             f"Could not connect to {provider} at {base_url} ({detail}).",
@@ -486,10 +526,91 @@ def one_shot(response: ModelResponse) -> list[StreamItem]:
     return items
 
 
+class _Watchdog:
+    """One call's two deadlines on ONE timer: the call deadline and the idle deadline.
+
+    The timer is re-armed lazily (an event only records the time), so the per-event cost
+    is a clock read. It cancels the task only while the seam itself awaits the server
+    (``armed``), never while the caller holds an item (that would interrupt the caller's
+    code); time spent there does not count as idle. :meth:`take` turns the cancellation
+    it caused into its reason (and undoes it); anyone else's cancellation propagates.
+    """
+
+    __slots__ = ("_fired", "_handle", "_last", "_loop", "_task", "armed", "deadline", "idle")
+
+    def __init__(self, limits: StreamLimits) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._task = asyncio.current_task()
+        now = self._loop.time()
+        self.deadline = None if limits.call_timeout is None else now + limits.call_timeout
+        self.idle: float | None = None  # per attempt: streaming attempts only
+        self._last = now
+        self.armed = True
+        self._fired: str | None = None
+        self._handle: asyncio.TimerHandle | None = None
+        self._schedule()
+
+    def _schedule(self) -> None:
+        due = self.deadline
+        if self.idle is not None:
+            idle_due = self._last + self.idle
+            due = idle_due if due is None else min(due, idle_due)
+        self._handle = None if due is None else self._loop.call_at(due, self._fire)
+
+    def _fire(self) -> None:
+        self._handle = None
+        if not self.armed or self._task is None:
+            return  # the caller holds an item: resume() re-arms
+        now = self._loop.time()
+        if self.deadline is not None and now >= self.deadline:
+            self._fired = "call_timeout"
+        elif self.idle is not None and now >= self._last + self.idle:
+            self._fired = "idle_timeout"
+        else:  # an event arrived since the timer was set
+            self._schedule()
+            return
+        self._task.cancel()
+
+    def attempt(self, idle: float | None) -> None:
+        """A new attempt starts: the idle clock restarts (``None``: no idle limit)."""
+        self.idle, self._last = idle, self._loop.time()
+        if self._handle is not None:
+            self._handle.cancel()
+        self._schedule()
+
+    def beat(self) -> None:
+        """A complete event arrived."""
+        self._last = self._loop.time()
+
+    def resume(self) -> bool:
+        """The caller asks for the next item: re-arm; False when the call deadline passed."""
+        self._task = asyncio.current_task()
+        self.armed = True
+        self._last = now = self._loop.time()
+        if self.deadline is not None and now >= self.deadline:
+            return False
+        if self._handle is None:
+            self._schedule()
+        return True
+
+    def take(self) -> str | None:
+        """Why this watchdog cancelled the task (undoing it), or None if it did not."""
+        reason, self._fired = self._fired, None
+        if reason is None or self._task is None:
+            return None
+        return reason if self._task.uncancel() == 0 else None
+
+    def stop(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+
+
 class HttpSeam:
     """One provider instance's HTTP side: client, auth headers, retries, stream driver.
 
-    The secret lives only in ``_headers`` and is never shown by ``repr`` or in errors.
+    The secret lives only in ``_headers`` and is never shown by ``repr``; every error
+    leaving the seam, its cause chain included, went through :func:`~lovia._redact.redact`.
     """
 
     __slots__ = (
@@ -497,9 +618,9 @@ class HttpSeam:
         "_endpoints",
         "_headers",
         "_owns_client",
-        "_secret",
         "_url",
         "base_url",
+        "limits",
         "provider",
         "retry",
     )
@@ -514,14 +635,16 @@ class HttpSeam:
         http_client: Any | None,
         retry: RetryPolicy | None,
         timeout: float | httpx.Timeout | None,
+        limits: StreamLimits | None = None,
     ) -> None:
         self.provider = provider
         self.base_url = base_url.rstrip("/")
         self._url = httpx.URL(self.base_url)  # parsed once: httpx re-parses strings per call
         self._endpoints: dict[str, httpx.URL | str] = {}
         self._headers = dict(headers)
-        self._secret = secret
+        remember(secret)
         self.retry = retry or RetryPolicy()
+        self.limits = limits or StreamLimits()
         self._owns_client = http_client is None
         if http_client is None:
             to = DEFAULT_TIMEOUT if timeout is None else _timeout(timeout)
@@ -550,15 +673,12 @@ class HttpSeam:
             await self._client.aclose()
 
     def redact(self, error: ProviderError) -> ProviderError:
-        """Scrub the secret out of an error's message and hint (servers may echo it)."""
-        if self._secret:
-            error.message = error.message.replace(self._secret, "***")
-            if error.hint:
-                error.hint = error.hint.replace(self._secret, "***")
-            error.args = (error.message,)
+        """Scrub keys out of an error and its whole cause chain (servers may echo them)."""
+        error.provider = error.provider or self.provider
+        redact_error(error)
         return error
 
-    def call(
+    async def call(
         self,
         path: str,
         body: dict[str, Any],
@@ -567,12 +687,52 @@ class HttpSeam:
         decoder: Callable[[], StreamDecoder],
         parse: Callable[[dict[str, Any]], ModelResponse],
     ) -> AsyncIterator[StreamItem]:
-        """One model call with retries: chunks as they arrive, then one ModelResponse."""
+        """One model call with retries and deadlines: chunks, then one ModelResponse."""
+        watch = _Watchdog(self.limits)
 
         def attempt() -> AsyncGenerator[StreamItem, None]:
-            return self._attempt(path, body, streaming, decoder, parse)
+            return self._attempt(path, body, streaming, decoder, parse, watch)
 
-        return retrying(attempt, self.retry)
+        items = retrying(attempt, self.retry)
+        try:
+            while True:
+                try:
+                    item = await anext(items)
+                except StopAsyncIteration:
+                    return
+                except asyncio.CancelledError:  # during a backoff wait
+                    reason = watch.take()
+                    if reason is None:
+                        raise
+                    raise self.redact(self._expired(reason)) from None
+                watch.armed = False
+                yield item
+                if not watch.resume():
+                    raise self.redact(self._expired("call_timeout"))
+        finally:
+            watch.stop()
+            await items.aclose()
+
+    def _expired(self, reason: str) -> ProviderError:
+        if reason == "idle_timeout":
+            return ProviderError(
+                f"{self.provider} sent no event for {self.limits.idle_timeout:g} s "
+                "(idle_timeout); the attempt was stopped.",
+                "The server stalled (keep-alive comments do not count as progress); lovia "
+                "retries when nothing had arrived yet. For models that think silently for "
+                "longer, raise StreamLimits(idle_timeout=...).",
+                retryable=True,
+                provider=self.provider,
+                code="idle_timeout",
+            )
+        return ProviderError(
+            f"The call to {self.provider} did not finish within {self.limits.call_timeout:g} s "
+            "(call_timeout, retries included); it was stopped.",
+            "The server is too slow or trickles its answer. For very long generations raise "
+            "StreamLimits(call_timeout=...).",
+            provider=self.provider,
+            code="call_timeout",
+        )
 
     async def _attempt(
         self,
@@ -581,9 +741,11 @@ class HttpSeam:
         streaming: bool,
         decoder: Callable[[], StreamDecoder],
         parse: Callable[[dict[str, Any]], ModelResponse],
+        watch: _Watchdog,
     ) -> AsyncGenerator[StreamItem, None]:
         state = decoder()
         seen_content = False
+        watch.attempt(self.limits.idle_timeout if streaming else None)
         try:
             async with self._client.stream(
                 "POST", self.endpoint(path), json=body, headers=self._headers
@@ -593,34 +755,45 @@ class HttpSeam:
                     for item in one_shot(parse(await self._read_json(response))):
                         yield item
                     return
-                async for item in self._decode(response, state):
+                async for item in self._decode(response, state, watch):
                     seen_content = seen_content or _is_content(item)
                     yield item
         except ProviderError as error:
-            converted = self.redact(_after_content(error, state, seen_content))
+            converted = _after_content(error, state, seen_content)
+            self.redact(error)
             if converted is error:
                 raise
-            raise converted from error
+            raise self.redact(converted) from error
+        except asyncio.CancelledError:
+            reason = watch.take()
+            if reason is None:
+                raise
+            raise self.redact(_after_content(self._expired(reason), state, seen_content)) from None
         except Exception as exc:
             if not is_transport_error(exc):
                 raise
             error = error_from_transport(exc, self.provider, self.base_url)
-            raise self.redact(_after_content(error, state, seen_content)) from exc
+            raise self.redact(_after_content(error, state, seen_content)) from redact_error(exc)
 
     async def _check_status(self, response: Any) -> None:
         status: int = response.status_code
         if status < 400:
             return
-        raw: bytes = await response.aread()
-        raise error_from_response(status, dict(response.headers), raw, self.provider)
+        raw = bytearray()
+        async for chunk in response.aiter_bytes():  # an error body is read up to a cap
+            raw += chunk
+            if len(raw) >= MAX_ERROR_BODY:
+                break
+        raise error_from_response(status, dict(response.headers), bytes(raw), self.provider)
 
     async def _read_json(self, response: Any) -> dict[str, Any]:
         raw: bytes = await response.aread()
         try:
             data: Any = json.loads(raw)
         except ValueError as exc:
+            text = excerpt(raw.decode("utf-8", "replace"), 120)
             raise ProviderServerError(
-                f"{self.provider} returned a body that is not JSON: {raw[:120]!r}.",
+                f"{self.provider} returned a body that is not JSON: {text!r}.",
                 "The server or a proxy answered with something else; check base_url.",
                 retryable=True,
                 provider=self.provider,
@@ -635,9 +808,12 @@ class HttpSeam:
             )
         return data  # type: ignore[return-value]
 
-    async def _decode(self, response: Any, state: StreamDecoder) -> AsyncIterator[StreamItem]:
+    async def _decode(
+        self, response: Any, state: StreamDecoder, watch: _Watchdog
+    ) -> AsyncIterator[StreamItem]:
         saw_done = False
-        async for event in aiter_sse(response.aiter_bytes()):
+        async for event in aiter_sse(response.aiter_bytes(), self.limits.max_event_size):
+            watch.beat()
             # read to the end of the body even after [DONE]: a response closed early
             # cannot go back to the pool, and every call would open a new connection
             if saw_done:
