@@ -153,29 +153,56 @@ def _is_content(item: StreamItem) -> bool:
 
 
 async def retrying(
-    attempt: Callable[[], AsyncGenerator[StreamItem, None]], policy: RetryPolicy
+    attempt: Callable[[], AsyncGenerator[StreamItem, None]],
+    policy: RetryPolicy,
+    watch: _Watchdog | None = None,
 ) -> AsyncGenerator[StreamItem, None]:
     """Run ``attempt`` until it succeeds, retrying retryable errors raised before content.
 
     A :class:`RetryNotice` is yielded before each wait. Errors raised after a content
     chunk was yielded propagate unchanged (the caller already showed that content).
+    ``watch`` (the seam's deadlines) is disarmed while the caller holds an item; this is
+    the outermost generator, so no extra layer is paid per item.
     """
     tries = 0
-    while True:
-        seen_content = False
-        try:
-            async with aclosing(attempt()) as items:
-                async for item in items:
-                    seen_content = seen_content or _is_content(item)
-                    yield item
-            return
-        except ProviderError as error:
-            if seen_content or not error.retryable or tries >= policy.max_retries:
-                raise
-            tries += 1
-            wait = policy.delay(tries, error.retry_after)
-            yield RetryNotice(attempt=tries, error=error, delay=wait)
-            await policy.sleep(wait)
+    try:
+        while True:
+            seen_content = False
+            try:
+                async with aclosing(attempt()) as items:
+                    async for item in items:
+                        seen_content = seen_content or _is_content(item)
+                        if watch is None:
+                            yield item
+                        else:
+                            watch.armed = False
+                            yield item
+                            watch.resume()
+                return
+            except ProviderError as error:
+                if seen_content or not error.retryable or tries >= policy.max_retries:
+                    raise
+                tries += 1
+                wait = policy.delay(tries, error.retry_after)
+                if watch is not None:
+                    watch.armed = False
+                yield RetryNotice(attempt=tries, error=error, delay=wait)
+                if watch is not None:
+                    watch.resume()
+                await _backoff(policy, wait, watch)
+    finally:
+        if watch is not None:
+            watch.stop()
+
+
+async def _backoff(policy: RetryPolicy, wait: float, watch: _Watchdog | None) -> None:
+    try:
+        await policy.sleep(wait)
+    except asyncio.CancelledError:
+        reason = watch.take() if watch is not None else None
+        if reason is None:
+            raise
+        raise watch.error(reason) from None  # type: ignore[union-attr]
 
 
 # --------------------------------------------------------------------------- retry-after
@@ -536,21 +563,33 @@ class _Watchdog:
     it caused into its reason (and undoes it); anyone else's cancellation propagates.
     """
 
-    __slots__ = ("_fired", "_handle", "_last", "_loop", "_task", "armed", "deadline", "idle")
+    __slots__ = (
+        "_fired",
+        "_handle",
+        "_last",
+        "_loop",
+        "_task",
+        "armed",
+        "deadline",
+        "idle",
+        "limits",
+        "provider",
+    )
 
-    def __init__(self, limits: StreamLimits) -> None:
-        self._loop = asyncio.get_running_loop()
-        self._task = asyncio.current_task()
-        now = self._loop.time()
-        self.deadline = None if limits.call_timeout is None else now + limits.call_timeout
+    def __init__(self, limits: StreamLimits, provider: str) -> None:
+        self.limits = limits
+        self.provider = provider
+        self._loop: asyncio.AbstractEventLoop | None = None  # set by the first attempt
+        self._task: asyncio.Task[Any] | None = None
+        self.deadline: float | None = None
         self.idle: float | None = None  # per attempt: streaming attempts only
-        self._last = now
+        self._last = 0.0
         self.armed = True
         self._fired: str | None = None
         self._handle: asyncio.TimerHandle | None = None
-        self._schedule()
 
     def _schedule(self) -> None:
+        assert self._loop is not None
         due = self.deadline
         if self.idle is not None:
             idle_due = self._last + self.idle
@@ -559,7 +598,7 @@ class _Watchdog:
 
     def _fire(self) -> None:
         self._handle = None
-        if not self.armed or self._task is None:
+        if not self.armed or self._task is None or self._loop is None:
             return  # the caller holds an item: resume() re-arms
         now = self._loop.time()
         if self.deadline is not None and now >= self.deadline:
@@ -572,7 +611,12 @@ class _Watchdog:
         self._task.cancel()
 
     def attempt(self, idle: float | None) -> None:
-        """A new attempt starts: the idle clock restarts (``None``: no idle limit)."""
+        """An attempt starts (the first one starts the call's clock); idle clock restarts."""
+        if self._loop is None:
+            self._loop = asyncio.get_running_loop()
+            timeout = self.limits.call_timeout
+            self.deadline = None if timeout is None else self._loop.time() + timeout
+        self._task = asyncio.current_task()
         self.idle, self._last = idle, self._loop.time()
         if self._handle is not None:
             self._handle.cancel()
@@ -580,18 +624,20 @@ class _Watchdog:
 
     def beat(self) -> None:
         """A complete event arrived."""
-        self._last = self._loop.time()
+        self._last = self._loop.time()  # type: ignore[union-attr]
 
-    def resume(self) -> bool:
-        """The caller asks for the next item: re-arm; False when the call deadline passed."""
+    def resume(self) -> None:
+        """The caller asks for the next item: re-arm, or fail if the call deadline passed."""
+        loop = self._loop
+        if loop is None:
+            return
         self._task = asyncio.current_task()
         self.armed = True
-        self._last = now = self._loop.time()
+        self._last = now = loop.time()
         if self.deadline is not None and now >= self.deadline:
-            return False
+            raise self.error("call_timeout")
         if self._handle is None:
             self._schedule()
-        return True
 
     def take(self) -> str | None:
         """Why this watchdog cancelled the task (undoing it), or None if it did not."""
@@ -604,6 +650,27 @@ class _Watchdog:
         if self._handle is not None:
             self._handle.cancel()
             self._handle = None
+
+    def error(self, reason: str) -> ProviderError:
+        if reason == "idle_timeout":
+            return ProviderError(
+                f"{self.provider} sent no event for {self.limits.idle_timeout:g} s "
+                "(idle_timeout); the attempt was stopped.",
+                "The server stalled (keep-alive comments do not count as progress); lovia "
+                "retries when nothing had arrived yet. For models that think silently for "
+                "longer, raise StreamLimits(idle_timeout=...).",
+                retryable=True,
+                provider=self.provider,
+                code="idle_timeout",
+            )
+        return ProviderError(
+            f"The call to {self.provider} did not finish within "
+            f"{self.limits.call_timeout:g} s (call_timeout, retries included); it was stopped.",
+            "The server is too slow or trickles its answer. For very long generations raise "
+            "StreamLimits(call_timeout=...).",
+            provider=self.provider,
+            code="call_timeout",
+        )
 
 
 class HttpSeam:
@@ -678,7 +745,7 @@ class HttpSeam:
         redact_error(error)
         return error
 
-    async def call(
+    def call(
         self,
         path: str,
         body: dict[str, Any],
@@ -688,51 +755,12 @@ class HttpSeam:
         parse: Callable[[dict[str, Any]], ModelResponse],
     ) -> AsyncIterator[StreamItem]:
         """One model call with retries and deadlines: chunks, then one ModelResponse."""
-        watch = _Watchdog(self.limits)
+        watch = _Watchdog(self.limits, self.provider)
 
         def attempt() -> AsyncGenerator[StreamItem, None]:
             return self._attempt(path, body, streaming, decoder, parse, watch)
 
-        items = retrying(attempt, self.retry)
-        try:
-            while True:
-                try:
-                    item = await anext(items)
-                except StopAsyncIteration:
-                    return
-                except asyncio.CancelledError:  # during a backoff wait
-                    reason = watch.take()
-                    if reason is None:
-                        raise
-                    raise self.redact(self._expired(reason)) from None
-                watch.armed = False
-                yield item
-                if not watch.resume():
-                    raise self.redact(self._expired("call_timeout"))
-        finally:
-            watch.stop()
-            await items.aclose()
-
-    def _expired(self, reason: str) -> ProviderError:
-        if reason == "idle_timeout":
-            return ProviderError(
-                f"{self.provider} sent no event for {self.limits.idle_timeout:g} s "
-                "(idle_timeout); the attempt was stopped.",
-                "The server stalled (keep-alive comments do not count as progress); lovia "
-                "retries when nothing had arrived yet. For models that think silently for "
-                "longer, raise StreamLimits(idle_timeout=...).",
-                retryable=True,
-                provider=self.provider,
-                code="idle_timeout",
-            )
-        return ProviderError(
-            f"The call to {self.provider} did not finish within {self.limits.call_timeout:g} s "
-            "(call_timeout, retries included); it was stopped.",
-            "The server is too slow or trickles its answer. For very long generations raise "
-            "StreamLimits(call_timeout=...).",
-            provider=self.provider,
-            code="call_timeout",
-        )
+        return retrying(attempt, self.retry, watch)
 
     async def _attempt(
         self,
@@ -768,7 +796,7 @@ class HttpSeam:
             reason = watch.take()
             if reason is None:
                 raise
-            raise self.redact(_after_content(self._expired(reason), state, seen_content)) from None
+            raise self.redact(_after_content(watch.error(reason), state, seen_content)) from None
         except Exception as exc:
             if not is_transport_error(exc):
                 raise
