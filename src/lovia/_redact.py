@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import re
 
+from .errors import LoviaError
+
 __all__ = ["MASK", "excerpt", "redact", "redact_error", "remember"]
 
 MASK = "***"
@@ -86,12 +88,9 @@ def redact_error(error: BaseException) -> BaseException:
 
 
 def _redact_one(error: BaseException) -> None:
-    message = getattr(error, "message", None)
-    if isinstance(message, str):
-        setattr(error, "message", redact(message))  # noqa: B010  (LoviaError and kin)
-    hint = getattr(error, "hint", None)
-    if isinstance(hint, str):
-        setattr(error, "hint", redact(hint))  # noqa: B010
+    if isinstance(error, LoviaError):
+        error.message = redact(error.message)
+        error.hint = redact(error.hint) if error.hint else error.hint
     error.args = tuple(redact(a) if isinstance(a, str) else a for a in error.args)
     notes = getattr(error, "__notes__", None)
     if isinstance(notes, list):

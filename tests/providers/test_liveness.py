@@ -265,6 +265,25 @@ async def test_a_slow_consumer_is_not_idle_and_is_never_interrupted() -> None:
     await client.aclose()
 
 
+async def test_call_deadline_passing_while_the_caller_holds_an_item_fails_the_next_read() -> None:
+    """The caller's own await is never cancelled; the call fails when it asks for more."""
+    sse = _chunk("a") + _chunk("b") + _chunk(finish="stop") + b"data: [DONE]\n\n"
+    client = httpx.AsyncClient(
+        transport=httpx.MockTransport(
+            lambda r: httpx.Response(200, headers=SSE_HEADERS, content=sse)
+        )
+    )
+    p = OpenAIChat("m", api_key=FAKE_KEY, http_client=client, limits=StreamLimits(call_timeout=0.2))
+    stream = p.stream(REQ)
+    first = await anext(stream)
+    assert isinstance(first, TextChunk)
+    await asyncio.sleep(0.4)  # not cancelled, although the deadline passes meanwhile
+    with pytest.raises(ProviderError) as info:
+        await anext(stream)
+    assert info.value.code == "call_timeout"
+    await client.aclose()
+
+
 def test_stream_limits_are_validated() -> None:
     with pytest.raises(UserError) as info:
         StreamLimits(idle_timeout=0)

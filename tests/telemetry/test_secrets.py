@@ -164,9 +164,11 @@ def cli_outputs(*commands: list[str]) -> str:
     return "\n".join(texts)
 
 
+@pytest.mark.parametrize("capture", ["NO_CONTENT", "SPAN_AND_EVENT"])
 @pytest.mark.parametrize("fault", FAULTS, ids=list(FAULTS))
 async def test_the_key_leaks_through_no_channel(
     fault: str,
+    capture: str,
     receiver: tuple[str, list[bytes]],
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
@@ -176,7 +178,7 @@ async def test_the_key_leaks_through_no_channel(
     db = tmp_path / "lovia.db"
     store_url = f"sqlite:///{db}"
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", url)
-    monkeypatch.delenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", raising=False)
+    monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", capture)
     handle = configure("lovia-secrets", "otlp", set_global=False)
     handle.tracer_provider.add_span_processor(SimpleSpanProcessor(SQLiteSpanExporter(db)))
     real = tracer_module.make_run_tracer
@@ -223,13 +225,13 @@ async def test_the_key_leaks_through_no_channel(
     for name, text in channels.items():
         assert KEY not in text, f"the key leaked through {name}"
         assert PREFIX not in text, f"the key's prefix leaked through {name}"
-    if fault == "refusal":  # capture is off: the refusal text is content, not a status
+    if fault == "refusal" and capture == "NO_CONTENT":  # the refusal text is content
         for name in ("otlp wire (spans, events, metrics)", "cli trace"):
             assert MARKER not in channels[name], f"refusal text in {name}"
         assert "ModelBehaviorError" in channels["otlp wire (spans, events, metrics)"]
         spans = json.dumps(load_spans(db, run_id=f"run-{fault}"), default=str)
         assert spans != "[]" and MARKER not in spans
-    else:
+    if fault != "refusal":
         assert isinstance(info.value, ProviderError)
 
 
