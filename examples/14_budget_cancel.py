@@ -3,6 +3,7 @@
 - ``RunBudget`` caps turns, tokens, cost, tool calls and wall time; it is checked before
   every model call and every tool call, and hitting a limit ends the run with
   ``BudgetExceeded`` (``.limit``, ``.turn``). ``max_turns`` alone defaults to 50.
+  ``max_seconds`` also stops a model call or tool still in flight.
 - A ``CancelToken`` (passed in, or ``handle.cancel()``) interrupts an in-flight model
   stream or a running tool and ends the run with ``RunCancelled``; the checkpoint stays
   resumable: resubmit the ``run_id`` to finish the run.

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -12,6 +13,7 @@ import pytest
 
 from lovia import Agent, BudgetExceeded, MaxTurnsExceeded, RunBudget, Runner, Usage, events, tool
 from lovia._loop.state import DEFAULT_MAX_TURNS
+from lovia.stores import MemoryStore
 from lovia.telemetry import pricing
 from lovia.testing import FunctionModel, ScriptedModel, call, reply
 
@@ -103,6 +105,7 @@ CASES: list[tuple[str, RunBudget, list[Any], Any, str, int, int]] = [
         2,
         1,
     ),
+    # max_seconds is a hard wall-clock limit: the tool still running at 0.15 s is stopped
     (
         "max_seconds",
         RunBudget(max_seconds=0.15),
@@ -110,7 +113,7 @@ CASES: list[tuple[str, RunBudget, list[Any], Any, str, int, int]] = [
         str,
         "max_seconds",
         1,
-        1,
+        0,
     ),
 ]
 
@@ -210,3 +213,63 @@ async def test_default_max_turns_stops_an_endless_tool_loop() -> None:
         assert out.error.turn == DEFAULT_MAX_TURNS
         assert len(out.scenario.extra) == DEFAULT_MAX_TURNS
     assert b.types.count("TurnStarted") == DEFAULT_MAX_TURNS
+
+
+# --------------------------------------------------------------------------- hard max_seconds
+
+DEADLINE_S = 0.3
+SLACK_S = 5.0  # generous: the failure guarded against is a 60 s hang
+
+
+def _hanging(steps: list[Any], run_id: str) -> Scenario:
+    log: list[str] = []
+    store = MemoryStore()
+
+    @tool
+    async def forever() -> str:
+        """Takes a minute."""
+        log.append("forever started")
+        await asyncio.sleep(60)
+        return "never"
+
+    agent = Agent(name="worker", model=ScriptedModel(steps), tools=[forever])
+    options = {"budget": RunBudget(max_seconds=DEADLINE_S), "checkpointer": store, "run_id": run_id}
+    return Scenario(agent, "go", options, extra={"store": store, "t0": time.monotonic()})
+
+
+def _assert_out_of_time(out: Any) -> None:
+    elapsed = time.monotonic() - out.scenario.extra["t0"]
+    assert elapsed < DEADLINE_S + SLACK_S, f"the run took {elapsed:.1f}s to stop"
+    err = out.error
+    assert isinstance(err, BudgetExceeded), err
+    assert err.limit == "max_seconds" and err.finish_reason == "budget"
+    assert err.used >= DEADLINE_S
+    assert "in flight" in err.message
+
+
+async def test_max_seconds_stops_a_model_call_in_flight() -> None:
+    a, b = await both(lambda: _hanging([reply("slow", delay=60)], "deadline-model"))
+    for out in (a, b):
+        _assert_out_of_time(out)
+        snap = await out.scenario.extra["store"].load(out.scenario.options["run_id"])
+        assert snap is not None and snap.info.status == "failed"
+        assert snap.info.error_type == "BudgetExceeded"
+    assert b.types[-3:] == ["ModelCallStarted", "ModelCallFailed", "RunFailed"]
+    assert b.of(events.RunFailed)[0].finish_reason == "budget"
+
+
+async def test_max_seconds_stops_a_running_tool() -> None:
+    a, b = await both(lambda: _hanging([call("forever", id="f1"), "never"], "deadline-tool"))
+    for out in (a, b):
+        _assert_out_of_time(out)
+        assert out.error.turn == 1
+    assert "ToolCallStarted" in b.types and "ToolCallCompleted" not in b.types
+
+
+async def test_max_seconds_does_not_swallow_an_outer_cancellation() -> None:
+    agent = Agent(name="w", model=ScriptedModel([reply("slow", delay=60)]))
+    task = asyncio.ensure_future(Runner.run(agent, "go", budget=RunBudget(max_seconds=30)))
+    await asyncio.sleep(0.1)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task

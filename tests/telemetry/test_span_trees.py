@@ -205,10 +205,19 @@ async def test_provider_retry_is_an_event_on_one_chat_span(otel: Otel) -> None:
     (retry,) = chat.events
     assert retry.attributes == {
         "error.type": "RateLimited",
-        "lovia.retry.message": "slow down",
+        "lovia.retry.message": "RateLimited",  # the error's text is content: capture is off
         "lovia.retry.attempt": 1,
         "lovia.retry.delay_s": 0.0,
     }
+
+
+async def test_retry_message_carries_the_error_text_when_capture_is_on(
+    otel: Otel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "SPAN_ONLY")
+    await Runner.run(Agent(name="p", model=RetryingModel(["fine"])), "hi", tracer_provider=otel.tp)
+    (chat,) = [s for s in otel.spans() if s.name.startswith("chat ")]
+    assert chat.events[0].attributes["lovia.retry.message"] == "slow down"
 
 
 async def test_cancellation_closes_open_spans_with_the_error(otel: Otel) -> None:

@@ -26,7 +26,7 @@ from ..transcript import Transcript
 from .checkpoint import finish_info, restore
 from .finish import call_close, close_plugins, finish, write_session
 from .lease import stop_heartbeat
-from .limits import cancelled_error
+from .limits import cancelled_error, out_of_time
 from .prepare import find_agent, load_snapshot, prepare, run_started
 from .state import CancelGuard, RunParams, RunState
 from .turn import finalize, resume_turn, turn
@@ -109,7 +109,9 @@ def new_state(params: RunParams) -> RunState:
         session=params.session,
         usage=ctx.usage,
     )
-    state.guard = CancelGuard(token)
+    budget = params.budget
+    seconds = budget.max_seconds if budget is not None else None
+    state.guard = CancelGuard(token, None if seconds is None else state.started + seconds)
     return state
 
 
@@ -167,13 +169,17 @@ def _run_error(state: RunState, exc: BaseException) -> BaseException:
     if isinstance(exc, asyncio.CancelledError):
         task = asyncio.current_task()
         guard = state.guard
-        if state.ctx.cancel_token.cancelled and task is not None and guard is not None:
+        token = state.ctx.cancel_token
+        if guard is not None and task is not None and (token.cancelled or guard.expired):
             for _ in range(min(guard.fired, task.cancelling())):
                 task.uncancel()  # undo only our own cancellations
             guard.fired = 0
             if task.cancelling():
                 return exc  # the caller cancelled too: let that propagate
-            exc = state.lease_lost or cancelled_error(state)
+            if state.lease_lost is not None:
+                exc = state.lease_lost
+            else:
+                exc = cancelled_error(state) if token.cancelled else out_of_time(state)
         else:
             return exc
     if isinstance(exc, RunError):
@@ -276,6 +282,7 @@ async def run_events(params: RunParams, outcome: Outcome) -> AsyncIterator[ev.Ev
         if not finished and tracer is not None:
             tracer.abandon()
         state.guard.token.remove_listener(state.guard.fire)  # type: ignore[union-attr]
+        state.guard.stop()  # type: ignore[union-attr]
         await _cleanup(state)
         outcome.done = True
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..errors import BudgetExceeded, MaxTurnsExceeded, RunCancelled
 from .state import RunState
 
-__all__ = ["cancelled_error", "check_budget", "check_cancel", "check_limits"]
+__all__ = ["cancelled_error", "check_budget", "check_cancel", "check_limits", "out_of_time"]
 
 
 def cancelled_error(state: RunState) -> RunCancelled:
@@ -36,16 +36,24 @@ def check_budget(
         usage.tool_calls += extra_tool_calls
     hit = budget.exceeded(usage, state.turn, state.elapsed(), before=before)
     if hit is not None:
-        name, used = hit
-        limit = getattr(budget, name)
-        raise BudgetExceeded(
-            f"run budget exceeded at turn {state.turn}: {name}={limit} (used {used:g}; "
-            f"tokens in/out {state.usage.input_tokens}/{state.usage.output_tokens}, "
-            f"tool calls {state.usage.tool_calls}, cost ${state.usage.cost_usd:.4f})",
-            hint=f"Raise RunBudget({name}=...) or make the task smaller.",
-            limit=name,
-            used=float(used),
-        )
+        raise _budget_error(state, *hit)
+
+
+def out_of_time(state: RunState) -> BudgetExceeded:
+    """The run's error when ``max_seconds`` passed while a model call or tool was in flight."""
+    return _budget_error(state, "max_seconds", state.elapsed(), " (stopped in flight)")
+
+
+def _budget_error(state: RunState, name: str, used: float, where: str = "") -> BudgetExceeded:
+    limit = getattr(state.params.budget, name)
+    return BudgetExceeded(
+        f"run budget exceeded at turn {state.turn}{where}: {name}={limit} (used {used:g}; "
+        f"tokens in/out {state.usage.input_tokens}/{state.usage.output_tokens}, "
+        f"tool calls {state.usage.tool_calls}, cost ${state.usage.cost_usd:.4f})",
+        hint=f"Raise RunBudget({name}=...) or make the task smaller.",
+        limit=name,
+        used=float(used),
+    )
 
 
 def check_limits(state: RunState) -> None:

@@ -88,28 +88,50 @@ class ActiveAgent:
 
 
 class CancelGuard:
-    """Turns a cancel token into ``task.cancel()`` — only while the loop awaits its own I/O.
+    """Turns a cancel token — or the run's ``max_seconds`` deadline — into ``task.cancel()``,
+    only while the loop awaits its own I/O.
 
     Armed around provider reads and tool waits; never while user code (a stream
-    consumer) runs, so cancelling never interrupts the caller's own code.
+    consumer) runs, so cancelling never interrupts the caller's own code. The deadline
+    (a ``time.monotonic()`` instant) is one timer for the whole run, set at the first arm;
+    when it passes while disarmed, the next arm acts at once.
     """
 
     MESSAGE = "lovia-cancel"
 
-    __slots__ = ("_loop", "_task", "fired", "token")
+    __slots__ = ("_loop", "_task", "_timer", "deadline", "expired", "fired", "token")
 
-    def __init__(self, token: Any) -> None:
+    def __init__(self, token: Any, deadline: float | None = None) -> None:
         self.token = token
+        self.deadline = deadline
+        self.expired = False
+        """The deadline passed: the run ends with BudgetExceeded(max_seconds)."""
         self._task: asyncio.Task[Any] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._timer: asyncio.TimerHandle | None = None
         self.fired = 0
         """How many cancellations this guard requested (so only those are undone)."""
 
     def arm(self) -> None:
         self._task = asyncio.current_task()
-        self._loop = asyncio.get_running_loop()
-        if self.token.cancelled:  # cancelled while the consumer's code ran: act now
+        self._loop = loop = asyncio.get_running_loop()
+        if self.token.cancelled or self.expired:  # while the consumer's code ran: act now
             self.fire()
+        elif self.deadline is not None and self._timer is None:
+            delay = self.deadline - time.monotonic()
+            self._timer = loop.call_at(loop.time() + delay, self._expire)
+
+    def _expire(self) -> None:
+        self.expired = True
+        if self._task is not None:  # on the loop already: cancel now, at the awaited point
+            self.fired += 1
+            self._task.cancel(self.MESSAGE)
+
+    def stop(self) -> None:
+        """The run ended: drop the deadline timer."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
 
     def disarm(self) -> None:
         self._task = None

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 
 from .. import events as ev
+from .._redact import excerpt
 from ..errors import ModelBehaviorError, OutputValidationError
 from ..output import OutputParseError
 from ..transcript import InputEntry, SystemEntry, TextEntry, ToolCallEntry, TranscriptEntry
@@ -82,7 +83,7 @@ def finalize(state: RunState, entries: Sequence[TranscriptEntry]) -> None:
     response = state.response[0] if state.response else None
     if any(e.refusal for e in texts) and not active.output.is_text:
         raise ModelBehaviorError(
-            f"the model refused to answer: {text[:200]}",
+            f"the model refused to answer: {excerpt(text, 200)}",
             hint="Rephrase the request or relax the output type.",
         )
     try:

@@ -1,5 +1,7 @@
 """Model providers: the seam (lovia types only) and the httpx adapters."""
 
+from typing import TYPE_CHECKING
+
 from .base import (
     FinishReason,
     ModelProfile,
@@ -15,6 +17,10 @@ from .base import (
     ToolCallChunk,
     ToolSpec,
 )
+
+if TYPE_CHECKING:  # imported lazily at run time (see __getattr__), typed for checkers
+    from ._http import RetryPolicy as RetryPolicy
+    from ._http import StreamLimits as StreamLimits
 
 __all__ = [
     "FinishReason",
@@ -40,6 +46,7 @@ def __getattr__(name: str) -> object:
         "OpenAIResponses": "openai_responses",
         "Anthropic": "anthropic",
         "RetryPolicy": "_http",
+        "StreamLimits": "_http",
         "resolve_model": "registry",
         "register_provider": "registry",
     }

@@ -12,7 +12,11 @@ This is the one place where transport and HTTP failures become lovia errors
 - :class:`RetryPolicy` and :func:`retrying` retry retryable errors with exponential backoff
   and full jitter, honouring ``retry-after``; never after a content chunk was yielded.
 - :class:`HttpSeam` owns the client, headers and secret, and runs one call as a stream of
-  :data:`~lovia.providers.base.StreamItem`, feeding SSE events to an adapter's decoder.
+  :data:`~lovia.providers.base.StreamItem`, feeding SSE events to an adapter's decoder,
+  under the call's :class:`~lovia.providers._deadline.StreamLimits` (``_deadline``).
+
+Every error leaving the seam went through :func:`~lovia._redact.redact`, cause chain
+included, and every text is redacted before it is cut.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from typing import Any, Protocol
 
 import httpx
 
+from .._redact import excerpt, redact_error, remember
 from ..errors import (
     AuthenticationError,
     BadRequest,
@@ -41,6 +46,7 @@ from ..errors import (
     RateLimited,
     StreamInterrupted,
 )
+from ._deadline import StreamLimits, Watchdog
 from ._sse import aiter_sse, parse_event_json
 from .base import ModelResponse, ReasoningChunk, RetryNotice, StreamItem, TextChunk, ToolCallChunk
 
@@ -48,6 +54,7 @@ __all__ = [
     "HttpSeam",
     "RetryPolicy",
     "StreamDecoder",
+    "StreamLimits",
     "as_dict",
     "as_list",
     "error_from_payload",
@@ -74,6 +81,8 @@ def _fast_fail_sniffio() -> None:
 _fast_fail_sniffio()
 
 DEFAULT_TIMEOUT = httpx.Timeout(600.0, connect=10.0)
+MAX_ERROR_BODY = 1024 * 1024
+"""Bytes of an error response that are read (the rest is dropped unread)."""
 DEFAULT_LIMITS = httpx.Limits(max_connections=100, max_keepalive_connections=20)
 
 
@@ -113,29 +122,56 @@ def _is_content(item: StreamItem) -> bool:
 
 
 async def retrying(
-    attempt: Callable[[], AsyncGenerator[StreamItem, None]], policy: RetryPolicy
-) -> AsyncIterator[StreamItem]:
+    attempt: Callable[[], AsyncGenerator[StreamItem, None]],
+    policy: RetryPolicy,
+    watch: Watchdog | None = None,
+) -> AsyncGenerator[StreamItem, None]:
     """Run ``attempt`` until it succeeds, retrying retryable errors raised before content.
 
     A :class:`RetryNotice` is yielded before each wait. Errors raised after a content
     chunk was yielded propagate unchanged (the caller already showed that content).
+    ``watch`` (the seam's deadlines) is disarmed while the caller holds an item; this is
+    the outermost generator, so no extra layer is paid per item.
     """
     tries = 0
-    while True:
-        seen_content = False
-        try:
-            async with aclosing(attempt()) as items:
-                async for item in items:
-                    seen_content = seen_content or _is_content(item)
-                    yield item
-            return
-        except ProviderError as error:
-            if seen_content or not error.retryable or tries >= policy.max_retries:
-                raise
-            tries += 1
-            wait = policy.delay(tries, error.retry_after)
-            yield RetryNotice(attempt=tries, error=error, delay=wait)
-            await policy.sleep(wait)
+    try:
+        while True:
+            seen_content = False
+            try:
+                async with aclosing(attempt()) as items:
+                    async for item in items:
+                        seen_content = seen_content or _is_content(item)
+                        if watch is None:
+                            yield item
+                        else:
+                            watch.armed = False
+                            yield item
+                            watch.resume()
+                return
+            except ProviderError as error:
+                if seen_content or not error.retryable or tries >= policy.max_retries:
+                    raise
+                tries += 1
+                wait = policy.delay(tries, error.retry_after)
+                if watch is not None:
+                    watch.armed = False
+                yield RetryNotice(attempt=tries, error=error, delay=wait)
+                if watch is not None:
+                    watch.resume()
+                await _backoff(policy, wait, watch)
+    finally:
+        if watch is not None:
+            watch.stop()
+
+
+async def _backoff(policy: RetryPolicy, wait: float, watch: Watchdog | None) -> None:
+    try:
+        await policy.sleep(wait)
+    except asyncio.CancelledError:
+        reason = watch.take() if watch is not None else None
+        if reason is None:
+            raise
+        raise watch.error(reason) from None  # type: ignore[union-attr]
 
 
 # --------------------------------------------------------------------------- retry-after
@@ -251,11 +287,11 @@ def _error_info(status: int | None, payload: Any, text: str) -> _ErrorInfo:
     top = as_dict(payload)
     err: Any = top.get("error", top) if top else None
     if isinstance(err, str):
-        return _ErrorInfo(status, err, None, None, {})
+        return _ErrorInfo(status, excerpt(err, 1000), None, None, {})
     if not isinstance(err, dict) or not err:
-        return _ErrorInfo(status, text.strip()[:500] or "(empty body)", None, None, {})
+        return _ErrorInfo(status, excerpt(text.strip(), 500) or "(empty body)", None, None, {})
     body = as_dict(err)
-    message = str(body.get("message") or top.get("message") or text.strip()[:500])
+    message = excerpt(str(body.get("message") or top.get("message") or text.strip()), 1000)
     etype = body.get("type")
     code = body.get("code")
     return _ErrorInfo(
@@ -400,7 +436,7 @@ def error_from_response(
 
 def error_from_payload(payload: Mapping[str, Any], provider: str) -> ProviderError:
     """Map an error object that arrived inside a 200 stream (status taken from its type)."""
-    info = _error_info(None, dict(payload), json.dumps(payload)[:500])
+    info = _error_info(None, dict(payload), json.dumps(payload))
     return _classify(info, provider, {}, None)
 
 
@@ -412,7 +448,7 @@ _BROKEN = ("ReadError", "WriteError", "RemoteProtocolError", "NetworkError", "Cl
 def error_from_transport(exc: BaseException, provider: str, base_url: str) -> ProviderError:
     """Map an httpx-like transport exception (matched by class name) or an ``OSError``."""
     names = {cls.__name__ for cls in type(exc).__mro__}
-    detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    detail = f"{type(exc).__name__}: {excerpt(str(exc), 300)}" if str(exc) else type(exc).__name__
     if names & set(_CONNECT):
         return ProviderError(
             f"Could not connect to {provider} at {base_url} ({detail}).",
@@ -489,7 +525,8 @@ def one_shot(response: ModelResponse) -> list[StreamItem]:
 class HttpSeam:
     """One provider instance's HTTP side: client, auth headers, retries, stream driver.
 
-    The secret lives only in ``_headers`` and is never shown by ``repr`` or in errors.
+    The secret lives only in ``_headers`` and is never shown by ``repr``; every error
+    leaving the seam, its cause chain included, went through :func:`~lovia._redact.redact`.
     """
 
     __slots__ = (
@@ -497,9 +534,9 @@ class HttpSeam:
         "_endpoints",
         "_headers",
         "_owns_client",
-        "_secret",
         "_url",
         "base_url",
+        "limits",
         "provider",
         "retry",
     )
@@ -514,14 +551,16 @@ class HttpSeam:
         http_client: Any | None,
         retry: RetryPolicy | None,
         timeout: float | httpx.Timeout | None,
+        limits: StreamLimits | None = None,
     ) -> None:
         self.provider = provider
         self.base_url = base_url.rstrip("/")
         self._url = httpx.URL(self.base_url)  # parsed once: httpx re-parses strings per call
         self._endpoints: dict[str, httpx.URL | str] = {}
         self._headers = dict(headers)
-        self._secret = secret
+        remember(secret)
         self.retry = retry or RetryPolicy()
+        self.limits = limits or StreamLimits()
         self._owns_client = http_client is None
         if http_client is None:
             to = DEFAULT_TIMEOUT if timeout is None else _timeout(timeout)
@@ -550,12 +589,9 @@ class HttpSeam:
             await self._client.aclose()
 
     def redact(self, error: ProviderError) -> ProviderError:
-        """Scrub the secret out of an error's message and hint (servers may echo it)."""
-        if self._secret:
-            error.message = error.message.replace(self._secret, "***")
-            if error.hint:
-                error.hint = error.hint.replace(self._secret, "***")
-            error.args = (error.message,)
+        """Scrub keys out of an error and its whole cause chain (servers may echo them)."""
+        error.provider = error.provider or self.provider
+        redact_error(error)
         return error
 
     def call(
@@ -567,12 +603,13 @@ class HttpSeam:
         decoder: Callable[[], StreamDecoder],
         parse: Callable[[dict[str, Any]], ModelResponse],
     ) -> AsyncIterator[StreamItem]:
-        """One model call with retries: chunks as they arrive, then one ModelResponse."""
+        """One model call with retries and deadlines: chunks, then one ModelResponse."""
+        watch = Watchdog(self.limits, self.provider)
 
         def attempt() -> AsyncGenerator[StreamItem, None]:
-            return self._attempt(path, body, streaming, decoder, parse)
+            return self._attempt(path, body, streaming, decoder, parse, watch)
 
-        return retrying(attempt, self.retry)
+        return retrying(attempt, self.retry, watch)
 
     async def _attempt(
         self,
@@ -581,9 +618,11 @@ class HttpSeam:
         streaming: bool,
         decoder: Callable[[], StreamDecoder],
         parse: Callable[[dict[str, Any]], ModelResponse],
+        watch: Watchdog,
     ) -> AsyncGenerator[StreamItem, None]:
         state = decoder()
         seen_content = False
+        watch.attempt(self.limits.idle_timeout if streaming else None)
         try:
             async with self._client.stream(
                 "POST", self.endpoint(path), json=body, headers=self._headers
@@ -593,34 +632,45 @@ class HttpSeam:
                     for item in one_shot(parse(await self._read_json(response))):
                         yield item
                     return
-                async for item in self._decode(response, state):
+                async for item in self._decode(response, state, watch):
                     seen_content = seen_content or _is_content(item)
                     yield item
         except ProviderError as error:
-            converted = self.redact(_after_content(error, state, seen_content))
+            converted = _after_content(error, state, seen_content)
+            self.redact(error)
             if converted is error:
                 raise
-            raise converted from error
+            raise self.redact(converted) from error
+        except asyncio.CancelledError:
+            reason = watch.take()
+            if reason is None:
+                raise
+            raise self.redact(_after_content(watch.error(reason), state, seen_content)) from None
         except Exception as exc:
             if not is_transport_error(exc):
                 raise
             error = error_from_transport(exc, self.provider, self.base_url)
-            raise self.redact(_after_content(error, state, seen_content)) from exc
+            raise self.redact(_after_content(error, state, seen_content)) from redact_error(exc)
 
     async def _check_status(self, response: Any) -> None:
         status: int = response.status_code
         if status < 400:
             return
-        raw: bytes = await response.aread()
-        raise error_from_response(status, dict(response.headers), raw, self.provider)
+        raw = bytearray()
+        async for chunk in response.aiter_bytes():  # an error body is read up to a cap
+            raw += chunk
+            if len(raw) >= MAX_ERROR_BODY:
+                break
+        raise error_from_response(status, dict(response.headers), bytes(raw), self.provider)
 
     async def _read_json(self, response: Any) -> dict[str, Any]:
         raw: bytes = await response.aread()
         try:
             data: Any = json.loads(raw)
         except ValueError as exc:
+            text = excerpt(raw.decode("utf-8", "replace"), 120)
             raise ProviderServerError(
-                f"{self.provider} returned a body that is not JSON: {raw[:120]!r}.",
+                f"{self.provider} returned a body that is not JSON: {text!r}.",
                 "The server or a proxy answered with something else; check base_url.",
                 retryable=True,
                 provider=self.provider,
@@ -635,9 +685,12 @@ class HttpSeam:
             )
         return data  # type: ignore[return-value]
 
-    async def _decode(self, response: Any, state: StreamDecoder) -> AsyncIterator[StreamItem]:
+    async def _decode(
+        self, response: Any, state: StreamDecoder, watch: Watchdog
+    ) -> AsyncIterator[StreamItem]:
         saw_done = False
-        async for event in aiter_sse(response.aiter_bytes()):
+        async for event in aiter_sse(response.aiter_bytes(), self.limits.max_event_size):
+            watch.beat()
             # read to the end of the body even after [DONE]: a response closed early
             # cannot go back to the pool, and every call would open a new connection
             if saw_done:

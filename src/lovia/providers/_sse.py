@@ -20,9 +20,17 @@ from collections.abc import AsyncIterable, AsyncIterator, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import StreamInterrupted
+from .._redact import excerpt
+from ..errors import ProviderError, StreamInterrupted
 
-__all__ = ["SSEDecoder", "SSEEvent", "aiter_sse", "iter_sse", "parse_event_json"]
+__all__ = [
+    "DEFAULT_MAX_EVENT_SIZE",
+    "SSEDecoder",
+    "SSEEvent",
+    "aiter_sse",
+    "iter_sse",
+    "parse_event_json",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,15 +42,37 @@ class SSEEvent:
     id: str | None = None
 
 
+DEFAULT_MAX_EVENT_SIZE = 16 * 1024 * 1024
+"""Characters one event may hold (its ``data`` lines plus an unfinished line): 16 MiB."""
+
+
 class SSEDecoder:
-    """Incremental line-based decoder: feed text, get complete events."""
+    """Incremental line-based decoder: feed text, get complete events.
 
-    __slots__ = ("_buffer", "_data", "_event", "_id", "_pending_cr")
+    Linear in the input: a line still arriving is kept as a list of pieces and joined
+    once, when its end arrives (re-joining the whole buffer per chunk was quadratic).
+    An event larger than ``max_event_size`` characters raises a
+    :class:`~lovia.errors.ProviderError` instead of growing without bound.
+    """
 
-    def __init__(self) -> None:
-        self._buffer = ""
+    __slots__ = (
+        "_data",
+        "_data_size",
+        "_event",
+        "_id",
+        "_parts",
+        "_parts_size",
+        "_pending_cr",
+        "max_event_size",
+    )
+
+    def __init__(self, max_event_size: int = DEFAULT_MAX_EVENT_SIZE) -> None:
+        self.max_event_size = max_event_size
+        self._parts: list[str] = []  # the unfinished line, in pieces
+        self._parts_size = 0
         self._pending_cr = False
         self._data: list[str] = []
+        self._data_size = 0
         self._event = ""
         self._id: str | None = None
 
@@ -51,24 +81,47 @@ class SSEDecoder:
         if self._pending_cr and text.startswith("\n"):
             text = text[1:]  # the LF of a CRLF split across two chunks
         self._pending_cr = text.endswith("\r")
-        buffer = self._buffer + text
-        if "\r" in buffer:
-            buffer = buffer.replace("\r\n", "\n").replace("\r", "\n")
-        lines = buffer.split("\n")
-        self._buffer = lines.pop()
+        if "\r" in text:
+            text = text.replace("\r\n", "\n").replace("\r", "\n")
+        if "\n" not in text:  # the line goes on: keep the piece, join nothing
+            if text:
+                self._parts.append(text)
+                self._parts_size += len(text)
+                self._check_size()
+            return []
+        if self._parts:
+            self._parts.append(text)
+            text = "".join(self._parts)
+            self._parts = []
+        lines = text.split("\n")
+        tail = lines.pop()
+        self._parts_size = len(tail)
+        if tail:
+            self._parts.append(tail)
         events: list[SSEEvent] = []
         for line in lines:
             event = self._line(line)
             if event is not None:
                 events.append(event)
+        self._check_size()
         return events
+
+    def _check_size(self) -> None:
+        if self._parts_size + self._data_size > self.max_event_size:
+            raise ProviderError(
+                f"A server-sent event grew past {self.max_event_size} characters; "
+                "the stream was stopped.",
+                "The server sends an endless or enormous line. If such events are expected, "
+                "raise StreamLimits(max_event_size=...) on the provider.",
+                code="event_too_large",
+            )
 
     def flush(self) -> list[SSEEvent]:
         """End of stream: dispatch whatever is pending (tolerating a missing blank line)."""
         events: list[SSEEvent] = []
-        if self._buffer:
-            event = self._line(self._buffer)
-            self._buffer = ""
+        if self._parts:
+            event = self._line("".join(self._parts))
+            self._parts, self._parts_size = [], 0
             if event is not None:
                 events.append(event)
         event = self._dispatch()
@@ -78,7 +131,9 @@ class SSEDecoder:
 
     def _line(self, line: str) -> SSEEvent | None:
         if line.startswith("data:"):  # the common case first
-            self._data.append(line[6:] if line.startswith("data: ") else line[5:])
+            value = line[6:] if line.startswith("data: ") else line[5:]
+            self._data.append(value)
+            self._data_size += len(value)
             return None
         if not line:
             return self._dispatch()
@@ -89,6 +144,7 @@ class SSEDecoder:
             value = value[1:]
         if field == "data":
             self._data.append(value)
+            self._data_size += len(value)
         elif field == "event":
             self._event = value
         elif field == "id":
@@ -102,13 +158,16 @@ class SSEDecoder:
         data = self._data[0] if len(self._data) == 1 else "\n".join(self._data)
         event = SSEEvent(event=self._event or "message", data=data, id=self._id)
         self._data = []
+        self._data_size = 0
         self._event = ""
         return event
 
 
-def iter_sse(chunks: Iterable[str | bytes]) -> list[SSEEvent]:
+def iter_sse(
+    chunks: Iterable[str | bytes], max_event_size: int = DEFAULT_MAX_EVENT_SIZE
+) -> list[SSEEvent]:
     """Decode a whole stream held in memory (handy for tests and replay)."""
-    decoder = SSEDecoder()
+    decoder = SSEDecoder(max_event_size)
     utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
     events: list[SSEEvent] = []
     for chunk in chunks:
@@ -119,9 +178,11 @@ def iter_sse(chunks: Iterable[str | bytes]) -> list[SSEEvent]:
     return events
 
 
-async def aiter_sse(chunks: AsyncIterable[bytes]) -> AsyncIterator[SSEEvent]:
+async def aiter_sse(
+    chunks: AsyncIterable[bytes], max_event_size: int = DEFAULT_MAX_EVENT_SIZE
+) -> AsyncIterator[SSEEvent]:
     """Decode events from ``response.aiter_bytes()`` as they arrive."""
-    decoder = SSEDecoder()
+    decoder = SSEDecoder(max_event_size)
     utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
     async for chunk in chunks:
         for event in decoder.feed(utf8.decode(chunk)):
@@ -139,7 +200,7 @@ def parse_event_json(event: SSEEvent, provider: str) -> dict[str, Any]:
     except ValueError as exc:
         raise StreamInterrupted(
             f"{provider} sent a malformed event in the response stream "
-            f"(not JSON: {event.data[:120]!r}).",
+            f"(not JSON: {excerpt(event.data, 120)!r}).",
             "The stream is corrupt; retry the call. If it keeps happening, the server or a "
             "proxy in between is mangling server-sent events.",
             provider=provider,
@@ -147,7 +208,7 @@ def parse_event_json(event: SSEEvent, provider: str) -> dict[str, Any]:
         ) from exc
     if not isinstance(value, dict):
         raise StreamInterrupted(
-            f"{provider} sent an event that is not a JSON object: {event.data[:120]!r}.",
+            f"{provider} sent an event that is not a JSON object: {excerpt(event.data, 120)!r}.",
             "The stream is corrupt; retry the call.",
             provider=provider,
             code="malformed_event",

@@ -37,7 +37,7 @@ from ._common import (
     resolve_api_key,
     same_provider,
 )
-from ._http import HttpSeam, RetryPolicy, as_dict, as_list, error_from_payload
+from ._http import HttpSeam, RetryPolicy, StreamLimits, as_dict, as_list, error_from_payload
 from .base import (
     FinishReason,
     ModelProfile,
@@ -454,6 +454,7 @@ class Anthropic(HttpProvider):
         headers: Mapping[str, str] | None = None,
         max_tokens: int = 4096,
         timeout: float | httpx.Timeout | None = None,
+        limits: StreamLimits | None = None,
         name: str = "anthropic",
     ) -> None:
         url = (base_url or os.environ.get("ANTHROPIC_BASE_URL") or ANTHROPIC_BASE_URL).rstrip("/")
@@ -467,6 +468,7 @@ class Anthropic(HttpProvider):
             http_client=http_client,
             retry=retry,
             timeout=timeout,
+            limits=limits,
         )
         self._max_tokens = max_tokens
         default = anthropic_profile(model)

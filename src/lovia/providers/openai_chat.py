@@ -39,7 +39,7 @@ from ._common import (
     partial_response,
     resolve_api_key,
 )
-from ._http import HttpSeam, RetryPolicy, as_dict, as_list, error_from_payload
+from ._http import HttpSeam, RetryPolicy, StreamLimits, as_dict, as_list, error_from_payload
 from .base import (
     FinishReason,
     ModelProfile,
@@ -417,7 +417,10 @@ class OpenAIChat(HttpProvider):
         retry: Retry policy (default: 3 retries, exponential backoff with full jitter).
         headers: Extra request headers.
         name: ``gen_ai.provider.name`` (``"openai"``; e.g. ``"ollama"`` for a local server).
-        timeout: Seconds (or an ``httpx.Timeout``) for a client we create.
+        timeout: Seconds (or an ``httpx.Timeout``) for a client we create (socket level).
+        limits: :class:`~lovia.providers.StreamLimits`: the call deadline (default 30 min,
+            retries included), the idle deadline between streamed events (default 120 s)
+            and the largest event (16 MiB). They hold against trickling servers too.
     """
 
     _path = "/chat/completions"
@@ -435,6 +438,7 @@ class OpenAIChat(HttpProvider):
         headers: Mapping[str, str] | None = None,
         name: str = "openai",
         timeout: float | httpx.Timeout | None = None,
+        limits: StreamLimits | None = None,
     ) -> None:
         url = (base_url or os.environ.get("OPENAI_BASE_URL") or OPENAI_BASE_URL).rstrip("/")
         key = resolve_api_key(api_key, "OPENAI_API_KEY", url, "OpenAI Chat Completions")
@@ -448,6 +452,7 @@ class OpenAIChat(HttpProvider):
             http_client=http_client,
             retry=retry,
             timeout=timeout,
+            limits=limits,
         )
         default = openai_profile(model) if self._official else compat_profile(model)
         super().__init__(model, name=name, profile=profile or default, stream=stream, seam=seam)

@@ -35,7 +35,7 @@ from ._common import (
     resolve_api_key,
     same_provider,
 )
-from ._http import HttpSeam, RetryPolicy, as_dict, as_list, error_from_payload
+from ._http import HttpSeam, RetryPolicy, StreamLimits, as_dict, as_list, error_from_payload
 from .base import (
     FinishReason,
     ModelProfile,
@@ -363,6 +363,7 @@ class OpenAIResponses(HttpProvider):
         headers: Mapping[str, str] | None = None,
         name: str = "openai",
         timeout: float | httpx.Timeout | None = None,
+        limits: StreamLimits | None = None,
     ) -> None:
         url = (base_url or os.environ.get("OPENAI_BASE_URL") or OPENAI_BASE_URL).rstrip("/")
         key = resolve_api_key(api_key, "OPENAI_API_KEY", url, "OpenAI Responses")
@@ -375,6 +376,7 @@ class OpenAIResponses(HttpProvider):
             http_client=http_client,
             retry=retry,
             timeout=timeout,
+            limits=limits,
         )
         official = httpx.URL(url).host == "api.openai.com"
         default = openai_profile(model) if official else compat_profile(model)

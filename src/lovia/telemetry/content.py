@@ -13,6 +13,12 @@ When on, chat spans get ``gen_ai.input.messages`` / ``gen_ai.output.messages`` /
 
 A scrubber ``scrub(key, value) -> value | None`` sees every structured value before it
 is serialized; returning ``None`` drops it.
+
+Error texts are content too (a refusal, a failed output, a server echoing the prompt):
+:func:`status_text` gives span status messages and ``lovia.retry.message`` the error
+text only when capture is on (scrubbed under the key ``lovia.status_message``), and
+otherwise only facts that are not content: the error type, and for provider errors the
+provider, HTTP status and error code. Either way keys are redacted before the text is cut.
 """
 
 from __future__ import annotations
@@ -24,7 +30,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-__all__ = ["ContentPolicy", "Scrubber", "current_policy", "set_policy"]
+from .._redact import excerpt
+from ..errors import BudgetExceeded, ProviderError
+
+__all__ = ["ContentPolicy", "Scrubber", "current_policy", "set_policy", "status_text"]
 
 logger = logging.getLogger("lovia.telemetry")
 
@@ -70,6 +79,30 @@ class ContentPolicy:
         if isinstance(value, str):
             return value
         return json.dumps(value, ensure_ascii=False, default=str)
+
+
+STATUS_KEY = "lovia.status_message"
+"""The scrubber key under which error texts (span status, retry messages) are offered."""
+STATUS_LIMIT = 500
+
+
+def status_text(
+    policy: ContentPolicy, error_type: str, message: str, error: BaseException | None = None
+) -> str:
+    """An error's description for telemetry, following ``policy`` (see the module docs)."""
+    if policy.enabled and message:
+        text = policy.encode(STATUS_KEY, message)
+        if text is not None:
+            return excerpt(text, STATUS_LIMIT)
+    facts: list[str] = []
+    if isinstance(error, ProviderError):
+        facts.extend(f for f in (error.provider, error.status and f"HTTP {error.status}") if f)
+        if error.code:
+            facts.append(error.code)
+    elif isinstance(error, BudgetExceeded) and error.limit:
+        facts.append(error.limit)
+    detail = f" ({', '.join(map(str, facts))})" if facts else ""
+    return excerpt(f"{error_type}{detail}", STATUS_LIMIT)
 
 
 _configured: Mode | None = None

@@ -5,12 +5,18 @@ The library never does this on import. ``configure`` creates a ``TracerProvider`
 that once per process: call ``configure`` once, at startup) and returns a
 :class:`Telemetry` whose ``shutdown()`` flushes and stops the exporters.
 
+Shutdown is bounded: ``Telemetry.shutdown()`` — also run at process exit — waits at most
+``shutdown_timeout`` seconds (default 5) for the exporters, so a collector that is down or
+hangs never holds a deploy; what was not sent by then is dropped with a warning.
+
 Needs the ``otel`` extra (``pip install 'lovia[otel]'``).
 """
 
 from __future__ import annotations
 
+import atexit
 import logging
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +34,7 @@ logger = logging.getLogger("lovia.telemetry")
 
 Exporter = Literal["otlp", "console", "local", "none"]
 Metrics = bool | Literal["otlp", "console", "prometheus", "none"]
+DEFAULT_SHUTDOWN_TIMEOUT = 5.0
 
 
 @dataclass(slots=True)
@@ -39,6 +46,9 @@ class Telemetry:
     metric_readers: list[Any] = field(default_factory=list[Any])
     prometheus_server: Any = None
     local_path: Path | None = None
+    shutdown_timeout: float = DEFAULT_SHUTDOWN_TIMEOUT
+    """The longest ``shutdown()`` waits for the exporters, in seconds."""
+    _closed: bool = field(default=False, init=False, repr=False)
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         ok = bool(self.tracer_provider.force_flush(timeout_millis))
@@ -46,8 +56,35 @@ class Telemetry:
             ok = bool(self.meter_provider.force_flush(timeout_millis)) and ok
         return ok
 
-    def shutdown(self) -> None:
-        """Flush and stop exporters (and the Prometheus endpoint, if any)."""
+    def shutdown(self) -> bool:
+        """Flush and stop exporters (and the Prometheus endpoint), waiting at most
+        ``shutdown_timeout`` seconds; False when the exporters did not finish in time
+        (their unsent data is dropped, their daemon threads do not hold the process)."""
+        if self._closed:
+            return True
+        self._closed = True
+        atexit.unregister(self.shutdown)
+        done = threading.Event()
+
+        def stop() -> None:
+            try:
+                self._stop_all()
+            except Exception:
+                logger.exception("stopping the telemetry exporters failed")
+            finally:
+                done.set()
+
+        threading.Thread(target=stop, name="lovia-telemetry-shutdown", daemon=True).start()
+        if done.wait(self.shutdown_timeout):
+            return True
+        logger.warning(
+            "telemetry exporters did not finish within shutdown_timeout=%gs (is the collector "
+            "down or hanging?); unsent spans and metrics were dropped",
+            self.shutdown_timeout,
+        )
+        return False
+
+    def _stop_all(self) -> None:
         self.tracer_provider.shutdown()
         if self.meter_provider is not None:
             self.meter_provider.shutdown()
@@ -144,6 +181,7 @@ def configure(
     prometheus_port: int = 9464,
     prometheus_addr: str = "127.0.0.1",
     set_global: bool = True,
+    shutdown_timeout: float = DEFAULT_SHUTDOWN_TIMEOUT,
 ) -> Telemetry:
     """Install tracing (and metrics) for this process and return the handle.
 
@@ -155,8 +193,15 @@ def configure(
       ``prometheus_addr:prometheus_port``, loopback by default) / False.
     - ``capture_content`` / ``scrub``: see ``lovia.telemetry.content``.
     - ``set_global=False`` only builds the providers (pass them to ``Runner.run``).
+    - ``shutdown_timeout``: the longest ``Telemetry.shutdown()`` — which also runs at
+      process exit — waits for exporters (seconds, default 5).
     """
     _sdk()
+    if not shutdown_timeout > 0:
+        raise UserError(
+            f"shutdown_timeout={shutdown_timeout!r} must be a positive number of seconds.",
+            hint="Pass e.g. shutdown_timeout=5.0.",
+        )
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
@@ -170,10 +215,15 @@ def configure(
     resource = Resource.create(attrs)
     path = path_from_url(local_path) if local_path is not None else None
     processor = _span_processor(exporter, path)
-    tp = TracerProvider(resource=resource)
+    # our own exit hook replaces the SDK's unbounded ones (shutdown_on_exit=False)
+    tp = TracerProvider(resource=resource, shutdown_on_exit=False)
     if processor is not None:
         tp.add_span_processor(processor)
-    handle = Telemetry(tracer_provider=tp, local_path=path if exporter == "local" else None)
+    handle = Telemetry(
+        tracer_provider=tp,
+        local_path=path if exporter == "local" else None,
+        shutdown_timeout=shutdown_timeout,
+    )
     if handle.local_path is None and exporter == "local":
         from .local import DEFAULT_PATH
 
@@ -182,11 +232,14 @@ def configure(
     if kind is not None:
         reader, handle.prometheus_server = _metric_reader(kind, prometheus_port, prometheus_addr)
         handle.metric_readers.append(reader)
-        handle.meter_provider = MeterProvider(resource=resource, metric_readers=[reader])
+        handle.meter_provider = MeterProvider(
+            resource=resource, metric_readers=[reader], shutdown_on_exit=False
+        )
     if capture_content is not None or scrub is not None:
         C.set_policy(capture_content, scrub)
     if set_global:
         _install(handle)
+    atexit.register(handle.shutdown)
     return handle
 
 

@@ -200,11 +200,12 @@ class RunTracer:
         if isinstance(event, ev.ProviderRetry):
             span = self._chat
             if span is not None:
+                text = C.status_text(self._policy, event.error_type, event.message)
                 span.add_event(
                     A.EVENT_RETRY,
                     {
                         A.ERROR_TYPE: event.error_type,
-                        A.RETRY_MESSAGE: event.message,
+                        A.RETRY_MESSAGE: text,
                         A.RETRY_ATTEMPT: event.attempt,
                         A.RETRY_DELAY: event.delay_s,
                     },
@@ -242,7 +243,7 @@ class RunTracer:
         )
         error = getattr(event, "error", None)
         if error is not None:
-            span.set_status(Status(StatusCode.ERROR, str(error)[:500]))
+            span.set_status(self._status(type(error).__name__, str(error), error))
         if isinstance(event, ev.CompactionApplied) and self._m is not None:
             labels = {A.AGENT_NAME: self._agent(event), A.COMPACTION_KIND: event.kind}
             self._m.compactions.add(1, labels)
@@ -269,7 +270,9 @@ class RunTracer:
         attrs = phase.attrs(event) if phase.attrs is not None else {}
         span.set_attributes(attrs)
         if A.ERROR_TYPE in attrs:
-            span.set_status(Status(StatusCode.ERROR, getattr(event, "message", "") or None))
+            error = getattr(event, "error", None)
+            message = str(getattr(event, "message", ""))
+            span.set_status(self._status(str(attrs[A.ERROR_TYPE]), message, error))
         if slot == "chat":
             self._chat_closed(event, span)
         return span
@@ -310,10 +313,14 @@ class RunTracer:
             attrs[A.RUN_REPLAYED] = True
         span.set_attributes(attrs)
         if A.ERROR_TYPE in attrs:
-            span.set_status(Status(StatusCode.ERROR, event.message[:500]))  # type: ignore[union-attr]
+            span.set_status(self._status(event.error_type, event.message, event.error))  # type: ignore[union-attr]
         if self._m is not None:
             self._run_metrics(event, attrs, replayed)
         return span
+
+    def _status(self, error_type: str, message: str, error: Any = None) -> Status:
+        """An ERROR status whose text follows the content policy (``content.status_text``)."""
+        return Status(StatusCode.ERROR, C.status_text(self._policy, error_type, message, error))
 
     def abandon(self) -> None:
         """End every open span: the consumer closed the stream before the run ended."""
@@ -327,7 +334,7 @@ class RunTracer:
         self._run = None
 
     def _fail_open_spans(self, error_type: str, message: str) -> None:
-        status = Status(StatusCode.ERROR, message[:500])
+        status = self._status(error_type, message)
         spans: list[Span] = [*self._tools.values(), *self._guards.values()]
         spans.extend(s for s in (self._chat,) if s is not None)
         spans.extend(p[0] for p in (self._view, self._turn) if p is not None)

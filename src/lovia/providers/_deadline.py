@@ -1,0 +1,173 @@
+"""Deadlines of one model call: :class:`StreamLimits` (the configuration) and the
+:class:`Watchdog` that enforces them for :class:`~lovia.providers._http.HttpSeam`.
+
+``timeout=`` on a provider is socket level: a server that trickles a byte now and then,
+or sends only ``: keep-alive`` comments, never trips it. The watchdog holds the call
+deadline (retries included) and the idle deadline (no complete event) on one timer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import ProviderError, UserError
+from ._sse import DEFAULT_MAX_EVENT_SIZE
+
+__all__ = ["StreamLimits", "Watchdog"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StreamLimits:
+    """How long one model call may take, and how large one streamed event may be.
+
+    Unlike ``timeout=`` (socket-level, for a client lovia creates), these hold against a
+    server that trickles bytes or sends only keep-alive comments, and also apply to an
+    ``http_client=`` you pass. ``None`` switches a time limit off.
+    """
+
+    call_timeout: float | None = 1800.0
+    """Wall-clock seconds for the whole call, retries and backoff waits included; past it
+    the call fails with ``ProviderError(code="call_timeout")``, not retried."""
+    idle_timeout: float | None = 120.0
+    """Seconds a streamed response may go without a complete event, counted from the
+    request (comments such as ``: keep-alive`` and unfinished lines do not count). Past
+    it the attempt fails with ``code="idle_timeout"``: retried before any content, a
+    :class:`~lovia.errors.StreamInterrupted` with the partial answer after."""
+    max_event_size: int = DEFAULT_MAX_EVENT_SIZE
+    """Characters one server-sent event may hold (16 MiB); more is ``code="event_too_large"``."""
+
+    def __post_init__(self) -> None:
+        for name in ("call_timeout", "idle_timeout"):
+            value = getattr(self, name)
+            if value is not None and not value > 0:
+                raise UserError(
+                    f"StreamLimits({name}={value!r}) must be a positive number of seconds.",
+                    f"Pass a positive {name}, or None to switch it off.",
+                )
+        if self.max_event_size < 1:
+            raise UserError(
+                f"StreamLimits(max_event_size={self.max_event_size!r}) must be positive.",
+                "Pass a number of characters (default 16 MiB).",
+            )
+
+
+class Watchdog:
+    """One call's two deadlines on ONE timer: the call deadline and the idle deadline.
+
+    The timer is re-armed lazily (an event only records the time), so the per-event cost
+    is a clock read. It cancels the task only while the seam itself awaits the server
+    (``armed``), never while the caller holds an item (that would interrupt the caller's
+    code); time spent there does not count as idle. :meth:`take` turns the cancellation
+    it caused into its reason (and undoes it); anyone else's cancellation propagates.
+    """
+
+    __slots__ = (
+        "_fired",
+        "_handle",
+        "_last",
+        "_loop",
+        "_task",
+        "armed",
+        "deadline",
+        "idle",
+        "limits",
+        "provider",
+    )
+
+    def __init__(self, limits: StreamLimits, provider: str) -> None:
+        self.limits = limits
+        self.provider = provider
+        self._loop: asyncio.AbstractEventLoop | None = None  # set by the first attempt
+        self._task: asyncio.Task[Any] | None = None
+        self.deadline: float | None = None
+        self.idle: float | None = None  # per attempt: streaming attempts only
+        self._last = 0.0
+        self.armed = True
+        self._fired: str | None = None
+        self._handle: asyncio.TimerHandle | None = None
+
+    def _schedule(self) -> None:
+        assert self._loop is not None
+        due = self.deadline
+        if self.idle is not None:
+            idle_due = self._last + self.idle
+            due = idle_due if due is None else min(due, idle_due)
+        self._handle = None if due is None else self._loop.call_at(due, self._fire)
+
+    def _fire(self) -> None:
+        self._handle = None
+        if not self.armed or self._task is None or self._loop is None:
+            return  # the caller holds an item: resume() re-arms
+        now = self._loop.time()
+        if self.deadline is not None and now >= self.deadline:
+            self._fired = "call_timeout"
+        elif self.idle is not None and now >= self._last + self.idle:
+            self._fired = "idle_timeout"
+        else:  # an event arrived since the timer was set
+            self._schedule()
+            return
+        self._task.cancel()
+
+    def attempt(self, idle: float | None) -> None:
+        """An attempt starts (the first one starts the call's clock); idle clock restarts."""
+        if self._loop is None:
+            self._loop = asyncio.get_running_loop()
+            timeout = self.limits.call_timeout
+            self.deadline = None if timeout is None else self._loop.time() + timeout
+        self._task = asyncio.current_task()
+        self.idle, self._last = idle, self._loop.time()
+        if self._handle is not None:
+            self._handle.cancel()
+        self._schedule()
+
+    def beat(self) -> None:
+        """A complete event arrived."""
+        self._last = self._loop.time()  # type: ignore[union-attr]
+
+    def resume(self) -> None:
+        """The caller asks for the next item: re-arm, or fail if the call deadline passed."""
+        loop = self._loop
+        if loop is None:
+            return
+        self._task = asyncio.current_task()
+        self.armed = True
+        self._last = now = loop.time()
+        if self.deadline is not None and now >= self.deadline:
+            raise self.error("call_timeout")
+        if self._handle is None:
+            self._schedule()
+
+    def take(self) -> str | None:
+        """Why this watchdog cancelled the task (undoing it), or None if it did not."""
+        reason, self._fired = self._fired, None
+        if reason is None or self._task is None:
+            return None
+        return reason if self._task.uncancel() == 0 else None
+
+    def stop(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+
+    def error(self, reason: str) -> ProviderError:
+        if reason == "idle_timeout":
+            return ProviderError(
+                f"{self.provider} sent no event for {self.limits.idle_timeout:g} s "
+                "(idle_timeout); the attempt was stopped.",
+                "The server stalled (keep-alive comments do not count as progress); lovia "
+                "retries when nothing had arrived yet. For models that think silently for "
+                "longer, raise StreamLimits(idle_timeout=...).",
+                retryable=True,
+                provider=self.provider,
+                code="idle_timeout",
+            )
+        return ProviderError(
+            f"The call to {self.provider} did not finish within "
+            f"{self.limits.call_timeout:g} s (call_timeout, retries included); it was stopped.",
+            "The server is too slow or trickles its answer. For very long generations raise "
+            "StreamLimits(call_timeout=...).",
+            provider=self.provider,
+            code="call_timeout",
+        )
