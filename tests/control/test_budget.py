@@ -258,6 +258,7 @@ async def test_max_seconds_stops_a_model_call_in_flight() -> None:
     assert b.of(events.RunFailed)[0].finish_reason == "budget"
 
 
+@pytest.mark.lovia_unconsumed  # the run ends before the script does, on purpose
 async def test_max_seconds_stops_a_running_tool() -> None:
     a, b = await both(lambda: _hanging([call("forever", id="f1"), "never"], "deadline-tool"))
     for out in (a, b):
