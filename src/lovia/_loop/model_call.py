@@ -27,7 +27,7 @@ from ..providers.base import (
     ToolCallChunk,
 )
 from ..telemetry.pricing import price_usage
-from ..transcript import InputEntry, ToolCallEntry, TranscriptEntry
+from ..transcript import DeltaCleaner, InputEntry, ToolCallEntry, TranscriptEntry
 from ..view.base import BuiltView, ViewInput, ViewRecord
 from ..view.record import view_parts
 from .checkpoint import save_progress
@@ -230,20 +230,20 @@ def _record(
     return record
 
 
-def _delta(base: EventBase, item: StreamItem) -> ev.Event | None:
-    """The event for one streamed chunk (None for the final response)."""
+def _delta(base: EventBase, item: StreamItem, clean: DeltaCleaner) -> ev.Event | None:
+    """The event for one streamed chunk (None for the final response); text is cleaned."""
     if isinstance(item, TextChunk):
-        return ev.TextDelta(**base, text=item.text)
+        return ev.TextDelta(**base, text=clean.feed("text", item.text))
     if isinstance(item, ToolCallChunk):
         return ev.ToolCallDelta(
             **base,
             index=item.index,
             call_id=item.call_id,
             name=item.name,
-            arguments=item.arguments,
+            arguments=clean.feed(item.index, item.arguments),
         )
     if isinstance(item, ReasoningChunk):
-        return ev.ReasoningDelta(**base, text=item.text)
+        return ev.ReasoningDelta(**base, text=clean.feed("reasoning", item.text))
     if isinstance(item, RetryNotice):
         return ev.ProviderRetry(
             **base,
@@ -253,6 +253,19 @@ def _delta(base: EventBase, item: StreamItem) -> ev.Event | None:
             delay_s=item.delay,
         )
     return None
+
+
+def _held_back(base: EventBase, clean: DeltaCleaner) -> list[ev.Event]:
+    """Deltas for half surrogate pairs that never got their other half (U+FFFD each)."""
+    out: list[ev.Event] = []
+    for key, text in clean.flush().items():
+        if key == "text":
+            out.append(ev.TextDelta(**base, text=text))
+        elif key == "reasoning":
+            out.append(ev.ReasoningDelta(**base, text=text))
+        else:
+            out.append(ev.ToolCallDelta(**base, index=key, arguments=text))
+    return out
 
 
 def _failed(
@@ -298,6 +311,7 @@ async def _call_model(
     first: float | None = None
     response: ModelResponse | None = None
     stream = provider.stream(request)
+    clean = DeltaCleaner()
     try:
         while True:
             guard.arm()
@@ -307,9 +321,11 @@ async def _call_model(
                 break
             finally:
                 guard.disarm()
-            event = _delta(base, item)
+            event = _delta(base, item, clean)
             if event is None:
                 response = item  # type: ignore[assignment]
+                for held in _held_back(base, clean):
+                    yield held
                 continue
             if first is None and not isinstance(item, RetryNotice):
                 first = time.perf_counter()
