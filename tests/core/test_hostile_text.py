@@ -10,11 +10,15 @@ everything a user can print or export must encode as UTF-8.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import httpx
 
+import lovia
 from lovia import Agent, RunContext, Runner, events, tool
 from lovia.errors import ToolError
 from lovia.plugins.base import PluginInstance
@@ -137,6 +141,20 @@ async def test_hostile_text_at_every_entry_point_completes_and_is_stored(
     snapshot = await store(url).load("hostile")
     assert snapshot is not None and snapshot.info.status == "completed"
     assert snapshot.entries() == list(result.entries)
+
+    for args in (["show", "hostile"], ["show", "hostile", "--json"], ["replay", "hostile"]):
+        out = _cli(*args, "--store", url)
+        assert out.returncode == 0, out.stderr
+        assert f"input {CLEAN}" in out.stdout.decode("utf-8")
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[bytes]:
+    """``lovia ARGS`` with a strict UTF-8 stdout (a surrogate would fail to print)."""
+    src = str(Path(lovia.__file__).parents[1])
+    env = {**os.environ, "PYTHONPATH": src, "PYTHONIOENCODING": "utf-8:strict", "NO_COLOR": "1"}
+    return subprocess.run(
+        [sys.executable, "-m", "lovia.cli", *args], capture_output=True, env=env, timeout=60
+    )
 
 
 def _sse(*deltas: str) -> bytes:
