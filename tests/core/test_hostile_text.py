@@ -157,34 +157,64 @@ def _cli(*args: str) -> subprocess.CompletedProcess[bytes]:
     )
 
 
-def _sse(*deltas: str) -> bytes:
-    """A recorded-style Chat Completions stream; each delta is one JSON ``\\u`` escape."""
-    chunks = [
-        {"id": "c1", "model": "m", "choices": [{"index": 0, "delta": {"content": d}}]}
-        for d in deltas
-    ]
+def _sse(*deltas: dict[str, Any], finish: str = "stop") -> bytes:
+    """A recorded-style Chat Completions stream, one SSE event per delta."""
+    chunks = [{"id": "c1", "model": "m", "choices": [{"index": 0, "delta": d}]} for d in deltas]
     chunks.append(
-        {"id": "c1", "model": "m", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+        {"id": "c1", "model": "m", "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]}
     )
     body = "".join(f"data: {json.dumps(c)}\n\n" for c in chunks) + "data: [DONE]\n\n"
     assert "\\ud83d" in body and "\\ude00" in body  # escapes on the wire, as servers send
     return body.encode()
 
 
+def _args(piece: str, **first: str) -> dict[str, Any]:
+    call: dict[str, Any] = {"index": 0, "function": {"arguments": piece}}
+    if first:
+        call |= {"id": first["id"], "type": "function"}
+        call["function"]["name"] = first["name"]
+    return {"tool_calls": [call]}
+
+
+STREAMS = [
+    # a tool call whose arguments split an emoji between two chunks
+    _sse(
+        _args('{"text": "tool ', id="call_1", name="echo"),
+        _args("\ud83d"),
+        _args('\ude00"}'),
+        finish="tool_calls",
+    ),
+    _sse(*({"content": d} for d in ("smile ", "\ud83d", "\ude00", " and a lone ", "\ud83d"))),
+]
+
+
 async def test_a_surrogate_pair_split_across_sse_chunks_is_joined(tmp_path: Path) -> None:
+    seen: list[httpx.Request] = []
+
     def handler(request: httpx.Request) -> httpx.Response:
-        body = _sse("smile ", "\ud83d", "\ude00", " and a lone ", "\ud83d")
+        seen.append(request)
+        body = STREAMS[len(seen) - 1]
         return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=body)
 
     client = httpx.AsyncClient(transport=httpx.MockTransport(handler))
     model = OpenAIChat("gpt-4o", api_key="sk-test", http_client=client)
-    handle = Runner.stream(
-        Agent(name="a", model=model), "hi", checkpointer=f"sqlite:///{tmp_path / 'r.db'}"
-    )
-    deltas = [e.text async for e in handle if isinstance(e, events.TextDelta)]
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    handle = Runner.stream(Agent(name="a", model=model, tools=[echo]), "hi", checkpointer=url)
+    texts: list[str] = []
+    args: list[str] = []
+    async for event in handle:
+        if isinstance(event, events.TextDelta):
+            texts.append(event.text)
+        elif isinstance(event, events.ToolCallDelta):
+            args.append(event.arguments)
     result = await handle.result()
 
     assert result.output == "smile \U0001f600 and a lone \ufffd"
-    assert "".join(deltas) == result.output  # the live stream shows what is stored
-    for text in deltas:
+    assert "".join(texts) == result.output  # the live stream shows what is stored
+    assert "".join(args) == '{"text": "tool \U0001f600"}'
+    (echoed,) = [e for e in result.entries if isinstance(e, ToolResultEntry)]
+    assert echoed.content == "tool \U0001f600\ufffd"  # the tool got the joined emoji
+    for text in (*texts, *args):
         text.encode("utf-8")
+    snapshot = await store(url).load(result.run_id)
+    assert snapshot is not None and snapshot.entries() == list(result.entries)
