@@ -137,7 +137,7 @@ class _Store:
                 if not name.startswith(".") and len(rows) <= MAX_LISTING:
                     p = base / name
                     rows.append(f"{p.stat().st_size:>8}  {relative(self.root, p)}")
-            for name in dirnames:
+            for name in dirnames[: max(0, MAX_LISTING + 1 - len(rows))]:
                 rows.append(f"{'-':>8}  {relative(self.root, base / name)}/")
             if len(rows) > MAX_LISTING:
                 break
