@@ -13,8 +13,11 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from lovia import Agent, Runner
+from lovia.plugins._fs import show_name, unescape_name
 from lovia.plugins.memory import Memory
 from lovia.plugins.skills import Skills
 from lovia.plugins.workspace import MAX_LISTED, Workspace
@@ -42,6 +45,15 @@ async def _run(tmp_path: Path, model: ScriptedModel, **options: object) -> list[
     assert snapshot is not None and snapshot.info.status == "completed"
     assert snapshot.entries() == list(result.entries)  # every tool result was stored
     return [r.content for r in results(result.entries)]
+
+
+@given(st.binary(min_size=1, max_size=40))
+def test_every_byte_name_is_shown_as_printable_text_that_reads_back(raw: bytes) -> None:
+    name = os.fsdecode(raw)
+    shown = show_name(name)
+    shown.encode("utf-8")  # valid text: storable, printable
+    assert not any(c < " " or c == "\x7f" for c in shown)  # no newline can fake a row
+    assert unescape_name(shown) == name
 
 
 async def test_workspace_shows_non_utf8_names_escaped_and_opens_them(tmp_path: Path) -> None:

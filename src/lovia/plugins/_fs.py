@@ -70,6 +70,8 @@ def _unescape_char(match: re.Match[str]) -> str:
     if token == "\\":
         return "\\"
     byte = int(token[1:], 16)
+    if 0x20 <= byte < 0x7F:  # never escaped by show_name: the text means itself
+        return match.group()
     return chr(0xDC00 + byte) if byte >= 0x80 else chr(byte)
 
 

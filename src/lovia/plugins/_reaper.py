@@ -73,9 +73,12 @@ def _exit_like(status: int) -> None:
 
 def main() -> None:
     parent, argv = int(sys.argv[1]), sys.argv[2:]
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-    libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    except (OSError, AttributeError):  # no prctl: the parent's process-group kill remains
+        pass
     signal.signal(signal.SIGTERM, _on_term)
     if os.getppid() != parent:  # the parent died before PDEATHSIG was armed
         _on_term(signal.SIGTERM, None)
