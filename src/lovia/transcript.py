@@ -8,16 +8,22 @@ those fields empty; the loop stamps them when it appends.
 Pairing is by id, never by position: a :class:`ToolResultEntry` names its
 :class:`ToolCallEntry` through ``call_id``; consecutive model entries of one response
 share a ``message_id``.
+
+Text is cleaned where an entry is created, so what is stored, traced and printed is
+always valid Unicode: surrogate pairs split in two (a stream that sent each half in its
+own chunk) are joined back into one character, and a lone surrogate becomes U+FFFD
+(see :func:`clean_text`).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Annotated, Any, Literal, overload
+from typing import Annotated, Any, Literal, cast, overload
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
 __all__ = [
     "EntriesView",
@@ -30,6 +36,7 @@ __all__ = [
     "ToolResultEntry",
     "Transcript",
     "TranscriptEntry",
+    "clean_text",
     "dump_entries",
     "load_entries",
     "new_id",
@@ -39,6 +46,65 @@ __all__ = [
 def new_id(prefix: str = "e") -> str:
     """A new random id such as ``e_3f9c0a1b2c3d4e5f``."""
     return f"{prefix}_{os.urandom(8).hex()}"
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+REPLACEMENT = "\ufffd"
+
+
+def clean_text(text: str) -> str:
+    """``text`` as valid Unicode: split surrogate pairs joined, lone surrogates → U+FFFD.
+
+    A JSON ``\\ud83d`` escape in one stream chunk and ``\\ude00`` in the next decode to
+    two lone surrogates; joined they are one emoji again. A surrogate with no partner
+    (a file name decoded with ``surrogateescape``, a broken provider) cannot be encoded
+    as UTF-8, so stores, exporters and terminals would refuse it: it becomes U+FFFD.
+    Valid text is returned as is (the same object).
+    """
+    if text.isascii() or _SURROGATE.search(text) is None:
+        return text
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+
+
+def _clean(value: Any) -> Any:
+    """:func:`clean_text` applied to every string in JSON-like data."""
+    if isinstance(value, str):
+        return clean_text(value)
+    if isinstance(value, dict):
+        items = cast(dict[Any, Any], value).items()
+        return {_clean(k): _clean(v) for k, v in items}
+    if isinstance(value, list | tuple):
+        return [_clean(v) for v in cast(list[Any], value)]
+    return value
+
+
+class DeltaCleaner:
+    """Cleans streamed text chunk by chunk, as :func:`clean_text` cleans a whole entry.
+
+    A chunk that ends with the first half of a surrogate pair keeps that half back
+    until the next chunk of the same stream (``key``: text, reasoning, a tool call's
+    index), so the pair is joined instead of becoming two U+FFFD. :meth:`flush` returns
+    what is still held at the end (a U+FFFD per stream whose pair never completed).
+    """
+
+    __slots__ = ("_held",)
+
+    def __init__(self) -> None:
+        self._held: dict[Any, str] = {}
+
+    def feed(self, key: Any, text: str) -> str:
+        held = self._held.pop(key, "")
+        if not held and (text.isascii() or _SURROGATE.search(text) is None):
+            return text
+        text = held + text
+        if text and "\ud800" <= text[-1] <= "\udbff":
+            self._held[key] = text[-1]
+            text = text[:-1]
+        return clean_text(text)
+
+    def flush(self) -> dict[Any, str]:
+        held, self._held = self._held, {}
+        return dict.fromkeys(held, REPLACEMENT)
 
 
 class _Entry(BaseModel):
@@ -54,6 +120,12 @@ class _Entry(BaseModel):
     """Name of the agent that was active."""
     ts: float = Field(default_factory=time.time)
     """Unix time when it was created."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _valid_unicode(cls, data: Any) -> Any:
+        # the one place text is cleaned: every entry, whoever builds it (see clean_text)
+        return _clean(data) if isinstance(data, dict) else data
 
 
 class SystemEntry(_Entry):

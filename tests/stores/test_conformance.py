@@ -222,8 +222,10 @@ async def test_lone_surrogates_are_refused_and_nothing_is_written(db: Store) -> 
     await db.append("r1", [rec(1)])
     with pytest.raises(StoreError, match="surrogates"):
         await db.append("r1", [rec(2), rec(3, note="bad \ud800")])
-    with pytest.raises(StoreError):
-        await db.append_segment("s1", "r1", [text(1, "bad \udfff")])
+    assert text(1, "bad \udfff").text == "bad \ufffd"  # entries clean their text...
+    forged = TextEntry.model_construct(id="e1", text="bad \udfff", turn=1, ts=1.5)
+    with pytest.raises(StoreError):  # ...and a store still refuses one that was forged
+        await db.append_segment("s1", "r1", [forged])
     snap = await db.load("r1")
     assert snap is not None
     assert [r.data["i"] for r in snap.records] == [1]

@@ -30,7 +30,7 @@ from ..output import output_mode
 from ..plugins.base import Plugin, PluginInstance
 from ..providers.base import ModelSettings, Provider
 from ..tools import Tool, tool
-from ..transcript import SystemEntry
+from ..transcript import SystemEntry, clean_text
 from .state import ActiveAgent, RunState
 
 __all__ = ["activate", "resolve_provider"]
@@ -217,4 +217,4 @@ async def _system_prompt(
     contract = output.contract() if output is not None else None
     if contract:
         parts.append(contract)
-    return "\n\n".join(p.strip() for p in parts if p.strip())
+    return clean_text("\n\n".join(p.strip() for p in parts if p.strip()))

@@ -34,7 +34,7 @@ from ..providers.base import (
     ToolCallChunk,
 )
 from ..telemetry.pricing import price_usage
-from ..transcript import TranscriptEntry
+from ..transcript import DeltaCleaner, TranscriptEntry
 from .limits import cancelled_error, check_budget
 from .state import CancelGuard, EventBase, RunState
 
@@ -118,6 +118,7 @@ async def _stream(call: ModelCall, guard: CancelGuard | None) -> AsyncIterator[e
     t0 = time.perf_counter()
     stream = call.provider.stream(call.request)
     first = False
+    clean = DeltaCleaner()  # a surrogate pair split across chunks reaches consumers whole
     try:
         while True:
             if guard is not None:
@@ -129,9 +130,12 @@ async def _stream(call: ModelCall, guard: CancelGuard | None) -> AsyncIterator[e
             finally:
                 if guard is not None:
                     guard.disarm()
-            event = _delta(call.base, item)
+            event = _delta(call.base, item, clean)
             if event is None:
                 call.response = item  # type: ignore[assignment]
+                if call.deltas:
+                    for held in _held_back(call.base, clean):
+                        yield held
                 continue
             if not first and not isinstance(item, RetryNotice):
                 first = True
@@ -191,20 +195,20 @@ def _failed(call: ModelCall, exc: BaseException, t0: float) -> ev.ModelCallFaile
     )
 
 
-def _delta(base: EventBase, item: StreamItem) -> ev.Event | None:
-    """The event for one streamed chunk (None for the final response)."""
+def _delta(base: EventBase, item: StreamItem, clean: DeltaCleaner) -> ev.Event | None:
+    """The event for one streamed chunk (None for the final response); text is cleaned."""
     if isinstance(item, TextChunk):
-        return ev.TextDelta(**base, text=item.text)
+        return ev.TextDelta(**base, text=clean.feed("text", item.text))
     if isinstance(item, ToolCallChunk):
         return ev.ToolCallDelta(
             **base,
             index=item.index,
             call_id=item.call_id,
             name=item.name,
-            arguments=item.arguments,
+            arguments=clean.feed(item.index, item.arguments),
         )
     if isinstance(item, ReasoningChunk):
-        return ev.ReasoningDelta(**base, text=item.text)
+        return ev.ReasoningDelta(**base, text=clean.feed("reasoning", item.text))
     if isinstance(item, RetryNotice):
         return ev.ProviderRetry(
             **base,
@@ -214,6 +218,19 @@ def _delta(base: EventBase, item: StreamItem) -> ev.Event | None:
             delay_s=item.delay,
         )
     return None
+
+
+def _held_back(base: EventBase, clean: DeltaCleaner) -> list[ev.Event]:
+    """Deltas for half surrogate pairs that never got their other half (U+FFFD each)."""
+    out: list[ev.Event] = []
+    for key, text in clean.flush().items():
+        if key == "text":
+            out.append(ev.TextDelta(**base, text=text))
+        elif key == "reasoning":
+            out.append(ev.ReasoningDelta(**base, text=text))
+        else:
+            out.append(ev.ToolCallDelta(**base, index=key, arguments=text))
+    return out
 
 
 async def _close_quietly(stream: Any) -> None:

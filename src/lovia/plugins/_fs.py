@@ -5,11 +5,17 @@ bytes, over-long names, absolute paths, ``..`` components and — after resolvin
 symlinks — anything that lands outside the root. :func:`atomic_write` replaces a file
 in one step (temp file in the same folder, ``fsync``, ``os.replace``, ``fsync`` of the
 folder), so a reader never sees half a file and a crash never leaves one.
+
+File names are bytes; a name that is not UTF-8 text (``b"caf\\xe9.txt"``) or holds a
+control character is shown to the model escaped (:func:`show_name`: ``caf\\xe9.txt``,
+a backslash as ``\\\\``), and :func:`confine` reads that notation back, so the model
+can open the file by the name it was shown.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from pathlib import Path, PurePosixPath
 
@@ -23,6 +29,8 @@ __all__ = [
     "is_binary",
     "number_lines",
     "relative",
+    "show_name",
+    "unescape_name",
 ]
 
 MAX_PATH_CHARS = 1024
@@ -33,12 +41,72 @@ NEW_FILE_MODE = 0o644
 """Permissions of a file created by :func:`atomic_write`."""
 
 
+_SHOWN_ESCAPED = re.compile("[\\\\\x00-\x1f\x7f\udc80-\udcff]")
+_ESCAPE = re.compile(r"\\(\\|x[0-9a-fA-F]{2})")
+
+
+def _escape_char(match: re.Match[str]) -> str:
+    char = match.group()
+    if char == "\\":
+        return "\\\\"
+    code = ord(char)
+    return f"\\x{code - 0xDC00 if code >= 0xDC00 else code:02x}"
+
+
+def show_name(name: str) -> str:
+    """A file name (or relative path) as the model sees it: always valid, printable text.
+
+    Bytes that are not UTF-8 (decoded by Python as ``\\udcXX``) and control characters
+    become ``\\xHH``; a backslash becomes ``\\\\`` so the notation reads back exactly.
+    Any other name is returned unchanged.
+    """
+    if _SHOWN_ESCAPED.search(name) is None:
+        return name
+    return _SHOWN_ESCAPED.sub(_escape_char, name)
+
+
+def _unescape_char(match: re.Match[str]) -> str:
+    token = match.group(1)
+    if token == "\\":
+        return "\\"
+    byte = int(token[1:], 16)
+    if 0x20 <= byte < 0x7F:  # never escaped by show_name: the text means itself
+        return match.group()
+    return chr(0xDC00 + byte) if byte >= 0x80 else chr(byte)
+
+
+def unescape_name(name: str) -> str:
+    """The inverse of :func:`show_name` (``\\xHH`` → that byte, ``\\\\`` → ``\\``)."""
+    if "\\" not in name:
+        return name
+    return _ESCAPE.sub(_unescape_char, name)
+
+
 def confine(root: Path, path: str, *, what: str = "root") -> Path:
     """Resolve ``path`` (relative to ``root``) or raise :class:`ToolError` saying why not.
 
     ``root`` must already be resolved. The result is the resolved path, inside ``root``
-    (or ``root`` itself for ``""`` / ``"."``).
+    (or ``root`` itself for ``""`` / ``"."``). ``path`` may use the escapes of
+    :func:`show_name`; when the escaped reading names nothing but the literal text
+    names an existing file, the literal one is used.
     """
+    decoded = unescape_name(path)
+    if decoded == path:
+        return _confine(root, path, what)
+    try:
+        target = _confine(root, decoded, what)
+    except ToolError:
+        return _confine(root, path, what)
+    if target.exists():
+        return target
+    try:
+        literal = _confine(root, path, what)
+    except ToolError:
+        return target
+    return literal if literal.exists() else target
+
+
+def _confine(root: Path, path: str, what: str) -> Path:
     if "\x00" in path:
         raise ToolError(f"invalid path {path[:80]!r}: it contains a NUL byte")
     if len(path) > MAX_PATH_CHARS:
@@ -52,7 +120,11 @@ def confine(root: Path, path: str, *, what: str = "root") -> Path:
     for part in pure.parts:
         if part == "..":
             raise ToolError(f"refused path {path!r}: '..' is not allowed (stay inside the {what})")
-        if len(part.encode("utf-8", "surrogatepass")) > MAX_NAME_BYTES:
+        try:
+            size = len(os.fsencode(part))
+        except UnicodeError:
+            raise ToolError(f"invalid path {path[:80]!r}: it is not valid text") from None
+        if size > MAX_NAME_BYTES:
             raise ToolError(f"invalid path: the name {part[:40]!r}… is too long")
     resolved = (root / pure).resolve()
     if resolved != root and root not in resolved.parents:
@@ -61,9 +133,10 @@ def confine(root: Path, path: str, *, what: str = "root") -> Path:
 
 
 def relative(root: Path, path: Path) -> str:
-    """``path`` as the model should see it: relative to ``root``, POSIX separators."""
+    """``path`` as the model should see it: relative to ``root``, POSIX separators,
+    escaped by :func:`show_name`."""
     rel = path.relative_to(root).as_posix()
-    return rel or "."
+    return show_name(rel) if rel else "."
 
 
 def atomic_write(path: Path, text: str) -> None:

@@ -1,7 +1,10 @@
-"""Private: run a shell command in its own process group, with a timeout and output cap.
+"""Private: run a shell command in its own session, with a timeout and output cap.
 
-The whole process group is killed (SIGKILL) on timeout, on cancellation and when the
-command returns, so nothing it started outlives the call.
+Nothing the command starts outlives the call: on timeout, on cancellation and when the
+command returns, everything it started is killed (SIGKILL). On Linux the command runs
+under a supervisor (``_reaper.py``, a child subreaper) that finds and kills every
+descendant, even one that called ``setsid`` or double-forked to leave the process
+group; elsewhere the process group is killed.
 """
 
 from __future__ import annotations
@@ -9,7 +12,9 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 __all__ = ["ShellResult", "run_shell"]
 
@@ -53,6 +58,11 @@ class _Capped:
         return out
 
 
+REAPER = Path(__file__).with_name("_reaper.py")
+STOP_GRACE_S = 5.0
+"""How long the supervisor may take to kill and reap the command's processes."""
+
+
 def _kill_group(pid: int) -> None:
     try:
         os.killpg(pid, signal.SIGKILL)
@@ -60,12 +70,26 @@ def _kill_group(pid: int) -> None:
         pass
 
 
+async def _stop(proc: asyncio.subprocess.Process) -> None:
+    """Ask the supervisor to kill every descendant, and wait (bounded) until it has."""
+    try:
+        proc.send_signal(signal.SIGTERM)
+        async with asyncio.timeout(STOP_GRACE_S):
+            await proc.wait()
+    except (ProcessLookupError, TimeoutError):
+        pass
+
+
 async def run_shell(
     command: str, cwd: str, limit_s: float, cap: int, env: dict[str, str] | None = None
 ) -> ShellResult:
     """Run ``command`` with ``/bin/sh -c`` in ``cwd``; see the module docs."""
-    proc = await asyncio.create_subprocess_shell(
-        command,
+    supervised = sys.platform == "linux" and bool(sys.executable)
+    argv = ["/bin/sh", "-c", command]
+    if supervised:
+        argv = [sys.executable, "-I", "-S", str(REAPER), str(os.getpid()), *argv]
+    proc = await asyncio.create_subprocess_exec(
+        *argv,
         cwd=cwd,
         env=env,
         stdin=asyncio.subprocess.DEVNULL,
@@ -81,8 +105,10 @@ async def run_shell(
             await asyncio.gather(out.drain(proc.stdout), err.drain(proc.stderr), proc.wait())
     except TimeoutError:
         timed_out = True
-    finally:
-        _kill_group(proc.pid)  # also on cancellation: nothing outlives the call
+    finally:  # also on cancellation: nothing outlives the call
+        if supervised and proc.returncode is None:
+            await asyncio.shield(_stop(proc))
+        _kill_group(proc.pid)
         if proc.returncode is None:
             await asyncio.shield(proc.wait())
     return ShellResult(

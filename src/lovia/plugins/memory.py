@@ -42,6 +42,8 @@ T = TypeVar("T")
 
 LOCK_NAME = ".lovia-memory.lock"
 MAX_FILE_CHARS = 1_000_000
+MAX_FILE_BYTES = 4 * MAX_FILE_CHARS
+"""Largest file the tools read (a file written by other means may be larger)."""
 MAX_LISTING = 500
 
 INSTRUCTIONS = """\
@@ -98,6 +100,12 @@ class _Store:
         return target
 
     def read(self, target: Path) -> str:
+        size = target.stat().st_size
+        if size > MAX_FILE_BYTES:
+            raise ToolError(
+                f"{relative(self.root, target)} is {size} bytes; a memory file is read "
+                f"only up to {MAX_FILE_BYTES} bytes"
+            )
         data = target.read_bytes()
         if is_binary(data):
             raise ToolError(f"{relative(self.root, target)} is not a UTF-8 text file")
@@ -126,10 +134,10 @@ class _Store:
             dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
             base = Path(dirpath)
             for name in sorted(filenames):
-                if not name.startswith("."):
+                if not name.startswith(".") and len(rows) <= MAX_LISTING:
                     p = base / name
                     rows.append(f"{p.stat().st_size:>8}  {relative(self.root, p)}")
-            for name in dirnames:
+            for name in dirnames[: max(0, MAX_LISTING + 1 - len(rows))]:
                 rows.append(f"{'-':>8}  {relative(self.root, base / name)}/")
             if len(rows) > MAX_LISTING:
                 break

@@ -33,7 +33,7 @@ import yaml
 from ..context import RunContext
 from ..errors import ToolError, UserError
 from ..tools import tool
-from ._fs import confine, is_binary
+from ._fs import confine, is_binary, relative, show_name
 from .base import PluginInstance
 
 __all__ = ["Skill", "Skills", "load_skills", "parse_skill"]
@@ -63,15 +63,18 @@ class Skill:
     metadata: dict[str, str] = field(default_factory=dict[str, str])
     allowed_tools: tuple[str, ...] = ()
 
-    def files(self) -> list[str]:
-        """Every file in the skill folder except ``SKILL.md`` (relative POSIX paths)."""
+    def files(self, limit: int | None = None) -> list[str]:
+        """The files in the skill folder except ``SKILL.md`` (relative POSIX paths, a
+        name that is not UTF-8 escaped as in a Workspace); at most ``limit`` of them."""
         out: list[str] = []
         for dirpath, dirnames, filenames in os.walk(self.root):
             dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
             for name in sorted(filenames):
-                rel = (Path(dirpath) / name).relative_to(self.root).as_posix()
+                rel = relative(self.root, Path(dirpath) / name)
                 if rel != "SKILL.md" and not name.startswith("."):
                     out.append(rel)
+                    if limit is not None and len(out) >= limit:
+                        return out
         return out
 
 
@@ -152,7 +155,7 @@ def parse_skill(folder: Path) -> Skill:
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"invalid skill {path}: cannot read it ({exc})") from None
+        raise UserError(f"invalid skill {show_name(str(path))}: cannot read it ({exc})") from None
     try:
         data, body = _front_matter(text)
         unknown = sorted(set(data) - KNOWN_KEYS)
@@ -174,7 +177,7 @@ def parse_skill(folder: Path) -> Skill:
         )
     except _Invalid as exc:
         raise UserError(
-            f"invalid skill {path}: {exc}",
+            f"invalid skill {show_name(str(path))}: {exc}",
             hint="See the Agent Skills format (docs/skills.md), or pass "
             "Skills(..., on_invalid='skip') to leave bad skills out with a warning.",
         ) from None
@@ -231,8 +234,7 @@ def _render_index(skills: dict[str, Skill]) -> str:
 def _read_file(skill: Skill, path: str) -> str:
     target = confine(skill.root, path, what=f"skill folder of {skill.name!r}")
     if not target.is_file():
-        files = skill.files()
-        shown = ", ".join(files[:MAX_LISTED_FILES]) or "(none)"
+        shown = ", ".join(skill.files(MAX_LISTED_FILES)) or "(none)"
         raise ToolError(f"Skill {skill.name!r} has no file {path!r}. Its files: {shown}.")
     size = target.stat().st_size
     if size > MAX_FILE_BYTES:
@@ -241,7 +243,7 @@ def _read_file(skill: Skill, path: str) -> str:
     if is_binary(data):
         return (
             f"{path} is a binary file ({size} bytes) and cannot be shown as text. "
-            f"Its location on disk: {target}"
+            f"Its location on disk: {show_name(str(target))}"
         )
     return data.decode("utf-8")
 
@@ -291,8 +293,8 @@ class Skills:
                 name: The skill's name, as listed in your instructions.
             """
             skill = find(name)
-            files = await asyncio.to_thread(skill.files)
-            listing = "\n".join(f"- {f}" for f in files[:MAX_LISTED_FILES])
+            files = await asyncio.to_thread(skill.files, MAX_LISTED_FILES)
+            listing = "\n".join(f"- {f}" for f in files)
             extra = f"\n\n<skill-files>\n{listing}\n</skill-files>" if files else ""
             return f'<skill name="{skill.name}">\n{skill.body}\n</skill>{extra}'
 

@@ -7,11 +7,15 @@ it up first, as a plugin named ``workspace``, and ``ctx.workspace`` is this obje
   appended to the system prompt (read once per run).
 - File tools, confined to the root (no absolute paths, no ``..``, no symlinks out):
   ``read_file`` (line ranges), ``write_file``, ``edit_file`` (unique string),
-  ``list_dir``, ``glob``, ``grep``.
-- ``shell`` runs a command with ``/bin/sh`` in the root, in its own process group,
+  ``list_dir``, ``glob``, ``grep``. A file name that is not UTF-8 text is shown
+  escaped (``caf\\xe9.txt``) and that name opens the file. ``grep`` and ``glob`` run in
+  a separate process stopped after ``search_timeout`` seconds, so a pattern that
+  backtracks (``^(a+)+$``) or a huge folder cannot stall the process.
+- ``shell`` runs a command with ``/bin/sh`` in the root, in its own session,
   with a timeout and an output cap, and returns the exit code, stdout and stderr.
   **A non-zero exit is output, not a tool error**: the model reads the code like any
-  other output. A timeout (or a cancelled run) kills the whole process group.
+  other output. Whatever the command started is killed when it returns, on timeout and
+  when the run is cancelled (on Linux even a ``setsid`` or double-forked child).
 
 The shell is not a sandbox: a command can still read or write outside the folder.
 Run untrusted agents in a container.
@@ -21,8 +25,9 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import heapq
 import os
-import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,7 +35,8 @@ from typing import Any
 from ..context import RunContext
 from ..errors import ToolError, UserError
 from ..tools import Tool, tool
-from ._fs import atomic_write, confine, is_binary, number_lines, relative
+from ._fs import atomic_write, confine, is_binary, number_lines, relative, show_name, unescape_name
+from ._search import SearchResult, run_search
 from ._shell import run_shell
 from .base import PluginInstance
 
@@ -38,22 +44,24 @@ __all__ = ["Workspace"]
 
 MAX_READ_BYTES = 2_000_000
 MAX_MATCHES = 200
+MAX_LISTED = 1000
+"""Most entries ``list_dir`` shows (the first by name; the rest are counted)."""
 SKIP_DIRS = frozenset(
     {".git", "node_modules", ".venv", "__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache"}
 )
 
 
-def _walk(root: Path, start: Path) -> list[Path]:
-    out: list[Path] = []
-    for dirpath, dirnames, filenames in os.walk(start):
-        dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS)
-        out.extend(Path(dirpath) / f for f in sorted(filenames))
-    return out
+def _scan(folder: Path, seen: list[int]) -> Iterator[tuple[str, bool]]:
+    with os.scandir(folder) as entries:
+        for entry in entries:
+            seen[0] += 1
+            yield entry.name, entry.is_dir()
 
 
 @dataclass(frozen=True, slots=True)
 class _Files:
     root: Path
+    search_timeout: float
 
     def resolve(self, path: str) -> Path:
         return confine(self.root, path, what="workspace")
@@ -101,44 +109,44 @@ class _Files:
         target = self.resolve(path)
         if not target.is_dir():
             raise ToolError(f"no folder {path!r} in the workspace")
-        rows = [f"{p.name}/" if p.is_dir() else p.name for p in sorted(target.iterdir())]
+        seen = [0]
+        shown = heapq.nsmallest(MAX_LISTED, _scan(target, seen))
+        rows = [show_name(name) + ("/" if is_dir else "") for name, is_dir in shown]
+        if seen[0] > len(rows):
+            rows.append(f"(… {seen[0] - len(rows)} more; use glob or shell to narrow it)")
         return "\n".join(rows) or "(empty)"
 
-    def glob(self, pattern: str) -> str:
+    async def glob(self, pattern: str) -> str:
+        pattern = unescape_name(pattern)
         if pattern.startswith("/") or ".." in Path(pattern).parts:
             raise ToolError("glob patterns are relative to the workspace and may not use '..'")
-        found: list[str] = []
-        for p in sorted(self.root.glob(pattern)):
-            resolved = p.resolve()
-            if (resolved == self.root or self.root in resolved.parents) and not (
-                SKIP_DIRS & set(p.relative_to(self.root).parts)
-            ):
-                found.append(p.relative_to(self.root).as_posix())
-            if len(found) >= MAX_MATCHES:
-                break
-        return "\n".join(found) or "(no matches)"
+        found = await self._search({"op": "glob", "pattern": pattern}, "glob")
+        return "\n".join(show_name(p) for p in found.paths) or "(no matches)"
 
-    def grep(self, pattern: str, path: str) -> str:
-        try:
-            regex = re.compile(pattern)
-        except re.error as exc:
-            raise ToolError(f"invalid regular expression: {exc}") from None
-        start = self.resolve(path)
-        files = [start] if start.is_file() else _walk(self.root, start)
-        hits: list[str] = []
-        for f in files:
-            resolved = f.resolve()
-            if self.root not in resolved.parents or resolved.stat().st_size > MAX_READ_BYTES:
-                continue
-            data = resolved.read_bytes()
-            if is_binary(data):
-                continue
-            for no, line in enumerate(data.decode("utf-8").splitlines(), 1):
-                if regex.search(line):
-                    hits.append(f"{relative(self.root, f)}:{no}:{line[:500]}")
-                    if len(hits) >= MAX_MATCHES:
-                        return "\n".join([*hits, f"(stopped at {MAX_MATCHES} matches)"])
+    async def grep(self, pattern: str, path: str) -> str:
+        start = await asyncio.to_thread(self.resolve, path)
+        found = await self._search(
+            {"op": "grep", "pattern": pattern, "start": str(start), "max_bytes": MAX_READ_BYTES},
+            "grep",
+        )
+        hits = [f"{show_name(p)}:{no}:{line}" for p, no, line in found.hits]
+        if found.done == "limit":
+            hits.append(f"(stopped at {MAX_MATCHES} matches)")
         return "\n".join(hits) or "(no matches)"
+
+    async def _search(self, job: dict[str, Any], what: str) -> SearchResult:
+        job |= {"root": str(self.root), "skip": sorted(SKIP_DIRS), "max_matches": MAX_MATCHES}
+        found = await run_search(job, self.search_timeout)
+        if found.timed_out:
+            so_far = [f"{show_name(p)}:{no}:{line}" for p, no, line in found.hits]
+            so_far += [show_name(p) for p in found.paths]
+            raise ToolError(
+                f"{what} was stopped after {self.search_timeout:g} s (search_timeout). "
+                "A regular expression with nested repetition such as (a+)+ can take "
+                "forever, and a huge folder takes long: simplify the pattern or search "
+                "a narrower path. Found before the stop:\n" + ("\n".join(so_far) or "(nothing)")
+            )
+        return found
 
 
 def _file_tools(files: _Files) -> list[Tool]:
@@ -184,7 +192,7 @@ def _file_tools(files: _Files) -> list[Tool]:
     @tool(name="glob", concurrency_safe=True)
     async def glob(pattern: str) -> str:
         """Find files by glob pattern, e.g. `src/**/*.py` (relative to the workspace)."""
-        return await run(files.glob, pattern)
+        return await files.glob(pattern)
 
     @tool(name="grep", concurrency_safe=True)
     async def grep(pattern: str, path: str = ".") -> str:
@@ -194,7 +202,7 @@ def _file_tools(files: _Files) -> list[Tool]:
             pattern: A Python regular expression.
             path: File or folder to search, relative to the workspace root.
         """
-        return await run(files.grep, pattern, path)
+        return await files.grep(pattern, path)
 
     return [read_file, write_file, edit_file, list_dir, glob, grep]
 
@@ -217,6 +225,8 @@ class Workspace:
     instructions_files: tuple[str, ...]
     shell_timeout: float
     output_cap: int
+    search_timeout: float
+    """Seconds a ``grep`` or ``glob`` may run before it is stopped (an error result)."""
     env: dict[str, str] | None = field(default=None)
     session: str | None = field(default=None)
     """The session this workspace binds runs to (``session=True`` derives one)."""
@@ -231,6 +241,7 @@ class Workspace:
         output_cap: int = 30_000,
         env: dict[str, str] | None = None,
         session: bool | str = False,
+        search_timeout: float = 10.0,
     ) -> None:
         root = Path(path).expanduser().resolve()
         if not root.is_dir():
@@ -238,12 +249,15 @@ class Workspace:
                 f"workspace {root} is not a folder",
                 hint="Create it first, or pass an existing folder.",
             )
-        if shell_timeout <= 0 or output_cap <= 0:
-            raise UserError("Workspace shell_timeout and output_cap must be positive")
+        if shell_timeout <= 0 or output_cap <= 0 or search_timeout <= 0:
+            raise UserError(
+                "Workspace shell_timeout, search_timeout and output_cap must be positive"
+            )
         object.__setattr__(self, "root", root)
         object.__setattr__(self, "instructions_files", tuple(instructions_files))
         object.__setattr__(self, "shell_timeout", float(shell_timeout))
         object.__setattr__(self, "output_cap", int(output_cap))
+        object.__setattr__(self, "search_timeout", float(search_timeout))
         object.__setattr__(self, "env", dict(env) if env is not None else None)
         object.__setattr__(self, "name", "workspace")
         object.__setattr__(self, "session", _session_id(root, session))
@@ -270,13 +284,13 @@ class Workspace:
         )
         if result.timed_out:
             raise ToolError(
-                f"command timed out after {self.shell_timeout:g} s; its process "
-                f"group was killed. Output so far:\n{result.render()}"
+                f"command timed out after {self.shell_timeout:g} s; it was killed with "
+                f"everything it started. Output so far:\n{result.render()}"
             )
         return result.render()
 
     async def setup(self, ctx: RunContext[Any]) -> PluginInstance:
-        files = _Files(self.root)
+        files = _Files(self.root, self.search_timeout)
         workspace = self
 
         @tool(name="shell")
@@ -292,7 +306,7 @@ class Workspace:
 
         text = await asyncio.to_thread(self.instructions)
         header = (
-            f"You work in the folder {self.root}. File tools take paths relative "
+            f"You work in the folder {show_name(str(self.root))}. File tools take paths relative "
             "to it; `shell` runs commands there."
         )
         instructions = f"{header}\n\n{text}" if text else header
