@@ -110,8 +110,13 @@ class Runner:
         mailbox: Mailbox | None = None,
         tracer_provider: Any = None,
         meter_provider: Any = None,
+        nested: bool = False,
     ) -> RunStream[OutputT]:
-        """Start a run and return its event stream (see :class:`RunStream`)."""
+        """Start a run and return its event stream (see :class:`RunStream`).
+
+        ``nested=True``: events of child runs (agents run as tools, see
+        :meth:`Agent.as_tool`) are yielded too, each wrapped in a ``ChildRunEvent``.
+        """
         if not isinstance(agent, Agent):
             raise UserError(f"Runner needs an Agent, got {agent!r}")
         bound = getattr(workspace, "session", None)
@@ -148,6 +153,7 @@ class Runner:
             settings=settings,
             tracer_provider=tracer_provider,
             meter_provider=meter_provider,
+            nested=nested,
         )
         return RunStream(params)
 

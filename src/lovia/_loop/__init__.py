@@ -107,6 +107,10 @@ def new_state(params: RunParams) -> RunState:
         usage=ctx.usage,
     )
     state.guard = CancelGuard(token)
+    if params.nested:
+        state.child_events = asyncio.Queue()
+    if params.parent is not None:  # the parent's budget and usage see this run live
+        params.parent.state.children[params.parent.call_id] = state
     return state
 
 
@@ -186,7 +190,7 @@ def _failed(state: RunState, error: BaseException) -> ev.RunFailed:
         error_type=type(error).__name__,
         message=message,
         error=error,
-        usage=state.usage.copy(),
+        usage=state.total_usage(),
         turns=state.turn,
         finish_reason=getattr(error, "finish_reason", "error"),
         duration_s=state.elapsed(),

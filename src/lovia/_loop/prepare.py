@@ -123,6 +123,8 @@ def run_started(state: RunState, resumed: bool) -> ev.RunStarted:
         provider=provider.name,
         resumed=resumed,
         trace_links=state.trace_links,
+        parent_run_id=state.params.parent.run_id if state.params.parent else None,
+        parent_call_id=state.params.parent.call_id if state.params.parent else None,
     )
 
 
@@ -161,6 +163,7 @@ async def _resume(state: RunState, snapshot: RunSnapshot) -> AsyncIterator[ev.Ev
     point: ResumePoint = restore(snapshot)
     state.transcript.extend(point.entries)
     state.ledger.update(point.ledger)
+    state.children.update(point.children)
     state.turn = point.turn
     state.usage.add(point.usage)
     agent = find_agent(state.params.agent, point.agent or state.params.agent.name)

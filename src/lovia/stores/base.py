@@ -82,6 +82,10 @@ class RunInfo:
     """Session entries that preceded this run (resume reloads exactly these)."""
     version: int = SCHEMA_VERSION
     extra: dict[str, Any] = field(default_factory=dict[str, Any])
+    parent_run_id: str | None = None
+    """Set for a child run (an agent run as a tool): the run whose tool call started it."""
+    parent_call_id: str | None = None
+    """The parent's tool call that started this child run."""
 
 
 @dataclass(slots=True, kw_only=True)
