@@ -150,7 +150,12 @@ class Checkpointer(Protocol):
         agent: str | None = None,
         status: str | None = None,
         limit: int = 50,
-    ) -> list[RunInfo]: ...
+        parent_run_id: str | None = None,
+        top_level: bool = False,
+    ) -> list[RunInfo]:
+        """Newest first; ``parent_run_id``: the child runs of that run; ``top_level``:
+        only runs that are not child runs."""
+        ...
 
     async def delete_run(self, run_id: str) -> None: ...
 

@@ -82,6 +82,12 @@ CREATE TABLE IF NOT EXISTS {s}.lovia_sessions (
     entries json NOT NULL, created_at float8 NOT NULL, UNIQUE (session_id, run_id)
 );
 """
+_PARENT_LINK = """
+ALTER TABLE {s}.lovia_runs ADD COLUMN IF NOT EXISTS parent_run_id text;
+ALTER TABLE {s}.lovia_runs ADD COLUMN IF NOT EXISTS parent_call_id text;
+CREATE INDEX IF NOT EXISTS lovia_runs_parent ON {s}.lovia_runs (parent_run_id);
+"""
+"""Migration: the parent → child run link (agents as tools) on schemas made without it."""
 
 
 class _Conn(Protocol):
@@ -137,7 +143,7 @@ class _Sql:
         s = f'"{schema}"'
         runs, records = f"{s}.lovia_runs", f"{s}.lovia_records"
         leases, sessions = f"{s}.lovia_leases", f"{s}.lovia_sessions"
-        self.ddl = _DDL.format(s=s)
+        self.ddl = _DDL.format(s=s) + _PARENT_LINK.format(s=s)
         self.meta = f"{s}.lovia_meta"
         self.runs = runs
         marks = ", ".join(f"${i}" for i in range(1, len(RUN_COLUMNS) + 1))
@@ -148,7 +154,7 @@ class _Sql:
         updates = ", ".join(f"{c} = excluded.{c}" for c in (*RUN_COLUMNS[1:], "result"))
         self.finish = (
             f"INSERT INTO {runs} ({_COLS}, result) "
-            f"VALUES ({marks.replace('$17', '$17::json')}, $18::json) "
+            f"VALUES ({marks.replace('$17', '$17::json')}, ${len(RUN_COLUMNS) + 1}::json) "
             f"ON CONFLICT (run_id) DO UPDATE SET {updates}"
         )
         self.append = (
@@ -337,10 +343,17 @@ class PostgresStore:
         agent: str | None = None,
         status: str | None = None,
         limit: int = 50,
+        parent_run_id: str | None = None,
+        top_level: bool = False,
     ) -> list[RunInfo]:
         """Runs matching every given filter, newest first."""
         where, params = run_filter(
-            lambda n: f"${n}", session_id=session_id, agent=agent, status=status
+            lambda n: f"${n}",
+            top_level=top_level,
+            session_id=session_id,
+            agent=agent,
+            status=status,
+            parent_run_id=parent_run_id,
         )
         params.append(limit)
         sql = (

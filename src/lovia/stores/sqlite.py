@@ -161,9 +161,18 @@ class SQLiteStore:
         agent: str | None = None,
         status: str | None = None,
         limit: int = 50,
+        parent_run_id: str | None = None,
+        top_level: bool = False,
     ) -> list[RunInfo]:
         """Runs matching every given filter, newest first."""
-        where, params = run_filter(lambda n: "?", session_id=session_id, agent=agent, status=status)
+        where, params = run_filter(
+            lambda n: "?",
+            top_level=top_level,
+            session_id=session_id,
+            agent=agent,
+            status=status,
+            parent_run_id=parent_run_id,
+        )
         sql = f"SELECT {_COLS} FROM runs {where} ORDER BY started_at DESC, rowid DESC LIMIT ?"
         rows = await self._run(_fetch, sql, (*params, limit))
         return [info_from_row(row) for row in rows]
@@ -446,6 +455,16 @@ def _create_schema(conn: sqlite3.Connection) -> None:
         )
     else:
         check_version(int(found[0]), "this SQLite store")
+    _add_parent_link(conn)
+
+
+def _add_parent_link(conn: sqlite3.Connection) -> None:
+    """Migration: the parent → child run link (agents as tools) on stores made without it."""
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(runs)")}
+    for name in ("parent_run_id", "parent_call_id"):
+        if name not in columns:
+            conn.execute(f"ALTER TABLE runs ADD COLUMN {name} TEXT")
+    conn.execute("CREATE INDEX IF NOT EXISTS runs_parent ON runs (parent_run_id)")
 
 
 def _exec(conn: sqlite3.Connection, sql: str, params: Sequence[Any]) -> int:
