@@ -53,4 +53,6 @@ def info_dict(info: RunInfo) -> dict[str, Any]:
         "ended_at": info.ended_at,
         "duration_s": duration,
         "trace_id": info.trace_id,
+        "parent_run_id": info.parent_run_id,
+        "parent_call_id": info.parent_call_id,
     }
