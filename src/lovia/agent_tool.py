@@ -14,7 +14,8 @@ The child run goes through the same loop as any run, linked to the parent run:
 - cancelling the parent cancels it; ``Runner.stream(..., nested=True)`` shows its events.
 
 A child's failure becomes an error result the parent's model can react to, except a
-trip of a parent's budget and the parent's own cancellation: those end the parent run.
+trip of a parent's budget, the parent's own cancellation and a configuration mistake
+(``UserError``): those end the parent run.
 """
 
 from __future__ import annotations
@@ -133,6 +134,8 @@ def _failure(parent: RunState, name: str, run_id: str, exc: LoviaError) -> Excep
         return EndRun(error)  # a parent's budget: the parent (and its parents) stop too
     if isinstance(exc, RunCancelled) and parent.ctx.cancel_token.cancelled:
         return EndRun(cancelled_error(parent))
+    if isinstance(exc, UserError):  # a configuration mistake: not the model's to handle
+        return EndRun(exc)
     hint = f" Hint: {exc.hint}" if exc.hint else ""
     return ToolError(f"Agent {name!r} failed ({type(exc).__name__}): {exc.message}{hint}")
 

@@ -3,8 +3,9 @@
 Usage: python nested_worker.py STORE_URL RUN_ID KILL LOG_PATH
 KILL=child_model: SIGKILL itself during the child's second model call (its first tool
 call is done and checkpointed); KILL=child_done: right after the child run is stored as
-completed, before the parent recorded the tool result. Every tool side effect and model
-call is logged.
+completed, before the parent recorded the tool result; KILL=parent_final: during the
+parent's final model call (both results recorded). Every tool side effect and model call
+is logged.
 """
 
 from __future__ import annotations
@@ -47,6 +48,8 @@ def child_model(request: Any, info: Any) -> Any:
 def parent_model(request: Any, info: Any) -> Any:
     results = [m for m in request.messages if m.type == "tool_result"]
     log(f"model:parent:{len(results)}")
+    if results and KILL == "parent_final":
+        os.kill(os.getpid(), signal.SIGKILL)
     if not results:
         return [call("note", text="parent", id="p1"), call("researcher", input="moths", id="p2")]
     return "report: " + " | ".join(r.content for r in results)

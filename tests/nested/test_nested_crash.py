@@ -88,3 +88,19 @@ def test_a_completed_child_is_never_rerun(store_url: str, tmp_path: Path) -> Non
         "model:child:1",
     ]
     assert second.stdout.splitlines()[1] == "usage 4 ['p2']"
+
+
+def test_a_child_recorded_by_the_parent_keeps_its_usage_after_a_crash(
+    store_url: str,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    log = tmp_path / "log.txt"
+    first = _run(store_url, "nested-final", "parent_final", log)
+    assert first.returncode == -signal.SIGKILL, first.stderr
+    second = _run(store_url, "nested-final", "none", log)
+    assert second.returncode == 0, second.stderr
+    lines = log.read_text().split()
+    assert lines.count("model:child:0") == 1 and lines.count("tool:child") == 1
+    assert lines.count("model:parent:2") == 2  # the killed final call, then the real one
+    # the child's usage came back from the parent's checkpoint (the child did not run)
+    assert second.stdout.splitlines()[1] == "usage 4 ['p2']"

@@ -200,6 +200,13 @@ async def test_a_child_cannot_spend_past_the_parents_remaining_budget() -> None:
     )
 
 
+async def test_a_parent_cost_limit_needs_a_price_for_the_childs_model_too() -> None:
+    unpriced = Agent(name="unpriced", model=ScriptedModel(["free?"], model="no-price-known"))
+    boss = manager(unpriced.as_tool(), steps=[call("unpriced", input="?", id="c1"), "no"])
+    with pytest.raises(UserError, match="no price is known for test:no-price-known"):
+        await Runner.run(boss, "go", budget=RunBudget(max_cost_usd=1000))
+
+
 async def test_the_childs_own_budget_is_an_error_result_for_the_parent() -> None:
     digger = Agent(
         name="digger",
