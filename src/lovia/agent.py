@@ -22,8 +22,12 @@ from .providers.base import ModelSettings, Provider
 from .tools import Tool
 
 if TYPE_CHECKING:
+    from pydantic import BaseModel
+
     from .context import RunContext
     from .plugins.base import Plugin
+    from .result import RunResult
+    from .usage import RunBudget
     from .view.base import ContextStrategy
 
 __all__ = ["Agent", "Handoff", "InstructionFn"]
@@ -133,6 +137,39 @@ class Agent(Generic[DepsT, OutputT]):
     @property
     def instruction_fragments(self) -> tuple[InstructionFn, ...]:
         return tuple(self._fragments)
+
+    def as_tool(
+        self,
+        name: str | None = None,
+        description: str | None = None,
+        *,
+        input_type: type[BaseModel] | None = None,
+        output: Callable[[RunResult[Any]], Any] | None = None,
+        max_turns: int | None = None,
+        budget: RunBudget | None = None,
+        concurrency_safe: bool = False,
+    ) -> Tool:
+        """A tool that runs this agent as a child run of the run calling it.
+
+        The model passes ``input`` (a string), or the fields of ``input_type`` (a pydantic
+        model, sent to this agent as JSON). The tool result is the child's final output
+        (a structured output as JSON), or ``output(result)`` when given. The child is
+        linked, priced, traced and resumed with its parent (see :mod:`lovia.agent_tool`);
+        ``max_turns`` and ``budget`` limit the child alone (the parent's budget applies
+        too). ``concurrency_safe=True`` lets several calls of one turn run in parallel.
+        """
+        from .agent_tool import agent_tool
+
+        return agent_tool(
+            self,
+            name,
+            description,
+            input_type=input_type,
+            output=output,
+            max_turns=max_turns,
+            budget=budget,
+            concurrency_safe=concurrency_safe,
+        )
 
     def handoff_targets(self) -> tuple[Handoff, ...]:
         return tuple(h if isinstance(h, Handoff) else Handoff(agent=h) for h in self.handoffs)

@@ -114,6 +114,8 @@ class BudgetExceeded(RunError):
         super().__init__(message, hint)
         self.limit = limit
         self.used = used
+        self.budget_run_id: str | None = None
+        """The run whose budget was hit: this run's or, in a child run, a parent's."""
 
 
 class RunCancelled(RunError):

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CheckpointSaved",
+    "ChildRunEvent",
     "CompactionApplied",
     "Event",
     "GuardrailCompleted",
@@ -77,6 +78,10 @@ class RunStarted(Event):
     resumed: bool = False
     trace_links: tuple[str, ...] = ()
     """``trace_id:span_id`` of earlier attempts of this run (set when resuming)."""
+    parent_run_id: str | None = None
+    """Set for a child run (an agent run as a tool): the run that started it."""
+    parent_call_id: str | None = None
+    """The parent's tool call that started this child run."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)
@@ -344,3 +349,17 @@ class RunFailed(Event):
     turns: int = 0
     finish_reason: str = "error"
     duration_s: float = 0.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+class ChildRunEvent(Event):
+    """An event of a child run, on the parent's stream (only with ``nested=True``).
+
+    ``run_id``/``agent``/``turn`` are the parent's; ``event`` is the child's own event
+    (a grandchild's arrives as a ``ChildRunEvent`` inside it).
+    """
+
+    call_id: str
+    """The parent's tool call running the child."""
+    child_run_id: str
+    event: Event

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -26,6 +26,7 @@ class RunResult(Generic[OutputT]):
     output: OutputT
     """The final text, or the validated ``output_type`` object."""
     usage: Usage
+    """Everything the run used: its own model and tool calls plus its child runs'."""
     turns: int
     """Model steps taken (provider retries are not turns)."""
     finish_reason: str
@@ -39,13 +40,19 @@ class RunResult(Generic[OutputT]):
     """Mailbox messages put after the final answer (never delivered to the model)."""
     replayed: bool = False
     """True when the run_id was already completed and the stored result was returned."""
+    own_usage: Usage = field(default_factory=Usage)
+    """This run's own model and tool calls (``usage`` without the child runs)."""
+    child_usage: Mapping[str, Usage] = field(default_factory=dict[str, Usage])
+    """Each child run's total usage (agents run as tools), by the tool call's ``call_id``."""
 
     @classmethod
     def from_state(cls, state: RunState) -> RunResult[Any]:
         assert state.active is not None
         return cls(
             output=state.output,
-            usage=state.usage.copy(),
+            usage=state.total_usage(),
+            own_usage=state.usage.copy(),
+            child_usage=state.child_usage(),
             turns=state.turn,
             finish_reason=state.finish_reason,
             final_agent=state.active.agent,
@@ -68,9 +75,13 @@ class RunResult(Generic[OutputT]):
         data = snapshot.result or {}
         final = find(agent, str(data.get("final_agent", agent.name))) or agent
         mode = output_mode(final.output_type, native=False)
+        usage = Usage.from_dict(data.get("usage", {}))
+        children = {k: Usage.from_dict(v) for k, v in data.get("child_usage", {}).items()}
         return cls(
             output=mode.load(data.get("output")),
-            usage=Usage.from_dict(data.get("usage", {})),
+            usage=usage,
+            own_usage=Usage.from_dict(data["own_usage"]) if "own_usage" in data else usage,
+            child_usage=children,
             turns=int(data.get("turns", 0)),
             finish_reason=str(data.get("finish_reason", "stop")),
             final_agent=final,

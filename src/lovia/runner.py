@@ -147,6 +147,7 @@ class Runner:
         mailbox: Mailbox | None = None,
         tracer_provider: Any = None,
         meter_provider: Any = None,
+        nested: bool = False,
     ) -> RunStream[OutputT]:
         """Start a run and return its event stream (see :class:`RunStream`).
 
@@ -154,6 +155,8 @@ class Runner:
         given (default: ``lovia.configure(store=...)`` or ``$LOVIA_STORE``; None: not
         recorded). ``prune_records``: once the run completes, drop its checkpoint
         records and keep its summary row (``lovia runs`` still lists it; replay cannot).
+        ``nested=True``: events of child runs (agents run as tools, see
+        :meth:`Agent.as_tool`) are yielded too, each wrapped in a ``ChildRunEvent``.
         """
         if not isinstance(agent, Agent):
             raise UserError(f"Runner needs an Agent, got {agent!r}")
@@ -199,6 +202,7 @@ class Runner:
             settings=settings,
             tracer_provider=tracer_provider,
             meter_provider=meter_provider,
+            nested=nested,
         )
         return RunStream(params)
 

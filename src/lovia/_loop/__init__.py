@@ -112,6 +112,10 @@ def new_state(params: RunParams) -> RunState:
     budget = params.budget
     seconds = budget.max_seconds if budget is not None else None
     state.guard = CancelGuard(token, None if seconds is None else state.started + seconds)
+    if params.nested:
+        state.child_events = asyncio.Queue()
+    if params.parent is not None:  # the parent's budget and usage see this run live
+        params.parent.state.children[params.parent.call_id] = state
     return state
 
 
@@ -195,7 +199,7 @@ def _failed(state: RunState, error: BaseException) -> ev.RunFailed:
         error_type=type(error).__name__,
         message=message,
         error=error,
-        usage=state.usage.copy(),
+        usage=state.total_usage(),
         turns=state.turn,
         finish_reason=getattr(error, "finish_reason", "error"),
         duration_s=state.elapsed(),

@@ -49,20 +49,24 @@ async def save_progress(state: RunState, kind: str = "progress") -> AsyncIterato
 
 def run_info(state: RunState, status: str = "running") -> RunInfo:
     agent = state.active.agent.name if state.active else state.params.agent.name
+    usage = state.total_usage()
+    link = state.params.parent
     return RunInfo(
         run_id=state.run_id,
         agent=agent,
         session_id=state.params.session_id,
         status=status,  # type: ignore[arg-type]
         turns=state.turn,
-        input_tokens=state.usage.input_tokens,
-        output_tokens=state.usage.output_tokens,
-        cost_usd=state.usage.cost_usd,
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+        cost_usd=usage.cost_usd,
         started_at=state.started_wall,
         trace_id=state.trace_ids[0] if state.trace_ids else None,
         span_id=state.trace_ids[1] if state.trace_ids else None,
         history_len=len(state.history),
         extra={"first_agent": state.params.agent.name},
+        parent_run_id=link.run_id if link is not None else None,
+        parent_call_id=link.call_id if link is not None else None,
     )
 
 
@@ -90,6 +94,8 @@ class ResumePoint:
         self.trace_links: list[str] = []
         self.last_input_tokens: int | None = None
         """Input tokens reported for the run's last model call (None: unknown)."""
+        self.children: dict[str, Usage] = {}
+        """Usage of the finished child runs, by the call that ran them."""
 
 
 def restore(snapshot: RunSnapshot) -> ResumePoint:
@@ -110,6 +116,8 @@ def restore(snapshot: RunSnapshot) -> ResumePoint:
 def _fold(point: ResumePoint, kind: str, data: dict[str, Any]) -> None:
     if kind == "ledger":
         point.ledger[str(data["call_id"])] = str(data["status"])
+        if "child_usage" in data:  # an agent run as a tool: its usage rolls up into ours
+            point.children[str(data["call_id"])] = Usage.from_dict(data["child_usage"])
     elif kind == "state":
         point.turn = int(data.get("turn", point.turn))
         point.usage = Usage.from_dict(data.get("usage", {}))

@@ -60,10 +60,21 @@ def result_payload(state: RunState) -> dict[str, Any]:
     return {
         "output": state.active.output.dump(state.output),
         "output_raw": state.output_raw,
-        "usage": state.usage.to_dict(),
+        "usage": state.total_usage().to_dict(),
         "turns": state.turn,
         "finish_reason": state.finish_reason,
         "final_agent": state.active.agent.name,
+        **_child_payload(state),
+    }
+
+
+def _child_payload(state: RunState) -> dict[str, Any]:
+    """Own and per-child usage, stored only for a run that had child runs."""
+    if not state.children:
+        return {}
+    return {
+        "own_usage": state.usage.to_dict(),
+        "child_usage": {k: u.to_dict() for k, u in state.child_usage().items()},
     }
 
 

@@ -87,9 +87,11 @@ async def load_snapshot(state: RunState) -> RunSnapshot | None:
 
 
 def _check_cost_budget(state: RunState) -> None:
-    """A cost limit needs a price: refuse to run blind rather than never stop."""
-    budget = state.params.budget
-    if budget is None or budget.max_cost_usd is None or state.active is None:
+    """A cost limit needs a price: refuse to run blind rather than never stop.
+
+    A child run (an agent run as a tool) is under its parents' budgets too.
+    """
+    if state.active is None or not _cost_limited(state):
         return
     from ..telemetry.pricing import has_price
 
@@ -102,6 +104,16 @@ def _check_cost_budget(state: RunState) -> None:
             "lovia.telemetry.set_price(provider, model, input_per_mtok=..., "
             "output_per_mtok=...).",
         )
+
+
+def _cost_limited(state: RunState) -> bool:
+    run: RunState | None = state
+    while run is not None:
+        budget = run.params.budget
+        if budget is not None and budget.max_cost_usd is not None:
+            return True
+        run = run.params.parent.state if run.params.parent is not None else None
+    return False
 
 
 def _new_input(state: RunState, given: list[InputEntry]) -> list[InputEntry]:
@@ -129,6 +141,8 @@ def run_started(state: RunState, resumed: bool) -> ev.RunStarted:
         provider=provider.name,
         resumed=resumed,
         trace_links=state.trace_links,
+        parent_run_id=state.params.parent.run_id if state.params.parent else None,
+        parent_call_id=state.params.parent.call_id if state.params.parent else None,
     )
 
 
@@ -167,6 +181,7 @@ async def _resume(state: RunState, snapshot: RunSnapshot) -> AsyncIterator[ev.Ev
     point: ResumePoint = restore(snapshot)
     state.transcript.extend(point.entries)
     state.ledger.update(point.ledger)
+    state.children.update(point.children)
     state.turn = point.turn
     state.usage.add(point.usage)
     agent = find_agent(state.params.agent, point.agent or state.params.agent.name)

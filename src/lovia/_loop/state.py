@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
@@ -25,7 +26,16 @@ from ..transcript import Transcript, TranscriptEntry, entry_to_dict
 from ..usage import RunBudget, Usage
 from ..view.base import ContextStrategy, ViewHasher
 
-__all__ = ["ActiveAgent", "CancelGuard", "EventBase", "RunParams", "RunState"]
+__all__ = [
+    "ActiveAgent",
+    "CancelGuard",
+    "EndRun",
+    "EventBase",
+    "ParentLink",
+    "RunParams",
+    "RunState",
+    "current_run",
+]
 
 
 class EventBase(TypedDict):
@@ -59,6 +69,31 @@ class RunParams:
     settings: ModelSettings | None = None
     tracer_provider: Any = None
     meter_provider: Any = None
+    nested: bool = False
+    """Child runs' events appear on this run's stream as ``ChildRunEvent`` wrappers."""
+    parent: ParentLink | None = None
+    """Set when this run is a child run started by a tool call of another run."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ParentLink:
+    """A child run's link to the run (and tool call) that started it."""
+
+    state: RunState
+    """The parent's live state: its budget and usage cover the child."""
+    call_id: str
+
+    @property
+    def run_id(self) -> str:
+        return self.state.run_id
+
+
+class EndRun(Exception):
+    """Raised by a tool to end its run with ``error`` (a child hit the run's limit)."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(str(error))
+        self.error = error
 
 
 @dataclass(slots=True, kw_only=True)
@@ -201,6 +236,10 @@ class RunState:
     """Set when the run_id was already completed: the stored RunResult."""
     response: Any = None
     """The latest ModelResponse (set by the model-call phase)."""
+    children: dict[str, RunState | Usage] = field(default_factory=dict[str, "RunState | Usage"])
+    """Child runs by the tool call that started them: live while running, then usage."""
+    child_events: asyncio.Queue[Any] | None = None
+    """Events of running child runs, for a ``nested=True`` stream."""
 
     def note(self, kind: str, data: dict[str, Any]) -> None:
         """Queue a checkpoint record (dropped when the run has no checkpointer)."""
@@ -222,3 +261,21 @@ class RunState:
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started
+
+    def total_usage(self) -> Usage:
+        """This run's own usage plus its child runs' (running ones as used so far)."""
+        total = self.usage.copy()
+        for child in self.children.values():
+            total.add(child if isinstance(child, Usage) else child.total_usage())
+        return total
+
+    def child_usage(self) -> dict[str, Usage]:
+        """Each child run's total usage, by the tool call that started it."""
+        return {
+            call_id: child.copy() if isinstance(child, Usage) else child.total_usage()
+            for call_id, child in self.children.items()
+        }
+
+
+current_run: ContextVar[RunState | None] = ContextVar("lovia_current_run", default=None)
+"""The run whose tool is executing (set around each tool call; agent tools read it)."""

@@ -14,7 +14,7 @@ import asyncio
 import inspect
 import logging
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,11 +27,12 @@ from ..errors import ApprovalPending, BudgetExceeded, ToolError
 from ..tools import Tool, ToolArgumentsError, serialize_result
 from ..tools.tool import ResultNotSerializable
 from ..transcript import HandoffEntry, ToolCallEntry, ToolResultEntry
+from ..usage import Usage
 from .checkpoint import save_progress
 from .lease import confirm_lease
 from .limits import check_budget
 from .model_call import stamp
-from .state import RunState
+from .state import EndRun, RunState, current_run
 
 __all__ = ["tool_phase"]
 
@@ -81,7 +82,8 @@ async def tool_phase(state: RunState, calls: Sequence[ToolCallEntry]) -> AsyncIt
             pending=tuple(waiting),
         )
     for group in _groups(state, plans):
-        if len(group) == 1:
+        # a nested stream waits on tasks, so child runs' events surface while tools run
+        if len(group) == 1 and (state.child_events is None or not group[0].will_run):
             async for event in _run_one(state, group[0]):
                 yield event
         else:
@@ -184,15 +186,16 @@ def _started(state: RunState, plan: Plan) -> ev.ToolCallStarted:
 
 
 def _ledger(state: RunState, plan: Plan, status: str) -> None:
-    state.ledger[plan.call.call_id] = status
-    state.note(
-        "ledger",
-        {
-            "call_id": plan.call.call_id,
-            "status": status,
-            "key": f"{state.run_id}:{plan.call.call_id}",
-        },
-    )
+    call_id = plan.call.call_id
+    state.ledger[call_id] = status
+    key = f"{state.run_id}:{call_id}"
+    data: dict[str, Any] = {"call_id": call_id, "status": status, "key": key}
+    child = state.children.get(call_id) if status != "started" else None
+    if child is not None:  # an agent tool: its child run's usage, kept with the result
+        total = child if isinstance(child, Usage) else child.total_usage()
+        state.children[call_id] = total
+        data["child_usage"] = total.to_dict()
+    state.note("ledger", data)
 
 
 async def _run_one(state: RunState, plan: Plan) -> AsyncIterator[ev.Event]:
@@ -238,11 +241,11 @@ async def _run_parallel(state: RunState, group: list[Plan]) -> AsyncIterator[ev.
     order = {id(p): i for i, p in enumerate(group)}
     try:
         while tasks:
-            state.guard.arm()
-            try:
-                done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                state.guard.disarm()
+            done, first = await _wait(state, tasks)
+            if first is not None:
+                yield first
+            async for event in _child_events(state):
+                yield event
             for task in sorted(done, key=lambda t: order[id(tasks[t][0])]):
                 plan, t0 = tasks.pop(task)
                 async for event in _complete(state, plan, task.result(), time.perf_counter() - t0):
@@ -252,6 +255,34 @@ async def _run_parallel(state: RunState, group: list[Plan]) -> AsyncIterator[ev.
             task.cancel()
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def _wait(
+    state: RunState, tasks: Collection[asyncio.Task[Any]]
+) -> tuple[list[asyncio.Task[Any]], ev.Event | None]:
+    """Wait for the first tool to finish, or (nested stream) for a child run's event."""
+    assert state.guard is not None
+    queue = state.child_events
+    waiting: set[asyncio.Future[Any]] = set(tasks)
+    getter = asyncio.ensure_future(queue.get()) if queue is not None else None
+    if getter is not None:
+        waiting.add(getter)
+    state.guard.arm()
+    try:
+        done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        state.guard.disarm()
+        if getter is not None:
+            getter.cancel()  # an item it had not taken yet stays in the queue
+    taken = getter is not None and getter.done() and not getter.cancelled()
+    first = getter.result() if taken else None  # type: ignore[union-attr]
+    return [t for t in tasks if t in done], first
+
+
+async def _child_events(state: RunState) -> AsyncIterator[ev.Event]:
+    queue = state.child_events
+    while queue is not None and not queue.empty():
+        yield queue.get_nowait()
 
 
 async def _limited(
@@ -272,6 +303,7 @@ async def _execute(state: RunState, plan: Plan, span: Any) -> tuple[str, bool, s
     t = plan.tool
     assert t is not None and plan.kwargs is not None
     token = otel_context.attach(trace.set_span_in_context(span)) if span is not None else None
+    running = current_run.set(state)
     try:
         ctx = state.ctx.for_call(plan.call)
         for attempt in range(t.retries + 1):
@@ -284,6 +316,8 @@ async def _execute(state: RunState, plan: Plan, span: Any) -> tuple[str, bool, s
                 return f"Tool {t.name!r} {exc}", True, "ResultNotSerializable"
             except ToolError as exc:
                 return exc.message, True, "ToolError"
+            except EndRun as exc:  # a child run hit this run's limit: the run ends
+                raise exc.error from None
             except TimeoutError:
                 return f"Tool {t.name!r} timed out after {t.timeout} s.", True, "TimeoutError"
             except Exception as exc:
@@ -297,6 +331,7 @@ async def _execute(state: RunState, plan: Plan, span: Any) -> tuple[str, bool, s
                 )
         raise AssertionError("unreachable")  # pragma: no cover
     finally:
+        current_run.reset(running)
         if token is not None:
             otel_context.detach(token)
 

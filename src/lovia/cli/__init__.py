@@ -52,6 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     runs.add_argument("--agent", help="only runs that ended in this agent")
     runs.add_argument("--status", choices=["running", "completed", "failed", "paused"])
     runs.add_argument("--limit", type=int, default=20, help="at most N runs (default 20)")
+    runs.add_argument("--all", action="store_true", help="include child runs (agents run as tools)")
     show = sub.add_parser("show", parents=[common], help="print a run's transcript")
     show.add_argument("run", metavar="RUN", help="run id, a unique prefix, or `last`")
     show.add_argument("--full", action="store_true", help="do not shorten long entries")
@@ -83,6 +84,11 @@ def _web_parser(web: argparse.ArgumentParser) -> None:
 def _replay_parser(replay: argparse.ArgumentParser) -> None:
     replay.add_argument("run", metavar="RUN", nargs="?", help="run id, a unique prefix, or `last`")
     replay.add_argument("--trace-id", metavar="T", help="find the run by its trace id")
+    replay.add_argument(
+        "--child",
+        metavar="CALL_ID",
+        help="replay the child run (agent run as a tool) that this tool call started",
+    )
     replay.add_argument("--turn", type=int, metavar="N", help="only this turn")
     replay.add_argument("--attempt", type=int, metavar="K", help="only this attempt of the turn")
     replay.add_argument(

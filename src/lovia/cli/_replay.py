@@ -63,6 +63,25 @@ async def replay(args: argparse.Namespace, out: Out) -> int:
 
 
 async def _run_id(args: argparse.Namespace, db: Store) -> str:
+    run_id = await _parent_id(args, db)
+    if not args.child:
+        return run_id
+    from ..replay._load import resolve_run_id
+    from ._show import child_runs
+
+    parent = await resolve_run_id(run_id, db)
+    children = await child_runs(db, parent)
+    child = children.get(str(args.child))
+    if child is None:
+        raise RunNotFound(
+            f"run {parent} has no child run started by tool call {args.child!r}",
+            hint=f"Its child runs were started by: {', '.join(children) or '(none)'} "
+            f"(lovia show {parent} shows them under their tool calls).",
+        )
+    return child.run_id
+
+
+async def _parent_id(args: argparse.Namespace, db: Store) -> str:
     if args.run and args.trace_id:
         raise UserError("give a run id or --trace-id, not both")
     if args.run:

@@ -17,7 +17,11 @@ HEADERS = ("RUN", "AGENT", "SESSION", "STATUS", "TURNS", "TOKENS", "COST", "STAR
 async def runs(args: argparse.Namespace, out: Out) -> int:
     async with open_store(store_url(args)) as db:
         found = await db.list_runs(
-            session_id=args.session, agent=args.agent, status=args.status, limit=args.limit
+            session_id=args.session,
+            agent=args.agent,
+            status=args.status,
+            limit=args.limit,
+            top_level=not args.all,  # child runs are part of their parent's row
         )
     if out.json_mode:
         out.json([info_dict(i) for i in found])
@@ -39,7 +43,7 @@ def _status(out: Out, info: RunInfo) -> str:
 def _row(out: Out, info: RunInfo) -> list[str]:
     duration = None if info.ended_at is None else max(0.0, info.ended_at - info.started_at)
     return [
-        info.run_id,
+        info.run_id if info.parent_run_id is None else f"└ {info.run_id}",
         info.agent,
         info.session_id or "-",
         _status(out, info),

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from ..replay import RunData, entry_text, load_run, open_store
+from ..stores.base import RunInfo, Store
 from ..transcript import ToolCallEntry, ToolResultEntry, TranscriptEntry, entry_to_dict
 from ._common import info_dict, store_url
 from ._out import Out, fmt_cost, fmt_duration, fmt_time, one_line
 
-__all__ = ["header", "render_transcript", "show"]
+__all__ = ["child_runs", "header", "render_transcript", "show"]
 
 WIDTH = 160
 
@@ -18,6 +19,7 @@ WIDTH = 160
 async def show(args: argparse.Namespace, out: Out) -> int:
     async with open_store(store_url(args)) as db:
         run = await load_run(args.run, db)
+        children = await child_runs(db, run.info.run_id)
     entries = run.entries or list(run.session_copies.values())
     if out.json_mode:
         out.json(
@@ -25,6 +27,7 @@ async def show(args: argparse.Namespace, out: Out) -> int:
                 "run": info_dict(run.info),
                 "history": [entry_to_dict(e) for e in run.history],
                 "entries": [entry_to_dict(e) for e in entries],
+                "children": {k: info_dict(i) for k, i in children.items()},
             }
         )
         return 0
@@ -37,8 +40,14 @@ async def show(args: argparse.Namespace, out: Out) -> int:
                 "dim",
             )
         )
-    render_transcript(out, entries, width=None if args.full else WIDTH)
+    render_transcript(out, entries, width=None if args.full else WIDTH, children=children)
     return 0
+
+
+async def child_runs(db: Store, run_id: str) -> dict[str, RunInfo]:
+    """The child runs (agents run as tools) of ``run_id``, by the call that started them."""
+    found = await db.list_runs(parent_run_id=run_id, limit=10_000)
+    return {i.parent_call_id: i for i in reversed(found) if i.parent_call_id is not None}
 
 
 def header(out: Out, run: RunData) -> None:
@@ -60,9 +69,13 @@ def header(out: Out, run: RunData) -> None:
 
 
 def render_transcript(
-    out: Out, entries: Sequence[TranscriptEntry], width: int | None = WIDTH
+    out: Out,
+    entries: Sequence[TranscriptEntry],
+    width: int | None = WIDTH,
+    children: Mapping[str, RunInfo] | None = None,
 ) -> None:
-    """Entries grouped by turn; each tool call followed by its result (by call_id)."""
+    """Entries grouped by turn; each tool call followed by its result (by call_id) and
+    by the child run it started, if any."""
     results = {e.call_id: e for e in entries if isinstance(e, ToolResultEntry)}
     calls = {e.call_id for e in entries if isinstance(e, ToolCallEntry)}
     turn: tuple[int, str] | None = None
@@ -81,6 +94,19 @@ def render_transcript(
                 mark = "error" if result.is_error else "->"
                 text = _cut(result.content, width)
                 out.line("      " + out.style(f"{mark} {text}", "red" if result.is_error else ""))
+            child = (children or {}).get(entry.call_id)
+            if child is not None:
+                out.line("      " + out.style(_child_line(child), "magenta"))
+
+
+def _child_line(info: RunInfo) -> str:
+    reason = info.error_type or info.finish_reason
+    status = f"{info.status} ({reason})" if reason else info.status
+    return (
+        f"child run {info.run_id} · {info.agent} · {status} · {info.turns} turns · "
+        f"{info.input_tokens}+{info.output_tokens} tokens · {fmt_cost(info.cost_usd)}  "
+        f"(lovia show {info.run_id})"
+    )
 
 
 def _label(entry: TranscriptEntry) -> str:

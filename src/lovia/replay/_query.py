@@ -58,6 +58,8 @@ def info_dict(info: RunInfo) -> dict[str, Any]:
         "ended_at": info.ended_at,
         "duration_s": duration,
         "trace_id": info.trace_id,
+        "parent_run_id": info.parent_run_id,
+        "parent_call_id": info.parent_call_id,
         "records_pruned_at": info.extra.get("records_pruned_at"),
     }
 

@@ -56,6 +56,9 @@ RUN_COLUMNS = (
     "history_len",
     "version",
     "extra",
+    # the parent link of a child run (agents as tools); added to v1 stores by a migration
+    "parent_run_id",
+    "parent_call_id",
 )
 """Columns of the runs table that mirror :class:`RunInfo`, in its field order."""
 
@@ -169,8 +172,8 @@ def join_segments(session_id: str, rows: Sequence[tuple[int, str]]) -> list[Tran
 def info_row(info: RunInfo) -> tuple[Any, ...]:
     """The values of :data:`RUN_COLUMNS` for ``info`` (``extra`` as JSON text)."""
     check_version(info.version, f"run {info.run_id}")
-    values = [getattr(info, name) for name in RUN_COLUMNS[:-1]]
-    return (*values, dump_json(info.extra, f"extra of run {info.run_id}"))
+    extra = dump_json(info.extra, f"extra of run {info.run_id}")
+    return tuple(extra if name == "extra" else getattr(info, name) for name in RUN_COLUMNS)
 
 
 def info_from_row(row: Sequence[Any]) -> RunInfo:
@@ -197,15 +200,20 @@ def info_from_row(row: Sequence[Any]) -> RunInfo:
         history_len=row[14],
         version=version,
         extra=extra,  # pyright: ignore[reportUnknownArgumentType]
+        parent_run_id=row[17],
+        parent_call_id=row[18],
     )
 
 
-def run_filter(placeholder: Callable[[int], str], **filters: str | None) -> tuple[str, list[Any]]:
+def run_filter(
+    placeholder: Callable[[int], str], *, top_level: bool = False, **filters: str | None
+) -> tuple[str, list[Any]]:
     """``(WHERE clause, params)`` for the given column filters (None = no filter).
 
-    ``placeholder(n)`` renders the n-th (1-based) parameter: ``?`` or ``$n``.
+    ``placeholder(n)`` renders the n-th (1-based) parameter: ``?`` or ``$n``;
+    ``top_level`` keeps only runs that are not child runs.
     """
-    clauses: list[str] = []
+    clauses: list[str] = ["parent_run_id IS NULL"] if top_level else []
     params: list[Any] = []
     for column, value in filters.items():
         if value is not None:

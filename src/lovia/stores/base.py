@@ -92,6 +92,10 @@ class RunInfo:
     """Session entries that preceded this run (resume reloads exactly these)."""
     version: int = SCHEMA_VERSION
     extra: dict[str, Any] = field(default_factory=dict[str, Any])
+    parent_run_id: str | None = None
+    """Set for a child run (an agent run as a tool): the run whose tool call started it."""
+    parent_call_id: str | None = None
+    """The parent's tool call that started this child run."""
 
 
 @dataclass(slots=True, kw_only=True)
@@ -212,7 +216,12 @@ class Checkpointer(Protocol):
         agent: str | None = None,
         status: str | None = None,
         limit: int = 50,
-    ) -> list[RunInfo]: ...
+        parent_run_id: str | None = None,
+        top_level: bool = False,
+    ) -> list[RunInfo]:
+        """Newest first; ``parent_run_id``: the child runs of that run; ``top_level``:
+        only runs that are not child runs."""
+        ...
 
     async def delete_run(self, run_id: str) -> None: ...
 

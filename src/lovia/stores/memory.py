@@ -157,6 +157,8 @@ class MemoryStore:
         agent: str | None = None,
         status: str | None = None,
         limit: int = 50,
+        parent_run_id: str | None = None,
+        top_level: bool = False,
     ) -> list[RunInfo]:
         """Runs matching every given filter, newest first."""
         rows = [
@@ -165,6 +167,8 @@ class MemoryStore:
             if (session_id is None or r.session_id == session_id)
             and (agent is None or r.agent == agent)
             and (status is None or r.status == status)
+            and (parent_run_id is None or r.parent_run_id == parent_run_id)
+            and not (top_level and r.parent_run_id is not None)
         ]
         rows.sort(key=lambda r: (r.started_at, self._order[r.run_id]), reverse=True)
         for r in rows[:limit]:

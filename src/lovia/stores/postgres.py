@@ -98,9 +98,13 @@ CREATE TABLE IF NOT EXISTS {s}.lovia_sessions (
 """
 _MIGRATE = """
 ALTER TABLE {s}.lovia_leases ADD COLUMN IF NOT EXISTS token bigint NOT NULL DEFAULT 0;
+ALTER TABLE {s}.lovia_runs ADD COLUMN IF NOT EXISTS parent_run_id text;
+ALTER TABLE {s}.lovia_runs ADD COLUMN IF NOT EXISTS parent_call_id text;
+CREATE INDEX IF NOT EXISTS lovia_runs_parent ON {s}.lovia_runs (parent_run_id);
 """
 """In-place migrations, run after ``_DDL`` under the same lock (each is idempotent).
-Fencing: each lease row keeps its run's last fencing token."""
+Fencing: each lease row keeps its run's last fencing token. Agents as tools: the
+parent → child run link, on schemas made without it."""
 
 
 class _Conn(Protocol):
@@ -173,9 +177,11 @@ class _Sql:
         # share-lock it until commit); "fenced" is true when no fence was given or it held
         fence = f"fence AS (SELECT 1 FROM {leases} WHERE run_id = $1 AND token = ${{n}} FOR SHARE)"
         fenced = "(${n}::bigint IS NULL OR EXISTS (SELECT 1 FROM fence))"
+        n_result, n_fence = len(RUN_COLUMNS) + 1, len(RUN_COLUMNS) + 2
         self.finish = (
-            f"WITH {fence.format(n=19)} INSERT INTO {runs} ({_COLS}, result) "
-            f"SELECT {marks.replace('$17', '$17::json')}, $18::json WHERE {fenced.format(n=19)} "
+            f"WITH {fence.format(n=n_fence)} INSERT INTO {runs} ({_COLS}, result) "
+            f"SELECT {marks.replace('$17', '$17::json')}, ${n_result}::json "
+            f"WHERE {fenced.format(n=n_fence)} "
             f"ON CONFLICT (run_id) DO UPDATE SET {updates} RETURNING 1"
         )
         self.append = (
@@ -445,10 +451,17 @@ class PostgresStore:
         agent: str | None = None,
         status: str | None = None,
         limit: int = 50,
+        parent_run_id: str | None = None,
+        top_level: bool = False,
     ) -> list[RunInfo]:
         """Runs matching every given filter, newest first."""
         where, params = run_filter(
-            lambda n: f"${n}", session_id=session_id, agent=agent, status=status
+            lambda n: f"${n}",
+            top_level=top_level,
+            session_id=session_id,
+            agent=agent,
+            status=status,
+            parent_run_id=parent_run_id,
         )
         params.append(limit)
         sql = (

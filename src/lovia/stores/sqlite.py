@@ -192,9 +192,18 @@ class SQLiteStore:
         agent: str | None = None,
         status: str | None = None,
         limit: int = 50,
+        parent_run_id: str | None = None,
+        top_level: bool = False,
     ) -> list[RunInfo]:
         """Runs matching every given filter, newest first."""
-        where, params = run_filter(lambda n: "?", session_id=session_id, agent=agent, status=status)
+        where, params = run_filter(
+            lambda n: "?",
+            top_level=top_level,
+            session_id=session_id,
+            agent=agent,
+            status=status,
+            parent_run_id=parent_run_id,
+        )
         sql = f"SELECT {_COLS} FROM runs {where} ORDER BY started_at DESC, rowid DESC LIMIT ?"
         rows = await self._run(_fetch, sql, (*params, limit))
         return [info_from_row(row) for row in rows]
@@ -557,6 +566,7 @@ def _create_schema(conn: sqlite3.Connection) -> None:
     else:
         check_version(int(found[0]), "this SQLite store")
     _add_lease_tokens(conn)
+    _add_parent_link(conn)
 
 
 # -- migrations (in place; each is idempotent and runs inside the init transaction) ----
@@ -567,6 +577,15 @@ def _add_lease_tokens(conn: sqlite3.Connection) -> None:
     columns = {row[1] for row in conn.execute("PRAGMA table_info(leases)")}
     if "token" not in columns:
         conn.execute("ALTER TABLE leases ADD COLUMN token INTEGER NOT NULL DEFAULT 0")
+
+
+def _add_parent_link(conn: sqlite3.Connection) -> None:
+    """Agents as tools: the parent → child run link, on stores made without it."""
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(runs)")}
+    for name in ("parent_run_id", "parent_call_id"):
+        if name not in columns:
+            conn.execute(f"ALTER TABLE runs ADD COLUMN {name} TEXT")
+    conn.execute("CREATE INDEX IF NOT EXISTS runs_parent ON runs (parent_run_id)")
 
 
 def _exec(conn: sqlite3.Connection, sql: str, params: Sequence[Any]) -> int:

@@ -87,6 +87,11 @@ RUN_FINISH_REASON: Final = "lovia.run.finish_reason"
 RUN_OUTCOME: Final = "lovia.run.outcome"
 RUN_FINAL_AGENT: Final = "lovia.run.final_agent"
 RUN_USAGE_PREFIX: Final = "lovia.run.usage."
+RUN_PARENT_ID: Final = "lovia.run.parent_id"
+"""On a child run's span (an agent run as a tool): the run that started it."""
+RUN_PARENT_CALL_ID: Final = "lovia.run.parent_call_id"
+RUN_NESTED: Final = "lovia.run.nested"
+"""Metric label, ``True`` on child runs only: count top-level runs without double counting."""
 TURN_USAGE_PREFIX: Final = "lovia.turn.usage."
 TURN_INDEX: Final = "lovia.turn.index"
 TURN_TOOL_CALLS: Final = "lovia.turn.tool_calls"
@@ -212,10 +217,12 @@ METRIC_LABELS: Final[dict[str, frozenset[str]]] = {
     M_TTFC: frozenset(
         {OPERATION_NAME, PROVIDER_NAME, REQUEST_MODEL, RESPONSE_MODEL, AGENT_NAME, CALL_PURPOSE}
     ),
-    M_AGENT_DURATION: frozenset({AGENT_NAME, OPERATION_NAME, REQUEST_MODEL, ERROR_TYPE}),
+    M_AGENT_DURATION: frozenset(
+        {AGENT_NAME, OPERATION_NAME, REQUEST_MODEL, ERROR_TYPE, RUN_NESTED}
+    ),
     M_TOOL_DURATION: frozenset({TOOL_NAME, AGENT_NAME, ERROR_TYPE}),
-    M_RUNS: frozenset({AGENT_NAME, RUN_OUTCOME, RUN_FINISH_REASON, ERROR_TYPE}),
-    M_TURNS: frozenset({AGENT_NAME, RUN_OUTCOME}),
+    M_RUNS: frozenset({AGENT_NAME, RUN_OUTCOME, RUN_FINISH_REASON, ERROR_TYPE, RUN_NESTED}),
+    M_TURNS: frozenset({AGENT_NAME, RUN_OUTCOME, RUN_NESTED}),
     M_COST: frozenset({AGENT_NAME, PROVIDER_NAME, REQUEST_MODEL, CALL_PURPOSE}),
     M_TOKENS: frozenset({AGENT_NAME, PROVIDER_NAME, REQUEST_MODEL, TOKEN_TYPE, CALL_PURPOSE}),
     M_TOOL_CALLS: frozenset({TOOL_NAME, AGENT_NAME}),

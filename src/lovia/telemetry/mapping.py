@@ -83,6 +83,9 @@ def _run_start(e: ev.RunStarted) -> Attrs:
     }
     if e.resumed:
         out[A.RUN_RESUMED] = True
+    if e.parent_run_id is not None:
+        out[A.RUN_PARENT_ID] = e.parent_run_id
+        out[A.RUN_PARENT_CALL_ID] = e.parent_call_id or ""
     return out
 
 

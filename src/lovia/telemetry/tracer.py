@@ -194,6 +194,8 @@ class RunTracer:
         self._run = span
         self._run_ctx = trace.set_span_in_context(span)
         self._run_labels = {A.AGENT_NAME: event.agent, A.REQUEST_MODEL: event.model}
+        if event.parent_run_id is not None:  # a child run: dashboards can leave it out
+            self._run_labels[A.RUN_NESTED] = True
         return span
 
     def _attach(self, event: ev.Event) -> Any:
@@ -413,6 +415,8 @@ class RunTracer:
             A.RUN_OUTCOME: outcome,
             A.RUN_FINISH_REASON: event.finish_reason,
         }
+        nested = {A.RUN_NESTED: True} if A.RUN_NESTED in self._run_labels else {}
+        runs.update(nested)
         if error is not None:
             duration[A.ERROR_TYPE] = error
             runs[A.ERROR_TYPE] = error
@@ -420,7 +424,9 @@ class RunTracer:
             return
         m.agent_duration.record(event.duration_s, duration)
         m.runs.add(1, runs)
-        m.turns.record(event.turns, {A.AGENT_NAME: runs[A.AGENT_NAME], A.RUN_OUTCOME: outcome})
+        m.turns.record(
+            event.turns, {A.AGENT_NAME: runs[A.AGENT_NAME], A.RUN_OUTCOME: outcome, **nested}
+        )
 
 
 def _chat_metrics(m: Instruments, base: Attrs, event: ev.ModelCallCompleted) -> None:
