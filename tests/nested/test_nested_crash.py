@@ -14,7 +14,7 @@ from lovia.agent_tool import child_run_id
 from lovia.stores import store
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "crash"))
-from test_crash_recovery import store_url  # noqa: F401  (the SQLite/PostgreSQL fixture)
+from crash_stores import store_url  # noqa: F401  (the SQLite/PostgreSQL fixture)
 
 WORKER = Path(__file__).with_name("nested_worker.py")
 
