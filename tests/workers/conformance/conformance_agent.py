@@ -12,12 +12,15 @@ processes can write at once):
 Traps, each firing once per test (a marker file made with ``O_EXCL``):
 - a run whose id starts with ``die-in-tool`` SIGKILLs its worker inside ``add``, after
   the side effect;
+- a run whose id starts with ``slow-`` notes it in ``started.log`` and waits a minute
+  in ``add`` (something to cancel);
 - a run whose input contains ``die-in-model`` SIGKILLs its worker in the middle of its
   first model call (the response headers arrived, the body was not read).
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 from pathlib import Path
@@ -54,11 +57,14 @@ def _die() -> None:
 
 
 @tool
-def add(ctx: RunContext[Any], a: int, b: int) -> int:
+async def add(ctx: RunContext[Any], a: int, b: int) -> int:
     """Add two integers (a side effect that must not happen twice)."""
     _append("tools.log", f"{ctx.run_id} {a} {b}")
     if ctx.run_id.startswith("die-in-tool") and _trap("tool"):
         _die()
+    if ctx.run_id.startswith("slow-"):
+        _append("started.log", ctx.run_id)
+        await asyncio.sleep(60)
     return a + b
 
 

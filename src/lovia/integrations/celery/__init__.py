@@ -92,7 +92,6 @@ class CeleryRunQueue:
         self.task: Any = app.task(
             name=task_name,
             bind=True,
-            queue=queue,
             acks_late=True,
             reject_on_worker_lost=True,
             ignore_result=True,
@@ -129,7 +128,7 @@ class CeleryRunQueue:
             "deps_key": deps_key,
             "otel": carrier,
         }
-        self.task.apply_async(kwargs=kwargs, task_id=run_id)
+        self.task.apply_async(kwargs=kwargs, task_id=run_id, queue=self.settings.queue)
         return run_id
 
     async def result(
