@@ -15,7 +15,8 @@ Traps, each firing once per test (a marker file made with ``O_EXCL``):
 - a run whose id starts with ``slow-`` notes it in ``started.log`` and waits a minute
   in ``add`` (something to cancel);
 - a run whose input contains ``die-in-model`` SIGKILLs its worker in the middle of its
-  first model call (the response headers arrived, the body was not read).
+  first model call (the response headers arrived, the body was not read); one whose
+  input contains ``always-die`` does so in every model call (a poison run).
 """
 
 from __future__ import annotations
@@ -69,7 +70,8 @@ async def add(ctx: RunContext[Any], a: int, b: int) -> int:
 
 
 async def _model_trap(response: httpx.Response) -> None:
-    if b"die-in-model" in response.request.content and _trap("model"):
+    sent = response.request.content
+    if b"always-die" in sent or (b"die-in-model" in sent and _trap("model")):
         _die()
 
 

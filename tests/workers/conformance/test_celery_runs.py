@@ -62,6 +62,9 @@ async def test_cancel_reaches_the_worker_running_the_run_and_drops_a_queued_one(
     assert await harness.db.load("slow-c") is None
     assert await harness.db.load("slow-b") is not None  # the other worker's run goes on
     assert (await harness.db.load("slow-b")).info.status == "running"  # type: ignore[union-attr]
+    assert len(await asyncio.to_thread(runs.cancel, "slow-b")) == 1  # so the workers stop now
+    snap = await backend.result("slow-b", 20)
+    assert snap.info.finish_reason == "cancelled"
 
 
 @pytest.fixture

@@ -6,7 +6,8 @@ calls to the bench fake server.
   worker finishes: 50/50 complete, no tool side effect twice, one session segment per
   run, no run completed twice.
 - a run no delivery can get through (its lease is held elsewhere) is dead-lettered
-  after ``max_deliveries`` deliveries, with the model never called;
+  after ``max_deliveries`` deliveries, with the model never called; so is a run that
+  SIGKILLs every worker it reaches (a redelivery after a lost worker counts);
 - submitting a completed ``run_id`` again changes nothing: no model call, no tool, no
   second completion or session segment.
 """
@@ -107,6 +108,26 @@ async def test_a_poison_run_is_dead_lettered_after_max_deliveries(harness: Harne
     snap = await backend.result(healthy, 30)
     assert snap.info.status == "completed"
     assert list(await backend.dead_letters()) == [poison]
+
+
+async def test_a_run_that_kills_every_worker_it_reaches_is_dead_lettered(
+    harness: Harness,
+) -> None:
+    backend = await harness.backend(max_deliveries=2, retry_s=0.3)
+    poison = f"crasher-{secrets.token_hex(3)}"
+    await backend.submit(poison, "always-die: add them up", f"s-{poison}")
+    deaths = 0
+    for n in range(5):  # each delivery SIGKILLs its worker; a fresh one takes the next
+        worker = backend.start_worker(f"w{n}", concurrency=1)
+        while worker.poll() is None and poison not in await backend.dead_letters():
+            await asyncio.sleep(0.2)
+        if worker.poll() is None:
+            break
+        assert worker.returncode == -signal.SIGKILL, harness_logs(backend)
+        deaths += 1
+    assert poison in await backend.dead_letters(), f"never dead-lettered{harness_logs(backend)}"
+    assert deaths == 2, "dead-lettered after max_deliveries deliveries, not before or later"
+    assert harness.lines("tools.log") == []
 
 
 async def test_a_duplicate_submit_of_a_run_id_is_a_no_op(harness: Harness) -> None:

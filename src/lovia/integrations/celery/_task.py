@@ -108,7 +108,8 @@ async def _execute(proc: ProcessLoop, settings: Settings, kwargs: dict[str, Any]
         logger.info("run %s: cancelled before this delivery started", run_id)
         return "cancelled"
     token = CancelToken()
-    proc.inflight[run_id] = token
+    if run_id not in proc.inflight:  # a duplicate delivery here ends at once (lease held)
+        proc.inflight[run_id] = token
     carrier: dict[str, str] = kwargs.get("otel") or {}
     attached = otel_context.attach(propagate.extract(carrier))
     try:
