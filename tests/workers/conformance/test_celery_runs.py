@@ -9,12 +9,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from conformance_harness import Harness
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import lovia._loop as loop_module
-from conftest import Harness
 from lovia import Agent, tool
 from lovia.errors import UserError
 from lovia.telemetry import tracer as tracer_module

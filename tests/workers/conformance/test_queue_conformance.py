@@ -23,8 +23,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-
-from conftest import Harness
+from conformance_harness import Harness
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "bench" / "drivers"))
 from _common import expected_answer
