@@ -8,6 +8,7 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
+import celery
 import pytest
 from conformance_harness import Harness
 from opentelemetry.sdk.trace import TracerProvider
@@ -17,11 +18,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 import lovia._loop as loop_module
 from lovia import Agent, tool
 from lovia.errors import UserError
+from lovia.integrations.celery import CeleryRunQueue
 from lovia.telemetry import tracer as tracer_module
 from lovia.testing import FunctionModel, call
-
-celery = pytest.importorskip("celery")
-from lovia.integrations.celery import CeleryRunQueue  # noqa: E402
 
 CELERY_ONLY = pytest.mark.parametrize("harness", ["celery-rabbitmq"], indirect=True)
 
