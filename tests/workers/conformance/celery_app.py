@@ -1,7 +1,8 @@
 """The Celery app a conformance ``celery worker`` process loads (``celery -A celery_app``).
 
 Configured by environment: ``LOVIA_CONFORMANCE_{BROKER,STORE,QUEUE,MAX_DELIVERIES,
-RETRY_S}``; the submitter in the test builds the same ``CeleryRunQueue``.
+RETRY_S}``; the submitter in the test builds the same ``CeleryRunQueue``. The worker
+has an OpenTelemetry SDK tracer (no exporter), so each stored run carries its trace id.
 """
 
 from __future__ import annotations
@@ -28,6 +29,11 @@ def make(
 
 
 if "LOVIA_CONFORMANCE_BROKER" in os.environ:
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+
+    trace.set_tracer_provider(TracerProvider())  # the worker traces: runs get a trace_id
+
     app, runs = make(
         os.environ["LOVIA_CONFORMANCE_BROKER"],
         os.environ["LOVIA_CONFORMANCE_STORE"],

@@ -66,6 +66,18 @@ async def test_cancel_reaches_the_worker_running_the_run_and_drops_a_queued_one(
     assert snap.info.finish_reason == "cancelled"
 
 
+@CELERY_ONLY
+async def test_a_run_on_a_celery_worker_joins_the_submitters_trace(harness: Harness) -> None:
+    backend: Any = await harness.backend()
+    backend.start_worker("traced")
+    with TracerProvider().get_tracer("test").start_as_current_span("POST /reports") as parent:
+        await backend.submit("traced-run", "add them up", "s-traced")  # context goes along
+    snap = await backend.result("traced-run", 30)
+    assert snap.info.status == "completed"
+    assert snap.info.trace_id == f"{parent.get_span_context().trace_id:032x}"
+    assert snap.info.span_id != f"{parent.get_span_context().span_id:016x}"
+
+
 @pytest.fixture
 def spans(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[TracerProvider, Any]]:
     provider = TracerProvider()
