@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import sys
 from collections.abc import Iterator
+from types import SimpleNamespace
 from typing import Any
 
 import celery
@@ -19,6 +20,8 @@ import lovia._loop as loop_module
 from lovia import Agent, tool
 from lovia.errors import UserError
 from lovia.integrations.celery import CeleryRunQueue
+from lovia.integrations.celery._process import process_loop
+from lovia.integrations.celery._task import run_delivery
 from lovia.telemetry import tracer as tracer_module
 from lovia.testing import FunctionModel, call
 
@@ -151,3 +154,29 @@ def test_missing_celery_package_is_a_user_error(monkeypatch: pytest.MonkeyPatch)
     with pytest.raises(UserError) as info:
         import lovia.integrations.celery  # noqa: F401
     assert "lovia[celery]" in (info.value.hint or "")
+
+
+class _Retry(Exception):
+    pass
+
+
+def test_a_run_held_by_a_lost_worker_is_retried_after_the_lease_ttl(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A shorter countdown would spend deliveries on RunLeaseHeld until the dead worker's
+    lease expires, and dead-letter a healthy run (10 x 5 s < the 60 s default TTL)."""
+    monkeypatch.setenv("LOVIA_LEASE_TTL_S", "45")
+    queue = _eager_queue()
+    db = process_loop().store(queue.settings.store)
+    process_loop().call(db.acquire("held-run", "otherhost:1:abcd", 45))  # died elsewhere
+    countdowns: list[float] = []
+
+    def retry(countdown: float, max_retries: Any) -> _Retry:
+        countdowns.append(countdown)
+        return _Retry()
+
+    task = SimpleNamespace(request=SimpleNamespace(retries=0, delivery_info={}), retry=retry)
+    kwargs = {"run_id": "held-run", "agent": f"{__name__}:doubler", "input": "hi"}
+    with pytest.raises(_Retry):
+        run_delivery(task, queue.settings, kwargs)
+    assert countdowns == [55.0]

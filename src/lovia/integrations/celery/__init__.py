@@ -51,7 +51,9 @@ class CeleryRunQueue:
     ``queue`` is the Celery queue of the runs (start workers with ``-Q`` naming it);
     ``max_deliveries`` bounds how often one run is delivered (retries and redeliveries
     after a lost worker) before it goes to ``<queue>.dead``; ``retry_delay_s`` is the
-    countdown of a retry. ``deps`` is the import path of a ``deps(deps_key)`` factory.
+    countdown of a retry, by default the lease TTL + 10 s (``LOVIA_LEASE_TTL_S``), so the
+    lease of a worker lost on another host has expired when the run is tried again.
+    ``deps`` is the import path of a ``deps(deps_key)`` factory.
     """
 
     def __init__(
@@ -62,7 +64,7 @@ class CeleryRunQueue:
         queue: str = "lovia.runs",
         task_name: str = "lovia.run",
         max_deliveries: int = 10,
-        retry_delay_s: float = 5.0,
+        retry_delay_s: float | None = None,
         cancel_memory_s: float = 300.0,
         deps: str | None = None,
     ) -> None:

@@ -21,6 +21,7 @@ from typing import Any
 from opentelemetry import context as otel_context
 from opentelemetry import propagate
 
+from ..._loop.lease import lease_ttl
 from ...context import CancelToken
 from ...errors import UserError
 from ...workers.execute import execute_run, record_unrunnable
@@ -42,7 +43,7 @@ class Settings:
     queue: str
     dead_letter_queue: str
     max_deliveries: int
-    retry_delay_s: float
+    retry_delay_s: float | None
     deps: str | None
 
 
@@ -68,7 +69,9 @@ def run_delivery(task: Any, settings: Settings, kwargs: dict[str, Any]) -> str:
     proc = process_loop()
     outcome = proc.call(_execute(proc, settings, kwargs))
     if outcome in RETRIED:
-        return _again(task, settings, kwargs, deliveries, outcome, settings.retry_delay_s)
+        delay = settings.retry_delay_s
+        delay = lease_ttl() + 10 if delay is None else delay  # a dead holder's lease expired
+        return _again(task, settings, kwargs, deliveries, outcome, delay)
     return outcome
 
 
