@@ -83,8 +83,8 @@ class CeleryRunQueue:
             max_deliveries=max_deliveries,
             retry_delay_s=retry_delay_s,
             deps=deps,
+            cancel_memory_s=cancel_memory_s,
         )
-        self.cancel_memory_s = cancel_memory_s
         settings = self.settings
 
         def run(task: Any, **kwargs: Any) -> str:
@@ -160,7 +160,8 @@ class CeleryRunQueue:
         run ends as cancelled and stays resumable); the others hold the cancel for
         ``cancel_memory_s`` so a delivery still in the queue is dropped when it starts.
         """
-        arguments = {"run_id": run_id, "reason": reason, "remember_s": self.cancel_memory_s}
+        remember_s = self.settings.cancel_memory_s
+        arguments = {"run_id": run_id, "reason": reason, "remember_s": remember_s}
         replies: list[dict[str, dict[str, Any]]] = self.app.control.broadcast(
             CANCEL_COMMAND, arguments=arguments, reply=True, timeout=timeout_s
         )

@@ -45,6 +45,7 @@ class Settings:
     max_deliveries: int
     retry_delay_s: float | None
     deps: str | None
+    cancel_memory_s: float
 
 
 def dead_letter_queue(name: str) -> Any:
