@@ -26,6 +26,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "drivers"))
 
@@ -64,6 +65,8 @@ class Workload:
 
     turns: int
     calls: int
+    latency_s: float = 0.0
+    """Delay before each reply (``--latency-ms``): a model that takes its time."""
 
     def for_model(self, model: str) -> tuple[int, int]:
         """Turns and calls for ``model``: ``bench-t5-c2`` means T=5, C=2."""
@@ -303,10 +306,20 @@ class ChatProtocol(asyncio.Protocol):
         completion_chars = sum(len(a) for _, a in tool_calls) + len(text or "")
         use = usage(len(body), completion_chars)
         if not request.get("stream"):
-            self._send(200, "application/json", json_body(rid, model, tool_calls, text, use))
+            reply = json_body(rid, model, tool_calls, text, use)
+            self._later(self._send, 200, "application/json", reply)
             return
         include = bool((request.get("stream_options") or {}).get("include_usage"))
-        self._stream(sse_events(rid, model, tool_calls, text, use if include else None))
+        self._later(
+            self._stream, sse_events(rid, model, tool_calls, text, use if include else None)
+        )
+
+    def _later(self, send: Any, *args: Any) -> None:
+        """Reply now, or after the workload's latency."""
+        if self.workload.latency_s > 0:
+            asyncio.get_running_loop().call_later(self.workload.latency_s, send, *args)
+        else:
+            send(*args)
 
     def _send(self, status: int, ctype: str, payload: bytes) -> None:
         """Write a complete response with ``Content-Length``."""
@@ -351,9 +364,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
     parser.add_argument("--turns", type=int, default=5, help="T when the model name has none")
     parser.add_argument("--calls", type=int, default=2, help="C when the model name has none")
+    parser.add_argument("--latency-ms", type=float, default=0.0, help="delay of each reply")
     args = parser.parse_args(argv)
+    workload = Workload(args.turns, args.calls, args.latency_ms / 1000)
     try:
-        asyncio.run(serve(args.host, args.port, Workload(args.turns, args.calls)))
+        asyncio.run(serve(args.host, args.port, workload))
     except KeyboardInterrupt:
         pass
 

@@ -360,11 +360,23 @@ def render(report: dict[str, Any]) -> str:
     return "\n\n".join("\n".join(s) for s in sections if s) + "\n"
 
 
+def keep_queues_section(old: str, new: str) -> str:
+    """Carry the section ``bench/queues.py`` writes (between its markers) into ``new``."""
+    begin, end = "<!-- queues:begin -->", "<!-- queues:end -->"
+    if begin not in old:
+        return new
+    section = begin + old.split(begin, 1)[1].split(end, 1)[0] + end
+    head, sep, tail = new.partition("## Environment")
+    return f"{head}{section}\n\n{sep}{tail}" if sep else f"{new}\n{section}\n"
+
+
 def main() -> None:
     """Re-render docs/performance.md from bench/results/latest.json."""
     source = Path(sys.argv[1]) if len(sys.argv) > 1 else BENCH / "results" / "latest.json"
     markdown = render(json.loads(source.read_text()))
-    (BENCH.parent / "docs" / "performance.md").write_text(markdown)
+    page = BENCH.parent / "docs" / "performance.md"
+    markdown = keep_queues_section(page.read_text() if page.exists() else "", markdown)
+    page.write_text(markdown)
     print(markdown)
 
 

@@ -2,26 +2,21 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import secrets
-import time
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
-from .._loop.prepare import input_entries
 from ..errors import UserError
 from ..stores import Store
 from ..stores import store as open_store
 from ..stores.base import RunSnapshot
-from ..transcript import entry_from_dict, entry_to_dict
+from .execute import decode_input, encode_input, wait_for_run
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
 
 __all__ = ["RunQueue", "decode_input"]
-
-_ENDED = ("completed", "failed", "paused")
 
 
 def _connect(url: str) -> Redis:
@@ -32,19 +27,6 @@ def _connect(url: str) -> Redis:
             "the Redis task queue needs the redis package", hint="pip install 'lovia[redis]'"
         ) from exc
     return aioredis.from_url(url, decode_responses=True)
-
-
-def _encode_input(value: Any) -> Any:
-    if value is None or isinstance(value, str):
-        return value
-    return [entry_to_dict(e) for e in input_entries(value)]
-
-
-def decode_input(value: Any) -> Any:
-    """A task's input as the runner takes it (a str, None, or a list of InputEntry)."""
-    if isinstance(value, list):
-        return [entry_from_dict(e) for e in value]  # type: ignore[reportUnknownVariableType]
-    return value
 
 
 class RunQueue:
@@ -89,7 +71,7 @@ class RunQueue:
             "v": 1,
             "run_id": run_id,
             "agent": agent,
-            "input": _encode_input(input),
+            "input": encode_input(input),
             "session_id": session_id,
             "deps_key": deps_key,
         }
@@ -131,17 +113,12 @@ class RunQueue:
         run that failed for a retryable reason is waited for: a worker will resume it.
         """
         db = open_store(store) if isinstance(store, str) else store
-        deadline = time.monotonic() + timeout_s
+
+        async def acked(snap: RunSnapshot) -> bool:
+            return bool(await self.client.exists(self._done_key(run_id)))
+
         try:
-            while True:
-                snap = await db.load(run_id)
-                if snap is not None and snap.info.status in _ENDED:
-                    done = await self.client.exists(self._done_key(run_id))
-                    if done or snap.info.status == "completed":
-                        return snap
-                if time.monotonic() >= deadline:
-                    raise TimeoutError(f"run {run_id} did not end within {timeout_s:g} s")
-                await asyncio.sleep(poll_s)
+            return await wait_for_run(db, run_id, settled=acked, timeout_s=timeout_s, poll_s=poll_s)
         finally:
             if isinstance(store, str):
                 await db.aclose()

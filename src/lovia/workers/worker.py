@@ -17,12 +17,11 @@ from typing import Any
 from .._loop.lease import lease_ttl
 from ..agent import Agent
 from ..context import CancelToken
-from ..errors import ApprovalPending, ProviderError, RunCancelled, RunError, RunLeaseHeld, UserError
-from ..runner import Runner
+from ..errors import UserError
 from ..stores import Store
 from ..stores import store as open_store
-from ..stores.base import RunInfo
-from .queue import RunQueue, decode_input
+from .execute import execute_run, record_unrunnable
+from .queue import RunQueue
 
 __all__ = ["Worker"]
 
@@ -190,58 +189,17 @@ class Worker:
 
     async def _execute(self, task: dict[str, Any], run_id: str, token: CancelToken) -> str:
         name = str(task["agent"])
+        assert self._db is not None
         agent = self.agents.get(name)
         if agent is None:
-            await self._record_unknown(run_id, name, task.get("session_id"))
+            why = f"no agent named {name!r} on worker {self.name} (has {sorted(self.agents)})"
+            await record_unrunnable(
+                self._db, run_id, name, task.get("session_id"), why, "UnknownAgent"
+            )
             return "unknown_agent"
         deps = None if self.deps is None else self.deps(task.get("deps_key"))
         deps = await deps if inspect.isawaitable(deps) else deps
-        assert self._db is not None
-        try:
-            result = await Runner.run(
-                agent,
-                decode_input(task.get("input")),
-                run_id=run_id,
-                checkpointer=self._db,
-                session=self._db,
-                deps=deps,
-                session_id=task.get("session_id"),
-                cancel_token=token,
-            )
-        except RunLeaseHeld:
-            return "lease_held"  # another worker runs it (LeaseLost too); retried later
-        except ApprovalPending:
-            return "paused"  # the caller resumes it with approvals=
-        except RunCancelled:
-            return "cancelled"
-        except ProviderError as exc:
-            logger.warning("worker %s: run %s: %s", self.name, run_id, exc)
-            return "retry" if exc.retryable else "failed"
-        except (RunError, UserError) as exc:
-            logger.warning("worker %s: run %s failed: %s", self.name, run_id, exc)
-            return "failed"
-        return "replayed" if result.replayed else "completed"
-
-    async def _record_unknown(self, run_id: str, name: str, session_id: Any) -> None:
-        """Store a failed run for a task naming an agent this worker does not have."""
-        logger.error("worker %s: task %s names unknown agent %r", self.name, run_id, name)
-        assert self._db is not None
-        if await self._db.load(run_id) is not None:
-            return
-        now = time.time()
-        why = f"no agent named {name!r} on worker {self.name} (has {sorted(self.agents)})"
-        info = RunInfo(
-            run_id=run_id,
-            agent=name,
-            session_id=session_id,
-            status="failed",
-            finish_reason="error",
-            error_type="UnknownAgent",
-            started_at=now,
-            ended_at=now,
-            extra={"error": why},
-        )
-        await self._db.finish(info, None)
+        return await execute_run(agent, task, self._db, deps=deps, token=token, worker=self.name)
 
     async def _hand_back(self, msg_id: str, fields: dict[str, str]) -> None:
         """Requeue a task cancelled by shutdown, so any worker resumes it right away."""

@@ -7,7 +7,7 @@ the frozen charge is not re-run (the tool is not idempotent, so the model is tol
 outcome is unknown) and B completes the run. Then A wakes: the store refuses its first
 write with ``LeaseLost`` and A stops, leaving the completed run untouched.
 
-Run: python examples/61_fencing.py
+Run: python examples/62_fencing.py
 """
 
 from __future__ import annotations

@@ -1,0 +1,147 @@
+"""The body of the ``lovia.run`` Celery task: one delivery of one run.
+
+Each delivery runs ``Runner.run`` on the process loop with the store as checkpointer
+and session store; ``run_id`` makes every delivery after the first a resume (or a
+replay of the stored result). Outcomes a later delivery could fix (another worker's
+lease, a retryable provider error, a store error) are retried with ``task.retry``; a
+run delivered ``max_deliveries`` times goes to the dead-letter queue instead. A
+redelivery after a lost worker (``redelivered`` from the broker) is counted too: it is
+re-published as a retry first, so a run that kills its worker every time still ends in
+the dead-letter queue.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from dataclasses import dataclass
+from typing import Any
+
+from opentelemetry import context as otel_context
+from opentelemetry import propagate
+
+from ..._loop.lease import lease_ttl
+from ...context import CancelToken
+from ...errors import UserError
+from ...workers.execute import execute_run, record_unrunnable
+from ._process import ProcessLoop, maybe_await, process_loop
+
+__all__ = ["RETRIED", "Settings", "dead_letter_queue", "run_delivery"]
+
+logger = logging.getLogger("lovia.integrations.celery")
+
+RETRIED = frozenset({"lease_held", "retry", "error"})
+"""Outcomes that ask for another delivery (``error``: an unexpected exception)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """What every delivery needs to know; the same on the submitter and the workers."""
+
+    store: str
+    queue: str
+    dead_letter_queue: str
+    max_deliveries: int
+    retry_delay_s: float | None
+    deps: str | None
+    cancel_memory_s: float
+
+
+def dead_letter_queue(name: str) -> Any:
+    """The durable queue (with its direct exchange) dead-lettered tasks are published to."""
+    from kombu.entity import Exchange, Queue
+
+    return Queue(name, Exchange(name, type="direct"), routing_key=name, durable=True)
+
+
+def worker_name() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def run_delivery(task: Any, settings: Settings, kwargs: dict[str, Any]) -> str:
+    """Run one delivery of a ``lovia.run`` task; return its outcome, or raise ``Retry``."""
+    request = task.request
+    deliveries = int(request.retries or 0) + 1
+    info: dict[str, Any] = request.delivery_info or {}
+    redelivered = bool(info.get("redelivered"))
+    if redelivered:  # its worker was lost: count that delivery, then go on as a retry
+        return _again(task, settings, kwargs, deliveries, "redelivered", countdown=0.0)
+    proc = process_loop()
+    outcome = proc.call(_execute(proc, settings, kwargs))
+    if outcome in RETRIED:
+        delay = settings.retry_delay_s
+        delay = lease_ttl() + 10 if delay is None else delay  # a dead holder's lease expired
+        return _again(task, settings, kwargs, deliveries, outcome, delay)
+    return outcome
+
+
+def _again(
+    task: Any,
+    settings: Settings,
+    kwargs: dict[str, Any],
+    deliveries: int,
+    why: str,
+    countdown: float,
+) -> str:
+    """Retry the task, or dead-letter it once it was delivered ``max_deliveries`` times."""
+    if deliveries < settings.max_deliveries:
+        raise task.retry(countdown=countdown, max_retries=None)
+    logger.error(
+        "run %s: delivered %d times (last: %s); dead-lettered", kwargs["run_id"], deliveries, why
+    )
+    queue = dead_letter_queue(settings.dead_letter_queue)
+    body = {**kwargs, "deliveries": deliveries, "reason": why}
+    body.pop("otel", None)
+    with task.app.producer_or_acquire() as producer:
+        producer.publish(
+            body,
+            exchange=queue.exchange,
+            routing_key=queue.routing_key,
+            declare=[queue],
+            serializer="json",
+            retry=True,
+        )
+    return "dead_lettered"
+
+
+async def _execute(proc: ProcessLoop, settings: Settings, kwargs: dict[str, Any]) -> str:
+    """One run on the process loop, inside the submitter's trace context."""
+    run_id = str(kwargs["run_id"])
+    if proc.take_cancel(run_id) is not None:
+        logger.info("run %s: cancelled before this delivery started", run_id)
+        return "cancelled"
+    token = CancelToken()
+    if run_id not in proc.inflight:  # a duplicate delivery here ends at once (lease held)
+        proc.inflight[run_id] = token
+    carrier: dict[str, str] = kwargs.get("otel") or {}
+    attached = otel_context.attach(propagate.extract(carrier))
+    try:
+        return await _run(proc, settings, kwargs, token)
+    except Exception:
+        logger.exception("run %s: unexpected error; delivering it again", run_id)
+        return "error"
+    finally:
+        otel_context.detach(attached)
+        if proc.inflight.get(run_id) is token:
+            del proc.inflight[run_id]
+
+
+async def _run(
+    proc: ProcessLoop, settings: Settings, kwargs: dict[str, Any], token: CancelToken
+) -> str:
+    db = proc.store(settings.store)
+    path = str(kwargs["agent"])
+    try:
+        agent = proc.agent(path)
+    except UserError as exc:
+        why = f"{exc} (worker {worker_name()})"
+        await record_unrunnable(
+            db, str(kwargs["run_id"]), path, kwargs.get("session_id"), why, "UnknownAgent"
+        )
+        return "unknown_agent"
+    deps = None
+    if settings.deps is not None:
+        factory = proc.imported(settings.deps)
+        deps = await maybe_await(factory(kwargs.get("deps_key")))
+    return await execute_run(agent, kwargs, db, deps=deps, token=token, worker=worker_name())

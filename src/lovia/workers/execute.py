@@ -1,0 +1,153 @@
+"""What every queue back-end does with one task: run it, name the outcome, wait for it.
+
+The Redis Streams :class:`~lovia.workers.Worker` and the Celery task
+(``lovia.integrations.celery``) share these, so both map the same run outcomes onto
+"acknowledge" and "deliver again", and record a task they cannot run the same way.
+Nothing here imports a queue library.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, Literal
+
+from .._loop.prepare import input_entries
+from ..agent import Agent
+from ..context import CancelToken
+from ..errors import ApprovalPending, ProviderError, RunCancelled, RunError, RunLeaseHeld, UserError
+from ..runner import Runner
+from ..stores import Store
+from ..stores.base import RunInfo, RunSnapshot
+from ..transcript import entry_from_dict, entry_to_dict
+
+__all__ = [
+    "Outcome",
+    "decode_input",
+    "encode_input",
+    "execute_run",
+    "record_unrunnable",
+    "wait_for_run",
+]
+
+logger = logging.getLogger("lovia.workers")
+
+Outcome = Literal["completed", "replayed", "failed", "paused", "lease_held", "retry", "cancelled"]
+"""How a run ended, as a queue sees it: ``lease_held`` and ``retry`` ask for a new delivery."""
+_ENDED = ("completed", "failed", "paused")
+
+
+def encode_input(value: Any) -> Any:
+    """A run's input as JSON: a str or None as is, entries as a list of dicts."""
+    if value is None or isinstance(value, str):
+        return value
+    return [entry_to_dict(e) for e in input_entries(value)]
+
+
+def decode_input(value: Any) -> Any:
+    """A task's input as the runner takes it (a str, None, or a list of InputEntry)."""
+    if isinstance(value, list):
+        return [entry_from_dict(e) for e in value]  # type: ignore[reportUnknownVariableType]
+    return value
+
+
+async def execute_run(
+    agent: Agent[Any, Any],
+    task: dict[str, Any],
+    db: Store,
+    *,
+    deps: Any = None,
+    token: CancelToken | None = None,
+    worker: str = "",
+) -> Outcome:
+    """Run one task (``run_id``, ``input``, ``session_id``) to its end; name the outcome.
+
+    The store is the checkpointer and the session store, so a task delivered again
+    resumes (or replays) its run. Errors that a later delivery could fix (another
+    worker's lease, a retryable provider error) come back as ``lease_held`` / ``retry``;
+    anything unexpected propagates.
+    """
+    run_id = str(task["run_id"])
+    try:
+        result = await Runner.run(
+            agent,
+            decode_input(task.get("input")),
+            run_id=run_id,
+            checkpointer=db,
+            session=db,
+            deps=deps,
+            session_id=task.get("session_id"),
+            cancel_token=token,
+        )
+    except RunLeaseHeld:
+        return "lease_held"  # another worker runs it (LeaseLost too: fenced out); retried later
+    except ApprovalPending:
+        return "paused"  # the caller resumes it with approvals=
+    except RunCancelled:
+        return "cancelled"
+    except ProviderError as exc:
+        logger.warning("worker %s: run %s: %s", worker, run_id, exc)
+        return "retry" if exc.retryable else "failed"
+    except (RunError, UserError) as exc:
+        logger.warning("worker %s: run %s failed: %s", worker, run_id, exc)
+        return "failed"
+    return "replayed" if result.replayed else "completed"
+
+
+async def record_unrunnable(
+    db: Store, run_id: str, agent: str, session_id: Any, why: str, error_type: str
+) -> None:
+    """Store a failed run for a task no worker can run (unknown agent, bad import path).
+
+    A run already in the store is left as it is: the task is a late duplicate.
+    """
+    logger.error("task %s cannot run: %s", run_id, why)
+    if await db.load(run_id) is not None:
+        return
+    now = time.time()
+    info = RunInfo(
+        run_id=run_id,
+        agent=agent,
+        session_id=session_id,
+        status="failed",
+        finish_reason="error",
+        error_type=error_type,
+        started_at=now,
+        ended_at=now,
+        extra={"error": why},
+    )
+    await db.finish(info, None)
+
+
+async def wait_for_run(
+    db: Store,
+    run_id: str,
+    *,
+    settled: Callable[[RunSnapshot], Awaitable[bool]] | None = None,
+    timeout_s: float = 60.0,
+    poll_s: float = 0.2,
+) -> RunSnapshot:
+    """Poll the store until the run completed, or ended and ``settled(snapshot)`` agrees.
+
+    ``settled`` lets a queue keep waiting on a failed run it will deliver again.
+    Raises ``TimeoutError`` after ``timeout_s`` seconds.
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        snap = await db.load(run_id)
+        if snap is not None and await _settled(snap, settled):
+            return snap
+        if time.monotonic() >= deadline:
+            raise TimeoutError(f"run {run_id} did not end within {timeout_s:g} s")
+        await asyncio.sleep(poll_s)
+
+
+async def _settled(
+    snap: RunSnapshot, settled: Callable[[RunSnapshot], Awaitable[bool]] | None
+) -> bool:
+    status = snap.info.status
+    if status not in _ENDED:
+        return False
+    return status == "completed" or settled is None or await settled(snap)

@@ -1,0 +1,43 @@
+"""The Celery app a conformance ``celery worker`` process loads (``celery -A celery_app``).
+
+Configured by environment: ``LOVIA_CONFORMANCE_{BROKER,STORE,QUEUE,MAX_DELIVERIES,
+RETRY_S}``; the submitter in the test builds the same ``CeleryRunQueue``. The worker
+has an OpenTelemetry SDK tracer (no exporter), so each stored run carries its trace id.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from celery import Celery
+
+from lovia.integrations.celery import CeleryRunQueue
+
+
+def make(
+    broker: str, store: str, queue: str, max_deliveries: int, retry_s: float
+) -> tuple[Any, CeleryRunQueue]:
+    app = Celery("lovia_conformance", broker=broker)
+    app.conf.worker_prefetch_multiplier = 1
+    app.conf.broker_connection_retry_on_startup = True
+    app.conf.worker_hijack_root_logger = False
+    runs = CeleryRunQueue(
+        app, store, queue=queue, max_deliveries=max_deliveries, retry_delay_s=retry_s
+    )
+    return app, runs
+
+
+if "LOVIA_CONFORMANCE_BROKER" in os.environ:
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+
+    trace.set_tracer_provider(TracerProvider())  # the worker traces: runs get a trace_id
+
+    app, runs = make(
+        os.environ["LOVIA_CONFORMANCE_BROKER"],
+        os.environ["LOVIA_CONFORMANCE_STORE"],
+        os.environ["LOVIA_CONFORMANCE_QUEUE"],
+        int(os.environ["LOVIA_CONFORMANCE_MAX_DELIVERIES"]),
+        float(os.environ["LOVIA_CONFORMANCE_RETRY_S"]),
+    )

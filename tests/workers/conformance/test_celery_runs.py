@@ -1,0 +1,182 @@
+"""What only the Celery back-end has: cancellation by ``run_id`` across worker processes,
+the submitter's trace context carried into the run, and clear errors for bad setup."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Iterator
+from types import SimpleNamespace
+from typing import Any
+
+import celery
+import pytest
+from conformance_harness import Harness
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+import lovia._loop as loop_module
+from lovia import Agent, tool
+from lovia.errors import UserError
+from lovia.integrations.celery import CeleryRunQueue
+from lovia.integrations.celery._process import process_loop
+from lovia.integrations.celery._task import run_delivery
+from lovia.telemetry import tracer as tracer_module
+from lovia.testing import FunctionModel, call
+
+CELERY_ONLY = pytest.mark.parametrize("harness", ["celery-rabbitmq"], indirect=True)
+
+
+async def _eventually(check: Any, timeout_s: float = 20.0) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    while not check():
+        assert loop.time() < deadline, "condition not met in time"
+        await asyncio.sleep(0.1)
+
+
+@CELERY_ONLY
+@pytest.mark.slow
+async def test_cancel_reaches_the_worker_running_the_run_and_drops_a_queued_one(
+    harness: Harness,
+) -> None:
+    backend: Any = await harness.backend()
+    runs: CeleryRunQueue = backend.runs
+    backend.start_worker("one", concurrency=1)
+    backend.start_worker("two", concurrency=1)
+    await backend.submit("slow-a", "add them up", "s-slow-a")
+    await backend.submit("slow-b", "add them up", "s-slow-b")
+    await _eventually(lambda: sorted(harness.lines("started.log")) == ["slow-a", "slow-b"])
+    await backend.submit("slow-c", "add them up", "s-slow-c")  # queued: both workers busy
+
+    held = await asyncio.to_thread(runs.cancel, "slow-c", "not needed")
+    assert held == [], "no worker runs slow-c yet: each one holds the cancel"
+    running = await asyncio.to_thread(runs.cancel, "slow-a", "user pressed stop")
+    workers = {f"one-{backend.tag}", f"two-{backend.tag}"}
+    assert len(running) == 1 and running[0].split("@")[0] in workers, running
+    snap = await backend.result("slow-a", 20)
+    assert (snap.info.status, snap.info.finish_reason) == ("failed", "cancelled")
+
+    # the freed worker takes slow-c and drops it: cancelled before it started
+    await asyncio.sleep(1.0)
+    assert "slow-c" not in harness.lines("started.log")
+    assert await harness.db.load("slow-c") is None
+    assert await harness.db.load("slow-b") is not None  # the other worker's run goes on
+    assert (await harness.db.load("slow-b")).info.status == "running"  # type: ignore[union-attr]
+    assert len(await asyncio.to_thread(runs.cancel, "slow-b")) == 1  # so the workers stop now
+    snap = await backend.result("slow-b", 20)
+    assert snap.info.finish_reason == "cancelled"
+
+
+@CELERY_ONLY
+async def test_a_run_on_a_celery_worker_joins_the_submitters_trace(harness: Harness) -> None:
+    backend: Any = await harness.backend()
+    backend.start_worker("traced")
+    with TracerProvider().get_tracer("test").start_as_current_span("POST /reports") as parent:
+        await backend.submit("traced-run", "add them up", "s-traced")  # context goes along
+    snap = await backend.result("traced-run", 30)
+    assert snap.info.status == "completed"
+    assert snap.info.trace_id == f"{parent.get_span_context().trace_id:032x}"
+    assert snap.info.span_id != f"{parent.get_span_context().span_id:016x}"
+
+
+@pytest.fixture
+def spans(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[TracerProvider, Any]]:
+    provider = TracerProvider()
+    exporter = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    real = tracer_module.make_run_tracer
+    monkeypatch.setattr(
+        loop_module, "make_run_tracer", lambda tp=None, mp=None: real(tp or provider, mp)
+    )
+    yield provider, exporter
+    provider.shutdown()
+
+
+@tool
+def double(n: int) -> int:
+    """Double a number."""
+    return 2 * n
+
+
+def _decide(request: Any, info: Any) -> Any:
+    last = request.messages[-1]
+    return call("double", n=21) if last.type == "input" else f"got {last.content}"
+
+
+doubler = Agent(name="doubler", model=FunctionModel(_decide), tools=[double])
+
+
+def _eager_queue() -> CeleryRunQueue:
+    app = celery.Celery("lovia-eager-test")
+    app.conf.task_always_eager = True  # the task runs in this process, through the same body
+    return CeleryRunQueue(app, "memory://celery-otel")
+
+
+def test_the_run_span_is_a_child_of_the_submitting_span(
+    spans: tuple[TracerProvider, Any],
+) -> None:
+    provider, exporter = spans
+    queue = _eager_queue()
+    sent: list[dict[str, Any]] = []
+    queue.task.apply_async = lambda kwargs, **_: sent.append(kwargs)  # the message, not run
+    with provider.get_tracer("test").start_as_current_span("POST /reports") as parent:
+        run_id = queue.submit(f"{__name__}:doubler", "double 21")
+    queue.task.apply(kwargs=sent[0], task_id=run_id)  # as a worker runs it: another context
+    snap = queue.get(run_id, timeout_s=10)
+    assert snap.result is not None and snap.result["output"] == "got 42"
+    run_span = next(s for s in exporter.get_finished_spans() if s.name.startswith("invoke_agent"))
+    assert run_span.parent is not None
+    assert run_span.parent.span_id == parent.get_span_context().span_id
+    assert run_span.context.trace_id == parent.get_span_context().trace_id
+
+
+def test_an_agent_object_instead_of_an_import_path_is_a_user_error() -> None:
+    queue = _eager_queue()
+    with pytest.raises(UserError) as info:
+        queue.submit(doubler, "hi")  # type: ignore[arg-type]
+    assert "import path" in str(info.value) and info.value.hint
+
+
+def test_a_bad_import_path_is_recorded_as_a_failed_run() -> None:
+    queue = _eager_queue()
+    run_id = queue.submit(f"{__name__}:nobody", "hi")
+    snap = queue.get(run_id, timeout_s=10)
+    assert (snap.info.status, snap.info.error_type) == ("failed", "UnknownAgent")
+    assert "nobody" in snap.info.extra["error"]
+
+
+def test_missing_celery_package_is_a_user_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in [m for m in sys.modules if m.startswith(("celery", "lovia.integrations.celery"))]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "celery", None)
+    with pytest.raises(UserError) as info:
+        import lovia.integrations.celery  # noqa: F401
+    assert "lovia[celery]" in (info.value.hint or "")
+
+
+class _Retry(Exception):
+    pass
+
+
+def test_a_run_held_by_a_lost_worker_is_retried_after_the_lease_ttl(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A shorter countdown would spend deliveries on RunLeaseHeld until the dead worker's
+    lease expires, and dead-letter a healthy run (10 x 5 s < the 60 s default TTL)."""
+    monkeypatch.setenv("LOVIA_LEASE_TTL_S", "45")
+    queue = _eager_queue()
+    db = process_loop().store(queue.settings.store)
+    process_loop().call(db.acquire("held-run", "otherhost:1:abcd", 45))  # died elsewhere
+    countdowns: list[float] = []
+
+    def retry(countdown: float, max_retries: Any) -> _Retry:
+        countdowns.append(countdown)
+        return _Retry()
+
+    task = SimpleNamespace(request=SimpleNamespace(retries=0, delivery_info={}), retry=retry)
+    kwargs = {"run_id": "held-run", "agent": f"{__name__}:doubler", "input": "hi"}
+    with pytest.raises(_Retry):
+        run_delivery(task, queue.settings, kwargs)
+    assert countdowns == [55.0]
