@@ -1,5 +1,6 @@
 """Process-wide defaults: ``lovia.configure(store=URL)`` records every run without
-touching call sites.
+touching call sites; and the library's default limits (``DEFAULT_MAX_TURNS``), here so the
+engine and the facade read one value without importing each other.
 
 Resolution for one run (``Runner.run``/``stream``/``run_sync``):
 
@@ -22,9 +23,12 @@ from .errors import UserError
 if TYPE_CHECKING:
     from .stores.base import Store
 
-__all__ = ["DEFAULT", "Default", "configure", "default_store"]
+__all__ = ["DEFAULT", "DEFAULT_MAX_TURNS", "Default", "configure", "default_store"]
 
 ENV_STORE = "LOVIA_STORE"
+
+DEFAULT_MAX_TURNS = 50
+"""Model steps per run when ``max_turns`` is not given."""
 
 
 class Default(Enum):

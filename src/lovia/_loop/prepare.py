@@ -93,7 +93,7 @@ def _check_cost_budget(state: RunState) -> None:
     """
     if state.active is None or not _cost_limited(state):
         return
-    from ..telemetry.pricing import has_price
+    from ..pricing import has_price
 
     provider = state.active.provider
     if not has_price(provider.name, provider.model):

@@ -12,6 +12,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
+from .._defaults import DEFAULT_MAX_TURNS
 from ..agent import Agent, Handoff
 from ..context import RunContext
 from ..guardrails import Guardrail
@@ -19,7 +20,6 @@ from ..hooks import AgentHooks
 from ..output import OutputMode
 from ..plugins.base import ViewInjector
 from ..providers.base import ModelSettings, Provider, ToolSpec
-from ..runner import DEFAULT_MAX_TURNS
 from ..stores.base import SCHEMA_VERSION, Checkpointer, CheckpointRecord, SessionStore
 from ..tools import Tool
 from ..transcript import Transcript, TranscriptEntry, entry_to_dict

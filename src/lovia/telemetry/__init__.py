@@ -7,7 +7,8 @@ at all. See ``docs/observability.md``.
 
 - ``mapping``: the one table between events and spans (both directions).
 - ``attributes``: every name emitted, the telemetry schema version, metric buckets.
-- ``pricing``: ``price_usage`` / ``set_price`` / ``has_price`` (genai-prices + overrides).
+- ``price_usage`` / ``set_price`` / ``has_price``: re-exported from the core ``lovia.pricing``
+  (``lovia.telemetry.pricing`` still names that module for older imports).
 - ``content``: opt-in content capture and scrubbing.
 - ``local``: the SQLite span store behind ``exporter="local"`` and ``lovia trace``.
 """
@@ -16,8 +17,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .. import (
+    pricing as pricing,  # the module lived here once: `from lovia.telemetry import pricing`
+)
+from ..pricing import clear_prices, has_price, price_table_version, price_usage, set_price
 from .attributes import SEMCONV_VERSION, TELEMETRY_VERSION
-from .pricing import clear_prices, has_price, price_table_version, price_usage, set_price
 from .processor import event_from_span
 from .tracer import RunTracer, make_run_tracer
 
