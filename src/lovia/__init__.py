@@ -7,7 +7,7 @@ run can resume after a crash, and ``lovia replay`` rebuilds exactly what the mod
 from typing import TYPE_CHECKING as _TYPE_CHECKING
 
 from . import events, transcript
-from ._defaults import configure
+from ._defaults import configure, lease_ttl
 from ._version import __version__
 from .agent import Agent, Handoff
 from .context import CancelToken, Mailbox, RunContext
@@ -28,8 +28,8 @@ from .errors import (
 )
 from .guardrails import GuardrailResult, guardrail
 from .hooks import AgentHooks
+from .model import ModelProfile, ModelSettings
 from .plugins import Plugin, PluginInstance
-from .providers import ModelProfile, ModelSettings
 from .result import RunResult
 from .runner import Runner, RunStream
 from .tools import Tool, tool
@@ -122,6 +122,7 @@ __all__ = [
     "configure",
     "events",
     "guardrail",
+    "lease_ttl",
     "recall_tool_result",
     "tool",
     "transcript",

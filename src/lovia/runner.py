@@ -23,7 +23,7 @@ from .result import RunResult
 
 if TYPE_CHECKING:
     from ._loop.state import RunParams
-    from .providers.base import ModelSettings
+    from .model import ModelSettings
     from .stores.base import Checkpointer, SessionStore, Store
     from .usage import RunBudget
 

@@ -17,9 +17,9 @@ from ..agent import Agent, Handoff
 from ..context import RunContext
 from ..guardrails import Guardrail
 from ..hooks import AgentHooks
+from ..model import ModelSettings, Provider, ToolSpec
 from ..output import OutputMode
 from ..plugins.base import ViewInjector
-from ..providers.base import ModelSettings, Provider, ToolSpec
 from ..stores.base import SCHEMA_VERSION, Checkpointer, CheckpointRecord, SessionStore
 from ..tools import Tool
 from ..transcript import Transcript, TranscriptEntry, entry_to_dict

@@ -2,7 +2,7 @@
 
 from typing import TYPE_CHECKING
 
-from .base import (
+from ..model import (
     FinishReason,
     ModelProfile,
     ModelRequest,
