@@ -15,11 +15,10 @@ at all. See ``docs/observability.md``.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from .. import (
-    pricing as pricing,  # the module lived here once: `from lovia.telemetry import pricing`
-)
+from .. import pricing as pricing  # it lived here once: `from lovia.telemetry import pricing`
+from .._lazy import lazy_exports
 from ..pricing import clear_prices, has_price, price_table_version, price_usage, set_price
 from .attributes import SEMCONV_VERSION, TELEMETRY_VERSION
 from .processor import event_from_span
@@ -47,14 +46,13 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    # configure/local import lazily: nothing of the SDK is touched on `import lovia`
-    if name in ("configure", "Telemetry"):
-        from . import sdk as _sdk_module
-
-        return getattr(_sdk_module, name)
-    if name in ("load_spans", "SQLiteSpanExporter"):
-        from . import local as _local
-
-        return getattr(_local, name)
-    raise AttributeError(f"module 'lovia.telemetry' has no attribute {name!r}")
+# configure/local import lazily: nothing of the SDK is touched on `import lovia`
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "configure": ".sdk",
+        "Telemetry": ".sdk",
+        "load_spans": ".local",
+        "SQLiteSpanExporter": ".local",
+    },
+)
