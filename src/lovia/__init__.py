@@ -7,7 +7,8 @@ run can resume after a crash, and ``lovia replay`` rebuilds exactly what the mod
 from typing import TYPE_CHECKING as _TYPE_CHECKING
 
 from . import events, transcript
-from ._defaults import configure
+from ._defaults import configure, lease_ttl
+from ._lazy import lazy_exports as _lazy_exports
 from ._version import __version__
 from .agent import Agent, Handoff
 from .context import CancelToken, Mailbox, RunContext
@@ -28,8 +29,8 @@ from .errors import (
 )
 from .guardrails import GuardrailResult, guardrail
 from .hooks import AgentHooks
+from .model import ModelProfile, ModelSettings, Provider
 from .plugins import Plugin, PluginInstance
-from .providers import ModelProfile, ModelSettings
 from .result import RunResult
 from .runner import Runner, RunStream
 from .tools import Tool, tool
@@ -46,35 +47,28 @@ if _TYPE_CHECKING:
     from .providers.openai_chat import OpenAIChat
     from .providers.openai_responses import OpenAIResponses
     from .tools import Tool as _Tool
+    from .view.base import ContextStrategy
     from .view.compaction import Compaction
 
     recall_tool_result: _Tool
 
 # Imported on first use, so `import lovia` stays fast (yaml, subprocess, adapters...).
-_LAZY = {
-    "MCP": ".plugins.mcp",
-    "Memory": ".plugins.memory",
-    "Skills": ".plugins.skills",
-    "Todo": ".plugins.todo",
-    "Workspace": ".plugins.workspace",
-    "Anthropic": ".providers.anthropic",
-    "OpenAIChat": ".providers.openai_chat",
-    "OpenAIResponses": ".providers.openai_responses",
-    "Compaction": ".view.compaction",
-    "recall_tool_result": ".view",
-}
-
-
-def __getattr__(name: str) -> object:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'lovia' has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
-
+__getattr__, __dir__ = _lazy_exports(
+    __name__,
+    {
+        "MCP": ".plugins.mcp",
+        "Memory": ".plugins.memory",
+        "Skills": ".plugins.skills",
+        "Todo": ".plugins.todo",
+        "Workspace": ".plugins.workspace",
+        "Anthropic": ".providers.anthropic",
+        "OpenAIChat": ".providers.openai_chat",
+        "OpenAIResponses": ".providers.openai_responses",
+        "Compaction": ".view.compaction",
+        "ContextStrategy": ".view.base",
+        "recall_tool_result": ".view",
+    },
+)
 
 __all__ = [
     "Agent",
@@ -85,6 +79,7 @@ __all__ = [
     "CancelToken",
     "Compaction",
     "ContextOverflow",
+    "ContextStrategy",
     "GuardrailResult",
     "GuardrailTripped",
     "Handoff",
@@ -102,6 +97,7 @@ __all__ = [
     "OutputValidationError",
     "Plugin",
     "PluginInstance",
+    "Provider",
     "ProviderError",
     "RunBudget",
     "RunCancelled",
@@ -122,6 +118,7 @@ __all__ = [
     "configure",
     "events",
     "guardrail",
+    "lease_ttl",
     "recall_tool_result",
     "tool",
     "transcript",

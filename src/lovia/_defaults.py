@@ -1,5 +1,6 @@
 """Process-wide defaults: ``lovia.configure(store=URL)`` records every run without
-touching call sites.
+touching call sites; and the library's default limits (``DEFAULT_MAX_TURNS``), here so the
+engine and the facade read one value without importing each other.
 
 Resolution for one run (``Runner.run``/``stream``/``run_sync``):
 
@@ -22,9 +23,20 @@ from .errors import UserError
 if TYPE_CHECKING:
     from .stores.base import Store
 
-__all__ = ["DEFAULT", "Default", "configure", "default_store"]
+__all__ = [
+    "DEFAULT",
+    "DEFAULT_MAX_TURNS",
+    "Default",
+    "configure",
+    "default_store",
+    "lease_ttl",
+]
 
 ENV_STORE = "LOVIA_STORE"
+ENV_LEASE_TTL = "LOVIA_LEASE_TTL_S"
+
+DEFAULT_MAX_TURNS = 50
+"""Model steps per run when ``max_turns`` is not given."""
 
 
 class Default(Enum):
@@ -66,3 +78,22 @@ def default_store() -> Store | str | None:
     if not isinstance(_configured, Default):
         return _configured
     return os.environ.get(ENV_STORE) or None
+
+
+def lease_ttl() -> float:
+    """Seconds a run lease lives without renewal: ``$LOVIA_LEASE_TTL_S``, default 60.
+
+    A worker renews its lease every third of this; a lease whose holder died elsewhere
+    expires after it. Queues use it to wait before handing a held run to another worker.
+    """
+    raw = os.environ.get(ENV_LEASE_TTL, "60")
+    try:
+        ttl = float(raw)
+    except ValueError:
+        ttl = float("nan")
+    if not ttl > 0 or ttl == float("inf"):
+        raise UserError(
+            f"{ENV_LEASE_TTL}={raw!r} is not a number of seconds above 0",
+            hint=f"e.g. export {ENV_LEASE_TTL}=60 (or unset it for the default, 60 s)",
+        )
+    return ttl

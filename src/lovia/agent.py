@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from .errors import UserError
 from .guardrails import Guardrail
 from .hooks import AgentHooks
-from .providers.base import ModelSettings, Provider
+from .model import ModelSettings, Provider
 from .tools import Tool
 
 if TYPE_CHECKING:

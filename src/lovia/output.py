@@ -18,7 +18,7 @@ import pydantic
 from pydantic import TypeAdapter
 
 from .errors import UserError
-from .providers.base import OutputSchema
+from .model import OutputSchema
 
 __all__ = ["OutputMode", "OutputParseError", "output_mode"]
 

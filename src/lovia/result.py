@@ -10,7 +10,6 @@ from .transcript import TranscriptEntry
 from .usage import Usage
 
 if TYPE_CHECKING:
-    from ._loop.state import RunState
     from .agent import Agent
     from .stores.base import RunSnapshot
 
@@ -44,23 +43,6 @@ class RunResult(Generic[OutputT]):
     """This run's own model and tool calls (``usage`` without the child runs)."""
     child_usage: Mapping[str, Usage] = field(default_factory=dict[str, Usage])
     """Each child run's total usage (agents run as tools), by the tool call's ``call_id``."""
-
-    @classmethod
-    def from_state(cls, state: RunState) -> RunResult[Any]:
-        assert state.active is not None
-        return cls(
-            output=state.output,
-            usage=state.total_usage(),
-            own_usage=state.usage.copy(),
-            child_usage=state.child_usage(),
-            turns=state.turn,
-            finish_reason=state.finish_reason,
-            final_agent=state.active.agent,
-            entries=tuple(state.new_entries()),
-            run_id=state.run_id,
-            session_id=state.params.session_id,
-            undelivered=tuple(state.undelivered),
-        )
 
     @classmethod
     def from_stored(

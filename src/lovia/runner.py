@@ -14,7 +14,7 @@ import re
 from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from ._defaults import DEFAULT, Default, default_store
+from ._defaults import DEFAULT, DEFAULT_MAX_TURNS, Default, default_store
 from .agent import Agent
 from .context import CancelToken, Mailbox
 from .errors import UserError
@@ -23,14 +23,11 @@ from .result import RunResult
 
 if TYPE_CHECKING:
     from ._loop.state import RunParams
-    from .providers.base import ModelSettings
+    from .model import ModelSettings
     from .stores.base import Checkpointer, SessionStore, Store
     from .usage import RunBudget
 
 __all__ = ["DEFAULT_MAX_TURNS", "MAX_ID_CHARS", "RunStream", "Runner", "check_id"]
-
-DEFAULT_MAX_TURNS = 50
-"""Model steps per run when ``max_turns`` is not given."""
 
 OutputT = TypeVar("OutputT")
 

@@ -25,6 +25,8 @@ from typing import Annotated, Any, Literal, cast, overload
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
+from .errors import UserError
+
 __all__ = [
     "EntriesView",
     "HandoffEntry",
@@ -38,6 +40,7 @@ __all__ = [
     "TranscriptEntry",
     "clean_text",
     "dump_entries",
+    "input_entries",
     "load_entries",
     "new_id",
 ]
@@ -247,6 +250,25 @@ def entry_to_dict(entry: TranscriptEntry) -> dict[str, Any]:
 
 def entry_from_dict(data: dict[str, Any]) -> TranscriptEntry:
     return _adapters()[0].validate_python(data)
+
+
+def input_entries(value: Any) -> list[InputEntry]:
+    """Normalize the run input: a str, an InputEntry, or a list of them."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [InputEntry(role="user", content=value)]
+    if isinstance(value, InputEntry):
+        return [value]
+    if isinstance(value, Sequence) and not isinstance(value, (bytes, bytearray)):
+        out: list[InputEntry] = []
+        for item in value:  # type: ignore[reportUnknownVariableType]
+            out.extend(input_entries(item))
+        return out
+    raise UserError(
+        f"cannot use {type(value).__name__} as run input",
+        hint="Pass a str, an InputEntry, or a list of them.",
+    )
 
 
 class EntriesView(Sequence[TranscriptEntry]):

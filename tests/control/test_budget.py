@@ -11,10 +11,19 @@ from typing import Any
 
 import pytest
 
-from lovia import Agent, BudgetExceeded, MaxTurnsExceeded, RunBudget, Runner, Usage, events, tool
-from lovia._loop.state import DEFAULT_MAX_TURNS
+from lovia import (
+    Agent,
+    BudgetExceeded,
+    MaxTurnsExceeded,
+    RunBudget,
+    Runner,
+    Usage,
+    events,
+    pricing,
+    tool,
+)
+from lovia.runner import DEFAULT_MAX_TURNS
 from lovia.stores import MemoryStore
-from lovia.telemetry import pricing
 from lovia.testing import FunctionModel, ScriptedModel, call, reply
 
 from .helpers import Scenario, both

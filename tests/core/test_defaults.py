@@ -101,3 +101,21 @@ def test_configure_rejects_what_is_not_a_store() -> None:
 async def test_without_default_session_id_still_needs_a_store() -> None:
     with pytest.raises(UserError, match="session_id was given without a session store"):
         await Runner.run(agent(), "hi", session_id="s1")
+
+
+def test_lease_ttl_is_public_and_reads_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Queues wait ``lovia.lease_ttl()`` before retrying a held run: the engine's value."""
+    monkeypatch.delenv("LOVIA_LEASE_TTL_S", raising=False)
+    assert lovia.lease_ttl() == 60.0
+    monkeypatch.setenv("LOVIA_LEASE_TTL_S", "2.5")
+    assert lovia.lease_ttl() == 2.5
+
+
+@pytest.mark.parametrize("raw", ["soon", "0", "-5", "nan", "inf", ""])
+def test_a_bad_lease_ttl_is_a_user_error_naming_the_variable(
+    monkeypatch: pytest.MonkeyPatch, raw: str
+) -> None:
+    monkeypatch.setenv("LOVIA_LEASE_TTL_S", raw)
+    with pytest.raises(UserError, match="LOVIA_LEASE_TTL_S") as caught:
+        lovia.lease_ttl()
+    assert "LOVIA_LEASE_TTL_S=60" in caught.value.hint

@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 import lovia
 
 
@@ -34,3 +36,71 @@ def test_import_lovia_pulls_no_heavy_extras() -> None:
         "lovia.providers.openai_chat",
     }
     assert loaded & forbidden == set()
+
+
+LAZY_PACKAGES = {
+    "lovia": {"MCP", "Memory", "Anthropic", "Compaction", "ContextStrategy", "recall_tool_result"},
+    "lovia.providers": {"OpenAIChat", "Anthropic", "RetryPolicy", "StreamLimits", "resolve_model"},
+    "lovia.telemetry": {"configure", "Telemetry", "load_spans", "SQLiteSpanExporter"},
+    "lovia.view": {"recall_tool_result"},
+    "lovia.web": {"create_app", "WebConfig"},
+}
+
+
+def test_dir_lists_lazy_names_without_importing_them() -> None:
+    """Tab completion and ``dir()`` see every export; listing them loads nothing heavy."""
+    code = (
+        "import sys, json, importlib\n"
+        f"packages = {sorted(LAZY_PACKAGES)!r}\n"
+        "listed = {p: dir(importlib.import_module(p)) for p in packages}\n"
+        "print(json.dumps({'dir': listed, 'loaded': sorted(sys.modules)}))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    seen = json.loads(out.stdout)
+    for package, names in LAZY_PACKAGES.items():
+        assert names <= set(seen["dir"][package]), package
+        assert seen["dir"][package] == sorted(seen["dir"][package])
+    assert set(lovia.__all__) <= set(dir(lovia))
+    loaded = set(seen["loaded"])
+    for lazy in ("lovia.plugins.mcp", "lovia.providers.anthropic", "lovia.telemetry.sdk"):
+        assert lazy not in loaded
+    assert "lovia.web._app" not in loaded and "starlette" not in loaded
+
+
+def test_a_lazy_name_loads_once_and_unknown_names_still_fail() -> None:
+    import lovia.providers
+    import lovia.telemetry
+    import lovia.view
+
+    first = lovia.providers.StreamLimits
+    assert lovia.providers.StreamLimits is first
+    assert vars(lovia.providers)["StreamLimits"] is first  # cached: no second lookup
+    assert lovia.view.recall_tool_result is lovia.view.recall_tool()
+    assert lovia.recall_tool_result is lovia.view.recall_tool_result
+    for module in (lovia, lovia.providers, lovia.telemetry, lovia.view):
+        with pytest.raises(AttributeError, match="no_such_name"):
+            module.no_such_name  # noqa: B018
+
+
+def test_every_package_defers_imports_through_the_one_helper() -> None:
+    """No package hand-rolls a module ``__getattr__``: lovia._lazy.lazy_exports is the one."""
+    import ast
+    from pathlib import Path
+
+    src = Path(lovia.__file__).parent
+    hand_rolled = [
+        str(path.relative_to(src))
+        for path in src.rglob("*.py")
+        for node in ast.parse(path.read_text(encoding="utf-8")).body
+        if isinstance(node, ast.FunctionDef) and node.name in ("__getattr__", "__dir__")
+    ]
+    assert hand_rolled == []
+
+
+def test_provider_and_context_strategy_are_exported() -> None:
+    from lovia.model import Provider
+    from lovia.providers.base import Provider as FromBase
+    from lovia.view.base import ContextStrategy
+
+    assert lovia.Provider is Provider is FromBase
+    assert lovia.ContextStrategy is ContextStrategy

@@ -14,7 +14,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from lovia.telemetry import pricing
+from lovia import pricing
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "telemetry"))
 from telemetry_helpers import CountingIds, Otel

@@ -24,7 +24,7 @@ from ..result import RunResult
 from ..telemetry.tracer import RunTracer, make_run_tracer
 from ..transcript import Transcript
 from .checkpoint import finish_info, restore
-from .finish import call_close, close_plugins, finish, write_session
+from .finish import call_close, close_plugins, finish, result_of, write_session
 from .lease import stop_heartbeat
 from .limits import cancelled_error, out_of_time
 from .prepare import find_agent, load_snapshot, prepare, run_started
@@ -207,7 +207,7 @@ def _failed(state: RunState, error: BaseException) -> ev.RunFailed:
 
 
 def _completed(state: RunState) -> tuple[ev.RunCompleted, RunResult[Any]]:
-    result = state.completed_result or RunResult.from_state(state)
+    result = state.completed_result or result_of(state)
     agent = result.final_agent.name
     event = ev.RunCompleted(
         run_id=state.run_id,

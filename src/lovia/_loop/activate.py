@@ -26,9 +26,9 @@ from .. import events as ev
 from ..agent import Agent, Handoff, render_fragments
 from ..errors import UserError
 from ..guardrails import as_guardrail
+from ..model import ModelSettings, Provider
 from ..output import output_mode
 from ..plugins.base import Plugin, PluginInstance
-from ..providers.base import ModelSettings, Provider
 from ..tools import Tool, tool
 from ..transcript import SystemEntry, clean_text
 from .state import ActiveAgent, RunState

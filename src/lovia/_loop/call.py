@@ -23,7 +23,7 @@ from typing import Any, Literal, TypeVar
 
 from .. import events as ev
 from ..errors import StreamInterrupted
-from ..providers.base import (
+from ..model import (
     ModelRequest,
     ModelResponse,
     Provider,
@@ -33,7 +33,7 @@ from ..providers.base import (
     TextChunk,
     ToolCallChunk,
 )
-from ..telemetry.pricing import price_usage
+from ..pricing import price_usage
 from ..transcript import DeltaCleaner, TranscriptEntry
 from .limits import cancelled_error, check_budget
 from .state import CancelGuard, EventBase, RunState

@@ -16,10 +16,18 @@ from typing import Any
 from .. import errors
 from .. import events as ev
 from ..guardrails import Guardrail
+from ..result import RunResult
 from .checkpoint import finish_info, save_progress
 from .state import RunState
 
-__all__ = ["call_close", "close_plugins", "finish", "run_guardrails", "write_session"]
+__all__ = [
+    "call_close",
+    "close_plugins",
+    "finish",
+    "result_of",
+    "run_guardrails",
+    "write_session",
+]
 
 logger = logging.getLogger("lovia.loop")
 
@@ -151,3 +159,21 @@ async def close_plugins(state: RunState) -> AsyncIterator[ev.Event]:
             duration_s=time.perf_counter() - t0,
             error=error,
         )
+
+
+def result_of(state: RunState) -> RunResult[Any]:
+    """The finished run's :class:`RunResult`, read off its state."""
+    assert state.active is not None
+    return RunResult(
+        output=state.output,
+        usage=state.total_usage(),
+        own_usage=state.usage.copy(),
+        child_usage=state.child_usage(),
+        turns=state.turn,
+        finish_reason=state.finish_reason,
+        final_agent=state.active.agent,
+        entries=tuple(state.new_entries()),
+        run_id=state.run_id,
+        session_id=state.params.session_id,
+        undelivered=tuple(state.undelivered),
+    )

@@ -24,6 +24,7 @@ import secrets
 import socket
 import time
 
+from .._defaults import lease_ttl
 from ..errors import LeaseLost, RunLeaseHeld
 from ..stores.base import lease_lost
 from .state import RunState
@@ -31,7 +32,6 @@ from .state import RunState
 __all__ = [
     "confirm_lease",
     "lease_held",
-    "lease_ttl",
     "start_heartbeat",
     "stop_heartbeat",
     "take_lease",
@@ -39,10 +39,6 @@ __all__ = [
 
 logger = logging.getLogger("lovia.lease")
 _HOST = socket.gethostname()
-
-
-def lease_ttl() -> float:
-    return float(os.environ.get("LOVIA_LEASE_TTL_S", "60"))
 
 
 def _owner_id() -> str:

@@ -16,7 +16,7 @@ from typing import Any, cast, get_args
 
 from .. import events as ev
 from ..errors import ContextOverflow
-from ..providers.base import ModelRequest, ModelResponse, Provider
+from ..model import ModelRequest, ModelResponse, Provider
 from ..transcript import InputEntry, TextEntry, ToolCallEntry, TranscriptEntry
 from ..view.base import BuiltView, ViewInput, ViewRecord
 from ..view.record import view_parts

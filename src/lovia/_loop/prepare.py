@@ -4,14 +4,14 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from typing import Any
 
 from .. import events as ev
 from ..agent import Agent
 from ..errors import LoviaError, UserError
 from ..stores.base import RunSnapshot
-from ..transcript import InputEntry, SystemEntry, TranscriptEntry
+from ..transcript import InputEntry, SystemEntry, TranscriptEntry, input_entries
 from ..view.record import ViewRecord, resolve_records, view_records
 from .activate import activate, resolve_provider
 from .checkpoint import ResumePoint, open_calls, restore, run_info, save_progress
@@ -23,25 +23,6 @@ from .state import RunState
 __all__ = ["find_agent", "load_snapshot", "prepare"]
 
 logger = logging.getLogger("lovia.loop")
-
-
-def input_entries(value: Any) -> list[InputEntry]:
-    """Normalize the run input: a str, an InputEntry, or a list of them."""
-    if value is None:
-        return []
-    if isinstance(value, str):
-        return [InputEntry(role="user", content=value)]
-    if isinstance(value, InputEntry):
-        return [value]
-    if isinstance(value, Sequence) and not isinstance(value, (bytes, bytearray)):
-        out: list[InputEntry] = []
-        for item in value:  # type: ignore[reportUnknownVariableType]
-            out.extend(input_entries(item))
-        return out
-    raise UserError(
-        f"cannot use {type(value).__name__} as run input",
-        hint="Pass a str, an InputEntry, or a list of them.",
-    )
 
 
 def find_agent(root: Agent[Any, Any], name: str) -> Agent[Any, Any] | None:
@@ -93,7 +74,7 @@ def _check_cost_budget(state: RunState) -> None:
     """
     if state.active is None or not _cost_limited(state):
         return
-    from ..telemetry.pricing import has_price
+    from ..pricing import has_price
 
     provider = state.active.provider
     if not has_price(provider.name, provider.model):

@@ -12,14 +12,14 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
+from .._defaults import DEFAULT_MAX_TURNS
 from ..agent import Agent, Handoff
 from ..context import RunContext
 from ..guardrails import Guardrail
 from ..hooks import AgentHooks
+from ..model import ModelSettings, Provider, ToolSpec
 from ..output import OutputMode
 from ..plugins.base import ViewInjector
-from ..providers.base import ModelSettings, Provider, ToolSpec
-from ..runner import DEFAULT_MAX_TURNS
 from ..stores.base import SCHEMA_VERSION, Checkpointer, CheckpointRecord, SessionStore
 from ..tools import Tool
 from ..transcript import Transcript, TranscriptEntry, entry_to_dict

@@ -2,7 +2,8 @@
 
 from typing import TYPE_CHECKING
 
-from .base import (
+from .._lazy import lazy_exports
+from ..model import (
     FinishReason,
     ModelProfile,
     ModelRequest,
@@ -39,19 +40,16 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> object:
-    # adapters are imported on first use so `import lovia` stays fast
-    lazy = {
-        "OpenAIChat": "openai_chat",
-        "OpenAIResponses": "openai_responses",
-        "Anthropic": "anthropic",
-        "RetryPolicy": "_http",
-        "StreamLimits": "_http",
-        "resolve_model": "registry",
-        "register_provider": "registry",
-    }
-    if name in lazy:
-        import importlib
-
-        return getattr(importlib.import_module(f".{lazy[name]}", __name__), name)
-    raise AttributeError(name)
+# adapters are imported on first use so `import lovia` stays fast
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "OpenAIChat": ".openai_chat",
+        "OpenAIResponses": ".openai_responses",
+        "Anthropic": ".anthropic",
+        "RetryPolicy": "._http",
+        "StreamLimits": "._http",
+        "resolve_model": ".registry",
+        "register_provider": ".registry",
+    },
+)

@@ -20,6 +20,7 @@ from typing import Any, Self
 import httpx
 
 from ..errors import UserError
+from ..model import ModelProfile, ModelRequest, ModelResponse, ResponseEntry, StreamItem
 from ..transcript import (
     ReasoningEntry,
     TextEntry,
@@ -30,7 +31,6 @@ from ..transcript import (
 )
 from ..usage import Usage
 from ._http import HttpSeam, RetryPolicy, StreamDecoder
-from .base import ModelProfile, ModelRequest, ModelResponse, ResponseEntry, StreamItem
 
 __all__ = [
     "AssistantTurn",

@@ -12,7 +12,7 @@ This is the one place where transport and HTTP failures become lovia errors
 - :class:`RetryPolicy` and :func:`retrying` retry retryable errors with exponential backoff
   and full jitter, honouring ``retry-after``; never after a content chunk was yielded.
 - :class:`HttpSeam` owns the client, headers and secret, and runs one call as a stream of
-  :data:`~lovia.providers.base.StreamItem`, feeding SSE events to an adapter's decoder,
+  :data:`~lovia.model.StreamItem`, feeding SSE events to an adapter's decoder,
   under the call's :class:`~lovia.providers._deadline.StreamLimits` (``_deadline``).
 
 Every error leaving the seam went through :func:`~lovia._redact.redact`, cause chain
@@ -46,9 +46,9 @@ from ..errors import (
     RateLimited,
     StreamInterrupted,
 )
+from ..model import ModelResponse, ReasoningChunk, RetryNotice, StreamItem, TextChunk, ToolCallChunk
 from ._deadline import StreamLimits, Watchdog
 from ._sse import aiter_sse, parse_event_json
-from .base import ModelResponse, ReasoningChunk, RetryNotice, StreamItem, TextChunk, ToolCallChunk
 
 __all__ = [
     "HttpSeam",

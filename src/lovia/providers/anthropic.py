@@ -22,6 +22,19 @@ from typing import Any
 
 import httpx
 
+from ..model import (
+    FinishReason,
+    ModelProfile,
+    ModelRequest,
+    ModelResponse,
+    ModelSettings,
+    ReasoningChunk,
+    ResponseEntry,
+    StreamItem,
+    TextChunk,
+    ToolCallChunk,
+    ToolSpec,
+)
 from ..transcript import ReasoningEntry, TextEntry, ToolCallEntry, ToolResultEntry
 from ..usage import Usage
 from ._common import (
@@ -38,19 +51,6 @@ from ._common import (
     same_provider,
 )
 from ._http import HttpSeam, RetryPolicy, StreamLimits, as_dict, as_list, error_from_payload
-from .base import (
-    FinishReason,
-    ModelProfile,
-    ModelRequest,
-    ModelResponse,
-    ModelSettings,
-    ReasoningChunk,
-    ResponseEntry,
-    StreamItem,
-    TextChunk,
-    ToolCallChunk,
-    ToolSpec,
-)
 
 __all__ = [
     "Anthropic",

@@ -23,6 +23,19 @@ from typing import Any
 
 import httpx
 
+from ..model import (
+    FinishReason,
+    ModelProfile,
+    ModelRequest,
+    ModelResponse,
+    ModelSettings,
+    ReasoningChunk,
+    ResponseEntry,
+    StreamItem,
+    TextChunk,
+    ToolCallChunk,
+    ToolSpec,
+)
 from ..transcript import ReasoningEntry, TextEntry, ToolCallEntry, new_id
 from ..usage import Usage
 from ._common import (
@@ -40,19 +53,6 @@ from ._common import (
     resolve_api_key,
 )
 from ._http import HttpSeam, RetryPolicy, StreamLimits, as_dict, as_list, error_from_payload
-from .base import (
-    FinishReason,
-    ModelProfile,
-    ModelRequest,
-    ModelResponse,
-    ModelSettings,
-    ReasoningChunk,
-    ResponseEntry,
-    StreamItem,
-    TextChunk,
-    ToolCallChunk,
-    ToolSpec,
-)
 
 __all__ = [
     "ChatStreamDecoder",

@@ -19,6 +19,19 @@ from typing import Any
 
 import httpx
 
+from ..model import (
+    FinishReason,
+    ModelProfile,
+    ModelRequest,
+    ModelResponse,
+    ModelSettings,
+    ReasoningChunk,
+    ResponseEntry,
+    StreamItem,
+    TextChunk,
+    ToolCallChunk,
+    ToolSpec,
+)
 from ..transcript import ReasoningEntry, TextEntry, ToolCallEntry
 from ..usage import Usage
 from ._common import (
@@ -36,19 +49,6 @@ from ._common import (
     same_provider,
 )
 from ._http import HttpSeam, RetryPolicy, StreamLimits, as_dict, as_list, error_from_payload
-from .base import (
-    FinishReason,
-    ModelProfile,
-    ModelRequest,
-    ModelResponse,
-    ModelSettings,
-    ReasoningChunk,
-    ResponseEntry,
-    StreamItem,
-    TextChunk,
-    ToolCallChunk,
-    ToolSpec,
-)
 
 __all__ = [
     "OpenAIResponses",

@@ -18,7 +18,7 @@ import threading
 from collections.abc import Callable
 
 from ..errors import UserError
-from .base import Provider
+from ..model import Provider
 
 __all__ = ["clear_cache", "known_prefixes", "register_provider", "resolve_model"]
 

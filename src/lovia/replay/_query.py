@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import UserError
-from ..providers.base import ModelResponse, Provider
+from ..model import ModelResponse, Provider
 from ..stores.base import RunInfo
 from ..transcript import ToolCallEntry, ToolResultEntry, TranscriptEntry, entry_to_dict
 from ._diff import entry_text

@@ -6,7 +6,7 @@ import re
 from typing import Any, cast
 
 from ..errors import UserError
-from ..providers.base import ModelRequest, ModelResponse, Provider
+from ..model import ModelRequest, ModelResponse, Provider
 from ._views import ReplayedView
 
 __all__ = ["provider_for", "redact", "render_request", "rerun"]

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import LoviaError
-from ..providers.base import ModelRequest
+from ..model import ModelRequest
 from ..transcript import TranscriptEntry, entry_from_dict, entry_to_dict
 from ..view import record as view_record
 from ..view.record import ViewHasher, ViewRecord

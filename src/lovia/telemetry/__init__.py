@@ -7,17 +7,20 @@ at all. See ``docs/observability.md``.
 
 - ``mapping``: the one table between events and spans (both directions).
 - ``attributes``: every name emitted, the telemetry schema version, metric buckets.
-- ``pricing``: ``price_usage`` / ``set_price`` / ``has_price`` (genai-prices + overrides).
+- ``price_usage`` / ``set_price`` / ``has_price``: re-exported from the core ``lovia.pricing``
+  (``lovia.telemetry.pricing`` still names that module for older imports).
 - ``content``: opt-in content capture and scrubbing.
 - ``local``: the SQLite span store behind ``exporter="local"`` and ``lovia trace``.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from .. import pricing as pricing  # it lived here once: `from lovia.telemetry import pricing`
+from .._lazy import lazy_exports
+from ..pricing import clear_prices, has_price, price_table_version, price_usage, set_price
 from .attributes import SEMCONV_VERSION, TELEMETRY_VERSION
-from .pricing import clear_prices, has_price, price_table_version, price_usage, set_price
 from .processor import event_from_span
 from .tracer import RunTracer, make_run_tracer
 
@@ -43,14 +46,13 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    # configure/local import lazily: nothing of the SDK is touched on `import lovia`
-    if name in ("configure", "Telemetry"):
-        from . import sdk as _sdk_module
-
-        return getattr(_sdk_module, name)
-    if name in ("load_spans", "SQLiteSpanExporter"):
-        from . import local as _local
-
-        return getattr(_local, name)
-    raise AttributeError(f"module 'lovia.telemetry' has no attribute {name!r}")
+# configure/local import lazily: nothing of the SDK is touched on `import lovia`
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "configure": ".sdk",
+        "Telemetry": ".sdk",
+        "load_spans": ".local",
+        "SQLiteSpanExporter": ".local",
+    },
+)

@@ -23,10 +23,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ..errors import UserError
+from ..pricing import price_table_version
 from . import attributes as A
 from . import content as C
 from .local import path_from_url
-from .pricing import price_table_version
 
 __all__ = ["Telemetry", "configure"]
 

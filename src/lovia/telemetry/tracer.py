@@ -32,12 +32,12 @@ from opentelemetry import trace
 from opentelemetry.trace import Link, Span, SpanContext, Status, StatusCode, TraceFlags, Tracer
 
 from .. import events as ev
+from ..pricing import price_table_version
 from ..transcript import ToolCallEntry
 from . import attributes as A
 from . import content as C
 from .mapping import EVENTS, Attrs, Phase
 from .metrics import Instruments, instruments_for
-from .pricing import price_table_version
 
 __all__ = ["RunTracer", "make_run_tracer"]
 

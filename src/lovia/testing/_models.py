@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
 from ..errors import LoviaError
-from ..providers.base import (
+from ..model import (
     ModelProfile,
     ModelRequest,
     ModelResponse,

@@ -24,7 +24,7 @@ from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from ..context import RunContext
 from ..errors import UserError
-from ..providers.base import ToolSpec
+from ..model import ToolSpec
 from ._docstring import parse_docstring
 
 __all__ = ["ApprovalPolicy", "ResultNotSerializable", "Tool", "ToolArgumentsError", "tool"]

@@ -11,8 +11,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from .._lazy import lazy_exports
 from .base import BuiltView, ContextStrategy, FullView, ViewInput
 from .compaction import (
     DEFAULT_SUMMARY_PROMPT,
@@ -78,7 +79,5 @@ def recall_tool() -> Tool:
     return make()
 
 
-def __getattr__(name: str) -> Any:
-    if name == "recall_tool_result":  # built on first use: keeps `import lovia` fast
-        return recall_tool()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# built on first use: keeps `import lovia` fast
+__getattr__, __dir__ = lazy_exports(__name__, {"recall_tool_result": ".recall"})

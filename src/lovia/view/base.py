@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from ..providers.base import ModelProfile
+from ..model import ModelProfile
 from ..transcript import SystemEntry, TranscriptEntry
 from .record import (
     VIEW_RECORD_VERSION,

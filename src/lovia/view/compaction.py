@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import RunError, UserError
-from ..providers.base import Provider
+from ..model import Provider
 from ..transcript import (
     InputEntry,
     ReasoningEntry,

@@ -66,3 +66,7 @@ def recall_tool() -> Tool:
     return tool(name="recall_tool_result", concurrency_safe=True, idempotent=True)(
         _recall_tool_result
     )
+
+
+recall_tool_result: Tool = recall_tool()
+"""The tool itself, also ``lovia.view.recall_tool_result`` and ``lovia.recall_tool_result``."""

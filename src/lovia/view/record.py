@@ -56,7 +56,7 @@ from typing import Any, cast
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import LoviaError, SchemaVersionError
-from ..providers.base import ModelRequest, ModelSettings, OutputSchema, ToolSpec
+from ..model import ModelRequest, ModelSettings, OutputSchema, ToolSpec
 from ..transcript import TranscriptEntry, entry_from_dict, entry_to_dict
 
 __all__ = [

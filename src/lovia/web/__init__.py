@@ -13,9 +13,10 @@ imported by ``import lovia``.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
+from .._lazy import lazy_exports
 from ..errors import UserError
 
 if TYPE_CHECKING:
@@ -52,10 +53,6 @@ def redact_url(url: str) -> str:
     return urlunsplit(parts._replace(netloc=netloc))
 
 
-def __getattr__(name: str) -> Any:
-    if name in ("WebConfig", "create_app"):
-        require_web()
-        from . import _app
-
-        return getattr(_app, name)
-    raise AttributeError(f"module 'lovia.web' has no attribute {name!r}")
+__getattr__, __dir__ = lazy_exports(
+    __name__, {"WebConfig": "._app", "create_app": "._app"}, guard=require_web
+)

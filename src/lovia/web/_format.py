@@ -6,7 +6,7 @@ import json
 from typing import Any
 from urllib.parse import quote
 
-from ..cli._out import fmt_cost, fmt_duration, fmt_time, fmt_tokens
+from .._display import fmt_cost, fmt_duration, fmt_time, fmt_tokens
 
 __all__ = ["FILTERS", "path"]
 

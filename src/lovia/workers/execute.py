@@ -14,14 +14,13 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Literal
 
-from .._loop.prepare import input_entries
 from ..agent import Agent
 from ..context import CancelToken
 from ..errors import ApprovalPending, ProviderError, RunCancelled, RunError, RunLeaseHeld, UserError
 from ..runner import Runner
 from ..stores import Store
 from ..stores.base import RunInfo, RunSnapshot
-from ..transcript import entry_from_dict, entry_to_dict
+from ..transcript import entry_from_dict, entry_to_dict, input_entries
 
 __all__ = [
     "Outcome",

@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .._loop.lease import lease_ttl
+from .. import lease_ttl
 from ..agent import Agent
 from ..context import CancelToken
 from ..errors import UserError

@@ -21,7 +21,7 @@ from typing import Any
 from opentelemetry import context as otel_context
 from opentelemetry import propagate
 
-from ..._loop.lease import lease_ttl
+from ... import lease_ttl
 from ...context import CancelToken
 from ...errors import UserError
 from ...workers.execute import execute_run, record_unrunnable

@@ -1,5 +1,8 @@
 """Token prices, from ``genai-prices`` (extra ``otel``) plus user overrides.
 
+A core module: the engine prices each call (budgets) and telemetry reports the cost, so
+neither owns it. ``lovia.telemetry`` re-exports these names.
+
 ``price_usage`` returns the cost in USD of one model call, or 0.0 when no price is
 known (or the extra is not installed). Overrides win over the table:
 ``set_price("openai", "my-finetune", input_per_mtok=..., output_per_mtok=...)``.
@@ -22,7 +25,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from ..usage import Usage
+from .usage import Usage
 
 __all__ = ["clear_prices", "has_price", "price_table_version", "price_usage", "set_price"]
 
