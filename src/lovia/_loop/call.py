@@ -1,6 +1,6 @@
 """ONE path for every model call lovia makes: main, repair, summary and what-if.
 
-:func:`call_model` checks the run budget, emits ``ModelCallStarted``, streams the
+:func:`call_model` checks the run budget and the lease, emits ``ModelCallStarted``, streams the
 provider (the cancel guard armed around each read), prices the response, adds it to
 the run's usage and emits ``MessageCompleted`` — or ``ModelCallFailed`` and re-raises.
 Tracing, metrics, hooks and budgets therefore see every call the same way; only
@@ -35,6 +35,7 @@ from ..providers.base import (
 )
 from ..telemetry.pricing import price_usage
 from ..transcript import DeltaCleaner, TranscriptEntry
+from .lease import confirm_lease
 from .limits import cancelled_error, check_budget
 from .state import CancelGuard, EventBase, RunState
 
@@ -77,6 +78,7 @@ async def call_model(
     """
     if state is not None:
         check_budget(state, before="call")
+        await confirm_lease(state)  # a worker fenced out while stalled stops unpaid
     provider = call.provider
     yield _started(call)
     t0 = time.perf_counter()
