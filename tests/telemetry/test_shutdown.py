@@ -102,3 +102,20 @@ def test_shutdown_timeout_is_validated() -> None:
     with pytest.raises(UserError) as info:
         configure("t", "none", set_global=False, shutdown_timeout=0)
     assert "shutdown_timeout" in info.value.message
+
+
+@pytest.mark.parametrize("collector", ["hanging_collector", "closed_port"])
+def test_force_flush_returns_within_the_bound(
+    collector: str, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``force_flush()`` (its default once waited 30 s per signal) is bounded by
+    ``shutdown_timeout`` like ``shutdown()``, and says it did not deliver."""
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", request.getfixturevalue(collector))
+    handle = configure("t", "otlp", set_global=False, shutdown_timeout=SHUTDOWN_S)
+    _emit(handle)
+    t0 = time.monotonic()
+    flushed = handle.force_flush()
+    elapsed = time.monotonic() - t0
+    assert elapsed < SHUTDOWN_S + SLACK_S, f"force_flush took {elapsed:.1f}s"
+    assert flushed is False
+    handle.shutdown()
