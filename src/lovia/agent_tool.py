@@ -20,6 +20,7 @@ trip of a parent's budget, the parent's own cancellation and a configuration mis
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -106,21 +107,53 @@ class _AgentCall:
             )
         )
         parent_token.add_listener(forward)
+        stop = asyncio.Event()
+        drain = asyncio.ensure_future(_drain(stream, parent, call_id, run_id, stop))
         try:
-            async for event in stream:
-                if isinstance(event, ev.RunCompleted | ev.RunFailed):
-                    parent.children[call_id] = event.usage.copy()
-                if parent.child_events is not None:
-                    parent.child_events.put_nowait(
-                        ev.ChildRunEvent(
-                            **parent.base(), call_id=call_id, child_run_id=run_id, event=event
-                        )
-                    )
-            return await stream.result()
+            return await asyncio.shield(drain)
+        except asyncio.CancelledError:
+            # the call itself was cancelled (a sibling call ended the parent run): the
+            # child ends through its own cancellation, recorded and resumable, not cut
+            # off; the parent no longer reads its events
+            stop.set()
+            token.cancel(parent_token.reason or "the parent run stopped this call")
+            await asyncio.gather(drain, return_exceptions=True)
+            raise
         except LoviaError as exc:
             raise _failure(parent, self.agent.name, run_id, exc) from exc
         finally:
             parent_token.remove_listener(forward)
+
+
+async def _drain(
+    stream: RunStream[Any], parent: RunState, call_id: str, run_id: str, stop: asyncio.Event
+) -> RunResult[Any]:
+    """Run the child to its end, handing its events to a ``nested=True`` parent stream."""
+    async for event in stream:
+        if isinstance(event, ev.RunCompleted | ev.RunFailed):
+            parent.children[call_id] = event.usage.copy()
+        if parent.child_events is not None and not stop.is_set():
+            wrapped = ev.ChildRunEvent(
+                **parent.base(), call_id=call_id, child_run_id=run_id, event=event
+            )
+            await _hand_over(parent.child_events, wrapped, stop)
+    return await stream.result()
+
+
+async def _hand_over(queue: asyncio.Queue[Any], item: Any, stop: asyncio.Event) -> None:
+    """Put ``item``, waiting while the parent's consumer is behind (backpressure,
+    nothing dropped) — until ``stop``: then the parent reads no more."""
+    try:
+        queue.put_nowait(item)
+        return
+    except asyncio.QueueFull:
+        pass
+    put, halt = asyncio.ensure_future(queue.put(item)), asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait((put, halt), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        put.cancel()
+        halt.cancel()
 
 
 def _failure(parent: RunState, name: str, run_id: str, exc: LoviaError) -> Exception:

@@ -94,24 +94,36 @@ class AgentHooks:
                     if inspect.isawaitable(result):
                         await result
             except Exception as exc:
-                name = str(getattr(fn, "__qualname__", None) or fn)
-                if self.strict and plugin is None:
-                    raise HookError(
-                        f"hook {name} failed on {type(event).__name__}: "
-                        f"{type(exc).__name__}: {exc}",
-                        hint="The agent's AgentHooks(strict=True) ends the run when a "
-                        "handler raises; fix the handler or drop strict=True.",
-                        hook=name,
-                        event=type(event).__name__,
-                    ) from exc
-                owner = "" if plugin is None else f" of plugin {plugin!r}"
-                logger.exception(
-                    "hook %s%s failed on %s (run %s); the run continues",
-                    name,
-                    owner,
-                    type(event).__name__,
-                    event.run_id,
-                )
+                error = self._failure(fn, event, exc, plugin=plugin)
+                if error is not None:
+                    raise error from exc
+
+    def _failure(
+        self, fn: Any, event: Event, exc: Exception, *, plugin: str | None, where: str = ""
+    ) -> HookError | None:
+        """A handler raised ``exc``: the :class:`HookError` to raise (the agent's own
+        ``strict`` hooks), else None after logging it (fail-open). ``where`` tags the
+        log line (e.g. ``" (from a span)"``)."""
+        name = str(getattr(fn, "__qualname__", None) or fn)
+        if self.strict and plugin is None:
+            return HookError(
+                f"hook {name} failed on {type(event).__name__}: {type(exc).__name__}: {exc}",
+                hint="The agent's AgentHooks(strict=True) ends the run when a "
+                "handler raises; fix the handler or drop strict=True.",
+                hook=name,
+                event=type(event).__name__,
+            )
+        owner = "" if plugin is None else f" of plugin {plugin!r}"
+        logger.exception(
+            "hook %s%s failed on %s (run %s)%s; the run continues",
+            name,
+            owner,
+            type(event).__name__,
+            event.run_id,
+            where,
+            exc_info=exc,
+        )
+        return None
 
     # -- OpenTelemetry SpanProcessor protocol (see lovia.telemetry.processor) --
     # SDK 1.45 calls on_start, _on_ending, on_end, shutdown and force_flush.

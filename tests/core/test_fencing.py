@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from lovia import Agent, Runner, events, tool
+from lovia import Agent, AgentHooks, Runner, events, tool
 from lovia.errors import LeaseLost
 from lovia.stores import MemoryStore
 from lovia.testing import FunctionModel, ScriptedModel, call
@@ -108,3 +108,29 @@ async def test_a_tool_starting_after_a_stall_renews_the_expired_lease_first() ->
     result = await Runner.run(agent, "go", run_id="r3", checkpointer=store)
     assert result.output == "done"
     assert holders[0] is not None
+
+
+@pytest.mark.lovia_unconsumed  # the run ends before the script does, on purpose
+async def test_a_worker_fenced_out_before_a_model_call_stops_without_paying_for_it() -> None:
+    """A stall before the model call (here in a hook) past the lease, another worker
+    takes the run: the woken worker makes no model call, not even one refused later."""
+    store = MemoryStore()
+    calls: list[int] = []
+    hooks = AgentHooks()
+
+    @hooks.on(events.TurnStarted)
+    async def stall(event: events.TurnStarted, ctx: Any) -> None:
+        time.sleep(TTL * 1.5)  # stalled: the lease expires, another worker takes it
+        assert await store.acquire("r4", "thief", 30) is not None
+
+    def decide(request: Any, info: Any) -> Any:
+        calls.append(1)
+        return "done"
+
+    agent = Agent(name="a", model=FunctionModel(decide), hooks=hooks)
+    stream = await _drain(agent, store, "r4")
+    assert calls == []  # the paid call never went out
+    assert not any(isinstance(e, events.ModelCallStarted) for e in stream)
+    assert isinstance(stream[-1], events.RunFailed)
+    assert isinstance(stream[-1].error, LeaseLost)
+    assert await store.lease_holder("r4") == "thief"

@@ -15,11 +15,22 @@ from pydantic import BaseModel
 from telemetry_helpers import Otel, span_tree
 
 from conftest import PRICED, otel_options
-from lovia import Agent, BudgetExceeded, RunBudget, RunCancelled, Runner, Usage, events, tool
+from lovia import (
+    Agent,
+    AgentHooks,
+    BudgetExceeded,
+    RunBudget,
+    RunCancelled,
+    Runner,
+    Usage,
+    events,
+    tool,
+)
+from lovia._loop.state import CHILD_EVENT_BUFFER
 from lovia.agent_tool import child_run_id
 from lovia.errors import ProviderServerError, UserError
 from lovia.stores.memory import MemoryStore
-from lovia.testing import ScriptedModel, call, reply
+from lovia.testing import ScriptedModel, call, capture_events, reply
 
 
 def u(inp: int, out: int) -> Usage:
@@ -317,3 +328,86 @@ def test_as_tool_refuses_bad_options() -> None:
         agent.as_tool(budget={"max_cost_usd": 1})  # type: ignore[arg-type]
     with pytest.raises(UserError, match="invalid tool name"):
         agent.as_tool("no spaces")
+
+
+@pytest.mark.lovia_unconsumed  # the run ends before the script does, on purpose
+async def test_a_sibling_cut_short_by_another_childs_budget_trip_ends_recorded() -> None:
+    """Child c1 trips the parent's budget while child c2 is mid-model-call: c2 is not
+    left 'running' in the store but ends recorded as cancelled (and can be resumed)."""
+    calling = asyncio.Event()
+    hooks = AgentHooks()
+
+    @hooks.on(events.ModelCallStarted)
+    def mid_call(event: events.ModelCallStarted, ctx: Any) -> None:
+        calling.set()
+
+    @tool
+    async def wait_for_sibling() -> str:
+        """Wait until the sibling child is mid-model-call."""
+        await calling.wait()
+        return "go on"
+
+    digger = Agent(
+        name="digger",
+        model=ScriptedModel(
+            [
+                reply(tool_calls=[call("wait_for_sibling")], usage=u(0, 0)),
+                reply(tool_calls=[call("wait_for_sibling")], usage=u(20, 0)),
+                "no",
+            ],
+            model=PRICED,
+        ),
+        tools=[wait_for_sibling],
+    )
+    slow = Agent(
+        name="slow", model=ScriptedModel([reply("late", delay=30)], model=PRICED), hooks=hooks
+    )
+    boss = manager(
+        digger.as_tool(concurrency_safe=True),
+        slow.as_tool(concurrency_safe=True),
+        steps=[
+            reply(
+                tool_calls=[
+                    call("digger", input="dig", id="c1"),
+                    call("slow", input="wait", id="c2"),
+                ],
+                usage=u(5, 1),
+            ),
+            "no",
+        ],
+    )
+    db = MemoryStore()
+    with pytest.raises(BudgetExceeded):
+        await asyncio.wait_for(
+            Runner.run(
+                boss, "go", budget=RunBudget(max_cost_usd=25), checkpointer=db, run_id="boss"
+            ),
+            10,
+        )
+    sibling = await db.load(child_run_id("boss", "c2"))
+    assert sibling is not None and sibling.info.status == "failed"
+    assert sibling.info.finish_reason == "cancelled"
+    assert await db.lease_holder(child_run_id("boss", "c2")) is None
+
+
+async def test_nested_events_wait_for_a_slow_consumer_and_none_is_dropped() -> None:
+    """The nested stream's buffer is bounded: a child whose parent's consumer is not
+    reading waits (it does not run ahead filling memory) and every event arrives."""
+    text = "x" * 16 * (3 * CHILD_EVENT_BUFFER)  # three buffers' worth of text deltas
+    chatty = Agent(name="chatty", model=ScriptedModel([text]))
+    boss = manager(chatty.as_tool(), steps=[call("chatty", input="talk", id="c1"), "ok"])
+    kid = child_run_id("boss", "c1")
+    received: list[events.Event] = []
+    with capture_events() as emitted:
+        stream = Runner.stream(boss, "go", run_id="boss", nested=True)
+        async for event in stream:
+            if isinstance(event, events.ChildRunEvent):
+                received.append(event.event)
+                if len(received) == 1:  # the consumer stalls; the child runs meanwhile
+                    for _ in range(5000):
+                        await asyncio.sleep(0)
+                    ahead = sum(e.run_id == kid for e in emitted) - len(received)
+                    assert ahead <= CHILD_EVENT_BUFFER + 1
+        await stream.result()
+    assert received == [e for e in emitted if e.run_id == kid]
+    assert "".join(e.text for e in received if isinstance(e, events.TextDelta)) == text

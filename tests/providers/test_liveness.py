@@ -391,3 +391,40 @@ def test_decoder_is_linear_a_32_mb_line_in_1_kb_chunks_decodes_in_bounded_work()
         [sys.executable, "-c", LINEAR], capture_output=True, text=True, timeout=300, check=False
     )
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-2000:]
+
+
+def huge_body(size: int) -> Behaviour:
+    """A non-streaming answer far past the cap (finite: the old reader took it whole)."""
+
+    async def run(writer: asyncio.StreamWriter) -> None:
+        writer.write(chunked(b'{"x": "'))
+        block = chunked(b"a" * 65536)
+        for _ in range(size // 65536):
+            writer.write(block)
+            await writer.drain()
+        writer.write(chunked(b'"}') + b"0\r\n\r\n")
+        await writer.drain()
+
+    return run
+
+
+async def test_a_non_streaming_body_past_the_cap_is_a_clear_error() -> None:
+    limit = 1024 * 1024
+    retry = RetryPolicy(max_retries=2, sleep=no_sleep)
+    server = HostileServer(huge_body(8 * limit))
+    async with server as url:
+        p = OpenAIChat(
+            "m",
+            base_url=url,
+            api_key=FAKE_KEY,
+            retry=retry,
+            limits=StreamLimits(max_body_size=limit),
+            stream=False,
+        )
+        items, error, _ = await timed(p)
+    assert items == []
+    assert isinstance(error, ProviderError) and error.code == "body_too_large", error
+    assert error.provider == "openai" and "max_body_size" in (error.hint or "")
+    assert server.requests == 1  # not retried: the same server would send it again
+    with pytest.raises(UserError):
+        StreamLimits(max_body_size=0)

@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from lovia.errors import UserError
-from lovia.telemetry import configure
+from lovia.telemetry import Telemetry, configure
 
 SHUTDOWN_S = 1.0
 SLACK_S = 4.0  # the unbounded shutdown takes 10-20 s
@@ -68,7 +69,7 @@ def test_shutdown_returns_within_the_bound(
 CHILD = textwrap.dedent(
     """
     import sys
-    from lovia.telemetry import configure
+    from lovia.telemetry import Telemetry, configure
     handle = configure("t", "otlp", set_global=True, shutdown_timeout={timeout})
     handle.tracer_provider.get_tracer("t").start_span("work").end()
     print("exiting", flush=True)
@@ -102,3 +103,37 @@ def test_shutdown_timeout_is_validated() -> None:
     with pytest.raises(UserError) as info:
         configure("t", "none", set_global=False, shutdown_timeout=0)
     assert "shutdown_timeout" in info.value.message
+
+
+class _StuckProvider:
+    """A provider whose flush hangs like an exporter talking to a dead collector (until
+    the test lets it go, at most HANG_S)."""
+
+    HANG_S = 30.0
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.asked: list[int] = []
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        self.asked.append(timeout_millis)
+        self.release.wait(self.HANG_S)
+        return True
+
+
+def test_force_flush_is_bounded_by_shutdown_timeout() -> None:
+    """``force_flush()`` (its default was 30 s per signal) gives up at
+    ``shutdown_timeout`` like ``shutdown()``, says it did not finish, and hands the
+    bound down to the SDK."""
+    tracer, meter = _StuckProvider(), _StuckProvider()
+    handle = Telemetry(tracer_provider=tracer, meter_provider=meter, shutdown_timeout=0.2)
+    try:
+        assert handle.force_flush() is False  # returned while the flush still hangs
+        assert not tracer.release.is_set() and tracer.asked == [200]
+    finally:
+        tracer.release.set()
+        meter.release.set()
+    explicit = Telemetry(tracer_provider=_StuckProvider())
+    explicit.tracer_provider.release.set()
+    assert explicit.force_flush(timeout_millis=1500) is True
+    assert explicit.tracer_provider.asked == [1500]

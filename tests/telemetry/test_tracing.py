@@ -13,7 +13,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from telemetry_helpers import Otel, span_tree
 
 from lovia import Agent, AgentHooks, Runner, events, tool
-from lovia.errors import MaxTurnsExceeded, RateLimited
+from lovia.errors import HookError, MaxTurnsExceeded, RateLimited
 from lovia.telemetry import event_from_span, make_run_tracer
 from lovia.testing import ScriptedModel, call, reply
 from lovia.usage import Usage
@@ -267,3 +267,31 @@ async def test_run_span_links_from_trace_links(otel: Otel) -> None:
     tracer.end(done)
     (run,) = otel.spans()
     assert [(lk.context.trace_id, lk.context.span_id) for lk in run.links] == [(7, 9)]
+
+
+@pytest.mark.parametrize("is_async", [False, True])
+async def test_a_strict_hook_on_a_span_fails_with_a_typed_hook_error(
+    otel: Otel, is_async: bool
+) -> None:
+    """The span-processor path fails the way live hooks do: a HookError naming the
+    handler and the event, with a hint, the handler's own error as ``__cause__``."""
+    await Runner.run(Agent(name="a", model=ScriptedModel(["hi"])), "go", tracer_provider=otel.tp)
+    (run_span,) = by_name(otel.spans(), "invoke_agent a")
+    hooks = AgentHooks(strict=True)
+
+    def broken(ev: events.RunCompleted, ctx: Any) -> None:
+        raise ValueError("boom")
+
+    async def broken_async(ev: events.RunCompleted, ctx: Any) -> None:
+        raise ValueError("boom")
+
+    handler = broken_async if is_async else broken
+    hooks.on(events.RunCompleted)(handler)
+    if is_async:  # no running loop in this thread: the handler runs to completion
+        with pytest.raises(HookError) as info:
+            await asyncio.to_thread(hooks.on_end, run_span)
+    else:
+        with pytest.raises(HookError) as info:
+            hooks.on_end(run_span)
+    assert info.value.event == "RunCompleted" and handler.__name__ in info.value.hook
+    assert info.value.hint and isinstance(info.value.__cause__, ValueError)

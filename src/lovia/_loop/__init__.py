@@ -28,7 +28,7 @@ from .finish import call_close, close_plugins, finish, result_of, write_session
 from .lease import stop_heartbeat
 from .limits import cancelled_error, out_of_time
 from .prepare import find_agent, load_snapshot, prepare, run_started
-from .state import CancelGuard, RunParams, RunState
+from .state import CHILD_EVENT_BUFFER, CancelGuard, RunParams, RunState
 from .turn import finalize, resume_turn, turn
 
 __all__ = ["Outcome", "RunParams", "run_events"]
@@ -113,7 +113,7 @@ def new_state(params: RunParams) -> RunState:
     seconds = budget.max_seconds if budget is not None else None
     state.guard = CancelGuard(token, None if seconds is None else state.started + seconds)
     if params.nested:
-        state.child_events = asyncio.Queue()
+        state.child_events = asyncio.Queue(CHILD_EVENT_BUFFER)  # backpressure, no drops
     if params.parent is not None:  # the parent's budget and usage see this run live
         params.parent.state.children[params.parent.call_id] = state
     return state

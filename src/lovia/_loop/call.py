@@ -1,6 +1,6 @@
 """ONE path for every model call lovia makes: main, repair, summary and what-if.
 
-:func:`call_model` checks the run budget, emits ``ModelCallStarted``, streams the
+:func:`call_model` checks the run budget and the lease, emits ``ModelCallStarted``, streams the
 provider (the cancel guard armed around each read), prices the response, adds it to
 the run's usage and emits ``MessageCompleted`` — or ``ModelCallFailed`` and re-raises.
 Tracing, metrics, hooks and budgets therefore see every call the same way; only
@@ -34,7 +34,8 @@ from ..model import (
     ToolCallChunk,
 )
 from ..pricing import price_usage
-from ..transcript import DeltaCleaner, TranscriptEntry
+from ..transcript import DeltaCleaner, TranscriptEntry, clean_text
+from .lease import confirm_lease
 from .limits import cancelled_error, check_budget
 from .state import CancelGuard, EventBase, RunState
 
@@ -77,6 +78,7 @@ async def call_model(
     """
     if state is not None:
         check_budget(state, before="call")
+        await confirm_lease(state)  # a worker fenced out while stalled stops unpaid
     provider = call.provider
     yield _started(call)
     t0 = time.perf_counter()
@@ -188,7 +190,7 @@ def _failed(call: ModelCall, exc: BaseException, t0: float) -> ev.ModelCallFaile
         model=call.provider.model,
         provider=call.provider.name,
         error_type=type(exc).__name__,
-        message=str(exc),
+        message=clean_text(str(exc)),  # a server's text may carry lone surrogates
         error=exc,
         duration_s=time.perf_counter() - t0,
         purpose=call.purpose,
@@ -203,8 +205,8 @@ def _delta(base: EventBase, item: StreamItem, clean: DeltaCleaner) -> ev.Event |
         return ev.ToolCallDelta(
             **base,
             index=item.index,
-            call_id=item.call_id,
-            name=item.name,
+            call_id=_clean(item.call_id),  # server-supplied, like the name
+            name=_clean(item.name),
             arguments=clean.feed(item.index, item.arguments),
         )
     if isinstance(item, ReasoningChunk):
@@ -214,10 +216,14 @@ def _delta(base: EventBase, item: StreamItem, clean: DeltaCleaner) -> ev.Event |
             **base,
             attempt=item.attempt,
             error_type=type(item.error).__name__,
-            message=str(item.error),
+            message=clean_text(str(item.error)),
             delay_s=item.delay,
         )
     return None
+
+
+def _clean(text: str | None) -> str | None:
+    return None if text is None else clean_text(text)
 
 
 def _held_back(base: EventBase, clean: DeltaCleaner) -> list[ev.Event]:

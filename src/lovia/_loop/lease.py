@@ -9,9 +9,10 @@ Fencing: each grant carries a token larger than every earlier one on the run, an
 checkpoint write of the run carries the token; the store refuses a write whose token is
 no longer current (:class:`~lovia.errors.LeaseLost`). A worker that stalled past its
 lease (SIGSTOP, a long GC pause, a frozen VM) therefore cannot write once another worker
-took the run over, and it stops. Before a tool starts, :func:`confirm_lease` makes sure
-the lease is still ours: free when the heartbeat renewed it recently, one store round
-trip when not (a process that wakes from a stall has a stale renewal time).
+took the run over, and it stops. Before a tool starts and before a model call (it would
+be paid for), :func:`confirm_lease` makes sure the lease is still ours: free when the
+heartbeat renewed it recently, one store round trip when not (a process that wakes from
+a stall has a stale renewal time).
 """
 
 from __future__ import annotations

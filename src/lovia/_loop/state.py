@@ -26,7 +26,11 @@ from ..transcript import Transcript, TranscriptEntry, entry_to_dict
 from ..usage import RunBudget, Usage
 from ..view.base import ContextStrategy, ViewHasher
 
+CHILD_EVENT_BUFFER = 256
+"""Child-run events a ``nested=True`` stream holds before the children wait for it."""
+
 __all__ = [
+    "CHILD_EVENT_BUFFER",
     "ActiveAgent",
     "CancelGuard",
     "EndRun",
@@ -239,7 +243,8 @@ class RunState:
     children: dict[str, RunState | Usage] = field(default_factory=dict[str, "RunState | Usage"])
     """Child runs by the tool call that started them: live while running, then usage."""
     child_events: asyncio.Queue[Any] | None = None
-    """Events of running child runs, for a ``nested=True`` stream."""
+    """Events of running child runs, for a ``nested=True`` stream (at most
+    ``CHILD_EVENT_BUFFER``: a child waits while its parent's consumer is behind)."""
 
     def note(self, kind: str, data: dict[str, Any]) -> None:
         """Queue a checkpoint record (dropped when the run has no checkpointer)."""

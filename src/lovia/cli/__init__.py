@@ -26,7 +26,7 @@ from collections.abc import Sequence
 __all__ = ["main"]
 
 
-def _common() -> argparse.ArgumentParser:
+def _common_options() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
         "--store",
@@ -40,7 +40,7 @@ def _common() -> argparse.ArgumentParser:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (``runs``, ``show``, ``trace``, ``replay``, ``prune``, ``web``)."""
-    common = _common()
+    common = _common_options()
     parser = argparse.ArgumentParser(
         prog="lovia",
         description="Inspect and replay lovia runs stored in a session/checkpoint store.",

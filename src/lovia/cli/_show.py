@@ -6,6 +6,7 @@ import argparse
 from collections.abc import Mapping, Sequence
 
 from ..replay import RunData, entry_text, load_run, open_store
+from ..replay._query import entry_label
 from ..stores.base import RunInfo, Store
 from ..transcript import ToolCallEntry, ToolResultEntry, TranscriptEntry, entry_to_dict
 from ._common import info_dict, store_url
@@ -109,21 +110,6 @@ def _child_line(info: RunInfo) -> str:
     )
 
 
-def _label(entry: TranscriptEntry) -> str:
-    if entry.type == "input":
-        origin = getattr(entry, "origin", "input")
-        role = str(getattr(entry, "role", "user"))
-        return role if origin in ("input", "history") else f"{role}[{origin}]"
-    return {
-        "system": "system",
-        "text": "assistant",
-        "reasoning": "reasoning",
-        "tool_call": "tool",
-        "tool_result": "result",
-        "handoff": "handoff",
-    }[entry.type]
-
-
 _COLORS = {
     "system": "dim",
     "assistant": "green",
@@ -134,7 +120,7 @@ _COLORS = {
 
 
 def _entry(out: Out, entry: TranscriptEntry, width: int | None) -> None:
-    label = _label(entry)
+    label = entry_label(entry)
     text = _cut(entry_text(entry), width)
     if isinstance(entry, ToolCallEntry):
         text = f"{text}  [{entry.call_id}]"

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 import secrets
 import socket
 import sys
 from typing import Any
 
+from .._imports import import_object
 from ..errors import UserError
 from ._common import store_url
 from ._out import Out
@@ -22,25 +22,13 @@ def is_loopback(host: str) -> bool:
 
 
 def load_agent(spec: str) -> Any:
-    """``pkg.module:attr`` → the object (an Agent, or a factory returning one)."""
-    module_name, sep, attr = spec.partition(":")
-    if not sep or not module_name or not attr:
-        raise UserError(
-            f"--agent {spec!r} is not MODULE:NAME", hint="e.g. --agent app.agents:support"
-        )
+    """``pkg.module:attr`` → the object (an Agent, or a factory returning one); the
+    current directory is importable, as with ``python -m``."""
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise UserError(
-            f"cannot import {module_name!r} for --agent: {exc}",
-            hint="Run lovia web from your project's directory or set PYTHONPATH.",
-        ) from exc
-    found = getattr(module, attr, None)
-    if found is None:
-        raise UserError(f"module {module_name!r} has no {attr!r}")
-    return found
+    return import_object(
+        spec, hint="Run lovia web from your project's directory or set PYTHONPATH."
+    )
 
 
 def _socket(host: str, port: int) -> socket.socket:

@@ -20,7 +20,8 @@ __all__ = ["StreamLimits", "Watchdog"]
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StreamLimits:
-    """How long one model call may take, and how large one streamed event may be.
+    """How long one model call may take, and how large one streamed event (or a
+    non-streaming response body) may be.
 
     Unlike ``timeout=`` (socket-level, for a client lovia creates), these hold against a
     server that trickles bytes or sends only keep-alive comments, and also apply to an
@@ -37,6 +38,9 @@ class StreamLimits:
     :class:`~lovia.errors.StreamInterrupted` with the partial answer after."""
     max_event_size: int = DEFAULT_MAX_EVENT_SIZE
     """Characters one server-sent event may hold (16 MiB); more is ``code="event_too_large"``."""
+    max_body_size: int = DEFAULT_MAX_EVENT_SIZE
+    """Bytes a non-streaming response body may hold (16 MiB, as one event); more is
+    ``code="body_too_large"``."""
 
     def __post_init__(self) -> None:
         for name in ("call_timeout", "idle_timeout"):
@@ -46,11 +50,12 @@ class StreamLimits:
                     f"StreamLimits({name}={value!r}) must be a positive number of seconds.",
                     f"Pass a positive {name}, or None to switch it off.",
                 )
-        if self.max_event_size < 1:
-            raise UserError(
-                f"StreamLimits(max_event_size={self.max_event_size!r}) must be positive.",
-                "Pass a number of characters (default 16 MiB).",
-            )
+        for name in ("max_event_size", "max_body_size"):
+            if getattr(self, name) < 1:
+                raise UserError(
+                    f"StreamLimits({name}={getattr(self, name)!r}) must be positive.",
+                    "Pass a size (default 16 MiB).",
+                )
 
 
 class Watchdog:

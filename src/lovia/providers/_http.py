@@ -664,7 +664,18 @@ class HttpSeam:
         raise error_from_response(status, dict(response.headers), bytes(raw), self.provider)
 
     async def _read_json(self, response: Any) -> dict[str, Any]:
-        raw: bytes = await response.aread()
+        raw = bytearray()
+        async for chunk in response.aiter_bytes():  # a body is read up to a cap
+            raw += chunk
+            if len(raw) > self.limits.max_body_size:
+                raise ProviderError(
+                    f"A {self.provider} response body grew past "
+                    f"{self.limits.max_body_size} bytes; the call was stopped.",
+                    "The server sends an enormous or endless body. If such responses are "
+                    "expected, raise StreamLimits(max_body_size=...) on the provider.",
+                    provider=self.provider,
+                    code="body_too_large",
+                )
         try:
             data: Any = json.loads(raw)
         except ValueError as exc:

@@ -420,7 +420,8 @@ class OpenAIChat(HttpProvider):
         timeout: Seconds (or an ``httpx.Timeout``) for a client we create (socket level).
         limits: :class:`~lovia.providers.StreamLimits`: the call deadline (default 30 min,
             retries included), the idle deadline between streamed events (default 120 s)
-            and the largest event (16 MiB). They hold against trickling servers too.
+            and the largest event or non-streaming body (16 MiB). They hold against
+            trickling servers too.
     """
 
     _path = "/chat/completions"

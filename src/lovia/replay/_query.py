@@ -27,6 +27,7 @@ __all__ = [
     "Item",
     "Turn",
     "brief",
+    "entry_label",
     "info_dict",
     "recorded_answer",
     "render_bodies",
@@ -107,7 +108,9 @@ class Turn:
         }
 
 
-def _label(entry: TranscriptEntry) -> str:
+def entry_label(entry: TranscriptEntry) -> str:
+    """Who an entry speaks as (``user``, ``user[mailbox]``, ``assistant``, ``tool``…),
+    the same in ``lovia show`` and ``lovia web``."""
     if entry.type == "input":
         origin = str(getattr(entry, "origin", "input"))
         role = str(getattr(entry, "role", "user"))
@@ -186,7 +189,7 @@ def turns(run: RunData) -> list[Turn]:
         out[-1].items.append(
             Item(
                 entry=entry,
-                label=_label(entry),
+                label=entry_label(entry),
                 text=entry_text(entry),
                 result=result,
                 mark=_mark(entry, result, paused),

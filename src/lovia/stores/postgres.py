@@ -157,49 +157,78 @@ def _parse_url(url: str) -> tuple[str, str, dict[str, int]]:
     return dsn, schema, pool
 
 
+def _fence(leases: str, n: int, run: str = "$1") -> str:
+    """A fenced write's CTE: ``fence`` rows exist only while ``$n`` is the lease token of
+    run ``run`` (and share-lock it until commit)."""
+    return f"fence AS (SELECT 1 FROM {leases} WHERE run_id = {run} AND token = ${n} FOR SHARE)"
+
+
+def _fenced(n: int) -> str:
+    """True when no fence was given (``$n`` is NULL) or it held (see :func:`_fence`)."""
+    return f"(${n}::bigint IS NULL OR EXISTS (SELECT 1 FROM fence))"
+
+
 class _Sql:
     """Statements with this store's schema-qualified table names."""
 
     def __init__(self, schema: str) -> None:
         s = f'"{schema}"'
-        runs, records = f"{s}.lovia_runs", f"{s}.lovia_records"
-        leases, sessions = f"{s}.lovia_leases", f"{s}.lovia_sessions"
         self.ddl = _DDL.format(s=s) + _MIGRATE.format(s=s)
         self.meta = f"{s}.lovia_meta"
-        self.runs = runs
-        marks = ", ".join(f"${i}" for i in range(1, len(RUN_COLUMNS) + 1))
-        self.begin = (
-            f"INSERT INTO {runs} ({_COLS}) VALUES ({marks.replace('$17', '$17::json')}) "
-            "ON CONFLICT DO NOTHING"
+        self.runs = f"{s}.lovia_runs"
+        records, leases, sessions = f"{s}.lovia_records", f"{s}.lovia_leases", f"{s}.lovia_sessions"
+        self._run_writes(records, leases)
+        self._reads(records, sessions)
+        self._leases(leases)
+        self._retention(records, leases)
+        self.append_segment = (
+            f"WITH {_fence(leases, 6, run='$2')}, "
+            f"ins AS (INSERT INTO {sessions} (session_id, run_id, version, entries, created_at) "
+            f"SELECT $1, $2, $3, $4::json, $5 WHERE {_fenced(6)} "
+            "ON CONFLICT (session_id, run_id) DO NOTHING RETURNING 1) "
+            f"SELECT EXISTS (SELECT 1 FROM ins), {_fenced(6)}"
         )
+
+    def _run_writes(self, records: str, leases: str) -> None:
+        runs = self.runs
+        marks = ", ".join(f"${i}" for i in range(1, len(RUN_COLUMNS) + 1))
+        marks = marks.replace("$17", "$17::json")
+        self.begin = f"INSERT INTO {runs} ({_COLS}) VALUES ({marks}) ON CONFLICT DO NOTHING"
         updates = ", ".join(f"{c} = excluded.{c}" for c in (*RUN_COLUMNS[1:], "result"))
-        # a fenced write: ``fence`` rows exist only while $n is the lease token (and
-        # share-lock it until commit); "fenced" is true when no fence was given or it held
-        fence = f"fence AS (SELECT 1 FROM {leases} WHERE run_id = $1 AND token = ${{n}} FOR SHARE)"
-        fenced = "(${n}::bigint IS NULL OR EXISTS (SELECT 1 FROM fence))"
         n_result, n_fence = len(RUN_COLUMNS) + 1, len(RUN_COLUMNS) + 2
         self.finish = (
-            f"WITH {fence.format(n=n_fence)} INSERT INTO {runs} ({_COLS}, result) "
-            f"SELECT {marks.replace('$17', '$17::json')}, ${n_result}::json "
-            f"WHERE {fenced.format(n=n_fence)} "
+            f"WITH {_fence(leases, n_fence)} INSERT INTO {runs} ({_COLS}, result) "
+            f"SELECT {marks}, ${n_result}::json WHERE {_fenced(n_fence)} "
             f"ON CONFLICT (run_id) DO UPDATE SET {updates} RETURNING 1"
         )
         self.append = (
-            f"WITH {fence.format(n=5)}, "
+            f"WITH {_fence(leases, 5)}, "
             f"run AS (UPDATE {runs} SET n_records = n_records + cardinality($2::text[]) "
-            f"WHERE run_id = $1 AND {fenced.format(n=5)} "
+            f"WHERE run_id = $1 AND {_fenced(5)} "
             "RETURNING n_records - cardinality($2::text[]) AS start), "
             f"ins AS (INSERT INTO {records} (run_id, seq, kind, version, data) "
             "SELECT $1, run.start + r.ord, r.kind, r.version, r.data::json FROM run, "
             "unnest($2::text[], $3::int[], $4::text[]) "
             "WITH ORDINALITY AS r(kind, version, data, ord)) "
-            f"SELECT EXISTS (SELECT 1 FROM run), {fenced.format(n=5)}"
+            f"SELECT EXISTS (SELECT 1 FROM run), {_fenced(5)}"
         )
+
+    def _reads(self, records: str, sessions: str) -> None:
+        runs = self.runs
         self.load_run = f"SELECT {_COLS}, result, n_records FROM {runs} WHERE run_id = $1"
         self.load_records = (
             f"SELECT seq, version, kind, data FROM {records} WHERE run_id = $1 AND seq <= $2 "
             "ORDER BY seq"
         )
+        self.completed = f"SELECT 1 FROM {runs} WHERE run_id = $1 AND status = 'completed'"
+        self.by_trace = (
+            f"SELECT {_COLS} FROM {runs} WHERE trace_id = $1 ORDER BY started_at DESC LIMIT 1"
+        )
+        self.load_session = (
+            f"SELECT version, entries FROM {sessions} WHERE session_id = $1 ORDER BY seq"
+        )
+
+    def _leases(self, leases: str) -> None:
         self.lease_row = (
             f"INSERT INTO {leases} (run_id, owner, expires_at) VALUES ($1, '', 0) "
             "ON CONFLICT DO NOTHING"
@@ -207,7 +236,6 @@ class _Sql:
         self.lock_lease = (
             f"SELECT owner, expires_at > {_NOW}, token FROM {leases} WHERE run_id = $1 FOR UPDATE"
         )
-        self.completed = f"SELECT 1 FROM {runs} WHERE run_id = $1 AND status = 'completed'"
         self.grant = (
             f"UPDATE {leases} SET owner = $2, expires_at = {_NOW} + $3::float8, token = $4 "
             "WHERE run_id = $1"
@@ -220,32 +248,23 @@ class _Sql:
             f"UPDATE {leases} SET owner = '', expires_at = 0 WHERE run_id = $1 AND owner = $2"
         )
         self.lease_holder = f"SELECT owner FROM {leases} WHERE run_id = $1 AND expires_at > {_NOW}"
-        self.delete = (
-            f"WITH gone AS (DELETE FROM {runs} WHERE {{where}} RETURNING run_id), "
+
+    def _retention(self, records: str, leases: str) -> None:
+        """``delete`` / ``drop_records``: prune statements; ``{where}`` picks the runs."""
+        runs = self.runs
+        cascade = (
             f"r AS (DELETE FROM {records} WHERE run_id IN (SELECT run_id FROM gone)), "
             f"l AS (DELETE FROM {leases} WHERE run_id IN (SELECT run_id FROM gone)) "
             "SELECT count(*) FROM gone"
+        )
+        self.delete = (
+            f"WITH gone AS (DELETE FROM {runs} WHERE {{where}} RETURNING run_id), {cascade}"
         )
         self.drop_records = (
             f"WITH gone AS (UPDATE {runs} SET extra = (extra::jsonb || "
             f"jsonb_build_object('{PRUNED_KEY}', {_NOW}))::json "
             f"WHERE {{where}} AND extra::jsonb->'{PRUNED_KEY}' IS NULL RETURNING run_id), "
-            f"r AS (DELETE FROM {records} WHERE run_id IN (SELECT run_id FROM gone)), "
-            f"l AS (DELETE FROM {leases} WHERE run_id IN (SELECT run_id FROM gone)) "
-            "SELECT count(*) FROM gone"
-        )
-        self.by_trace = (
-            f"SELECT {_COLS} FROM {runs} WHERE trace_id = $1 ORDER BY started_at DESC LIMIT 1"
-        )
-        self.load_session = (
-            f"SELECT version, entries FROM {sessions} WHERE session_id = $1 ORDER BY seq"
-        )
-        self.append_segment = (
-            f"WITH {fence.format(n=6).replace('run_id = $1', 'run_id = $2')}, "
-            f"ins AS (INSERT INTO {sessions} (session_id, run_id, version, entries, created_at) "
-            f"SELECT $1, $2, $3, $4::json, $5 WHERE {fenced.format(n=6)} "
-            "ON CONFLICT (session_id, run_id) DO NOTHING RETURNING 1) "
-            f"SELECT EXISTS (SELECT 1 FROM ins), {fenced.format(n=6)}"
+            f"{cascade}"
         )
 
 

@@ -32,6 +32,7 @@ from typing import Any, Literal
 
 from .._redact import excerpt
 from ..errors import BudgetExceeded, ProviderError
+from ..transcript import clean_text
 
 __all__ = ["ContentPolicy", "Scrubber", "current_policy", "set_policy", "status_text"]
 
@@ -89,11 +90,12 @@ STATUS_LIMIT = 500
 def status_text(
     policy: ContentPolicy, error_type: str, message: str, error: BaseException | None = None
 ) -> str:
-    """An error's description for telemetry, following ``policy`` (see the module docs)."""
+    """An error's description for telemetry, following ``policy`` (see the module docs);
+    valid Unicode (an exporter drops a batch holding a lone surrogate)."""
     if policy.enabled and message:
         text = policy.encode(STATUS_KEY, message)
         if text is not None:
-            return excerpt(text, STATUS_LIMIT)
+            return clean_text(excerpt(text, STATUS_LIMIT))
     facts: list[str] = []
     if isinstance(error, ProviderError):
         facts.extend(f for f in (error.provider, error.status and f"HTTP {error.status}") if f)
@@ -102,7 +104,7 @@ def status_text(
     elif isinstance(error, BudgetExceeded) and error.limit:
         facts.append(error.limit)
     detail = f" ({', '.join(map(str, facts))})" if facts else ""
-    return excerpt(f"{error_type}{detail}", STATUS_LIMIT)
+    return clean_text(excerpt(f"{error_type}{detail}", STATUS_LIMIT))
 
 
 _configured: Mode | None = None

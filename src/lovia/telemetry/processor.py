@@ -63,14 +63,10 @@ def deliver(hooks: Any, event: Event) -> None:
                 result = fn(event, None)
                 if asyncio.iscoroutine(result):
                     _run_async(result)
-        except Exception:
-            if getattr(hooks, "strict", False):
-                raise
-            logger.exception(
-                "hook %s failed on %s (from a span)",
-                getattr(fn, "__qualname__", fn),
-                type(event).__name__,
-            )
+        except Exception as exc:
+            error = hooks._failure(fn, event, exc, plugin=None, where=" (from a span)")
+            if error is not None:
+                raise error from exc
 
 
 def _run_async(coro: Any) -> None:

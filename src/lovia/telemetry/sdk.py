@@ -8,6 +8,7 @@ that once per process: call ``configure`` once, at startup) and returns a
 Shutdown is bounded: ``Telemetry.shutdown()`` — also run at process exit — waits at most
 ``shutdown_timeout`` seconds (default 5) for the exporters, so a collector that is down or
 hangs never holds a deploy; what was not sent by then is dropped with a warning.
+``Telemetry.force_flush()`` is bounded the same way (by default).
 
 Needs the ``otel`` extra (``pip install 'lovia[otel]'``).
 """
@@ -17,7 +18,7 @@ from __future__ import annotations
 import atexit
 import logging
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -50,11 +51,20 @@ class Telemetry:
     """The longest ``shutdown()`` waits for the exporters, in seconds."""
     _closed: bool = field(default=False, init=False, repr=False)
 
-    def force_flush(self, timeout_millis: int = 30000) -> bool:
-        ok = bool(self.tracer_provider.force_flush(timeout_millis))
-        if self.meter_provider is not None:
-            ok = bool(self.meter_provider.force_flush(timeout_millis)) and ok
-        return ok
+    def force_flush(self, timeout_millis: int | None = None) -> bool:
+        """Export what is buffered, waiting at most ``timeout_millis`` (default:
+        ``shutdown_timeout``); False when it was not all sent in time (a collector that
+        is down or hangs never holds the caller longer)."""
+        limit = self.shutdown_timeout if timeout_millis is None else timeout_millis / 1000
+        millis = max(1, int(limit * 1000))
+
+        def flush() -> bool:
+            ok = bool(self.tracer_provider.force_flush(millis))
+            if self.meter_provider is not None:
+                ok = bool(self.meter_provider.force_flush(millis)) and ok
+            return ok
+
+        return _bounded(flush, limit, "force_flush", "still buffered")
 
     def shutdown(self) -> bool:
         """Flush and stop exporters (and the Prometheus endpoint), waiting at most
@@ -64,27 +74,9 @@ class Telemetry:
             return True
         self._closed = True
         atexit.unregister(self.shutdown)
-        done = threading.Event()
+        return _bounded(self._stop_all, self.shutdown_timeout, "shutdown", "dropped")
 
-        def stop() -> None:
-            try:
-                self._stop_all()
-            except Exception:
-                logger.exception("stopping the telemetry exporters failed")
-            finally:
-                done.set()
-
-        threading.Thread(target=stop, name="lovia-telemetry-shutdown", daemon=True).start()
-        if done.wait(self.shutdown_timeout):
-            return True
-        logger.warning(
-            "telemetry exporters did not finish within shutdown_timeout=%gs (is the collector "
-            "down or hanging?); unsent spans and metrics were dropped",
-            self.shutdown_timeout,
-        )
-        return False
-
-    def _stop_all(self) -> None:
+    def _stop_all(self) -> bool:
         self.tracer_provider.shutdown()
         if self.meter_provider is not None:
             self.meter_provider.shutdown()
@@ -92,6 +84,35 @@ class Telemetry:
             self.prometheus_server.shutdown()
             self.prometheus_server.server_close()
             self.prometheus_server = None
+        return True
+
+
+def _bounded(work: Callable[[], bool], seconds: float, name: str, unsent: str) -> bool:
+    """``work()`` in a daemon thread, waiting at most ``seconds``: its result, or False
+    (with a warning) when it did not finish; the thread never holds the process."""
+    result: list[bool] = []
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            result.append(work())
+        except Exception:
+            logger.exception("telemetry %s failed", name)
+            result.append(False)
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name=f"lovia-telemetry-{name}", daemon=True).start()
+    if done.wait(seconds):
+        return result[0]
+    logger.warning(
+        "telemetry %s did not finish within %gs (configure(shutdown_timeout=...); is the "
+        "collector down or hanging?); unsent spans and metrics were %s",
+        name,
+        seconds,
+        unsent,
+    )
+    return False
 
 
 def _sdk() -> None:

@@ -12,7 +12,6 @@ does not exist there.
 from __future__ import annotations
 
 import asyncio
-import importlib
 import inspect
 import os
 import threading
@@ -20,36 +19,16 @@ import time
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
+from ..._imports import import_object
 from ...agent import Agent
 from ...context import CancelToken
 from ...errors import UserError
 from ...stores import Store
 from ...stores import store as open_store
 
-__all__ = ["ProcessLoop", "import_object", "process_loop"]
+__all__ = ["ProcessLoop", "process_loop"]
 
 T = TypeVar("T")
-
-
-def import_object(path: str) -> Any:
-    """The object at ``"package.module:name"`` (or ``"package.module.name"``)."""
-    module, sep, name = path.partition(":")
-    if not sep:
-        module, _, name = path.rpartition(".")
-    if not module or not name:
-        raise UserError(
-            f"{path!r} is not an import path", hint='Write "package.module:agent_name".'
-        )
-    try:
-        obj: Any = importlib.import_module(module)
-        for part in name.split("."):
-            obj = getattr(obj, part)
-    except (ImportError, AttributeError) as exc:
-        raise UserError(
-            f"cannot import {path!r}: {exc}",
-            hint="The worker imports agents by path: the module must be importable there.",
-        ) from exc
-    return obj
 
 
 class ProcessLoop:
@@ -88,7 +67,10 @@ class ProcessLoop:
         """The object at import path ``path``, imported once per process."""
         with self._lock:
             if path not in self._imported:
-                self._imported[path] = import_object(path)
+                self._imported[path] = import_object(
+                    path,
+                    hint="The worker imports agents by path: the module must be importable there.",
+                )
             return self._imported[path]
 
     def agent(self, path: str) -> Agent[Any, Any]:
