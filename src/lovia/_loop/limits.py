@@ -37,9 +37,7 @@ def check_budget(
         run = link.state if link is not None else None
 
 
-def _check_one(
-    run: RunState, caller: RunState, extra_tool_calls: int | None, before: str
-) -> None:
+def _check_one(run: RunState, caller: RunState, extra_tool_calls: int | None, before: str) -> None:
     budget = run.params.budget
     if budget is None:
         return
