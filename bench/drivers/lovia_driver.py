@@ -65,12 +65,19 @@ PG_URL = os.environ.get("LOVIA_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/
 def build_agent(args: argparse.Namespace, marks: list[float]) -> Agent:
     """The benchmark agent; with ``--per-turn`` its HTTP client records CPU per request."""
     options: dict[str, Any] = {}
-    if args.per_turn or args.client != "default":
+    if args.per_turn or args.client != "default" or args.max_connections:
         import importlib
+        import importlib.util
 
-        module = importlib.import_module("httpx" if args.client == "default" else args.client)
+        name = "httpx" if args.client == "default" and args.per_turn else args.client
+        if name == "default":  # lovia's choice (httpx2 when installed), with raised limits
+            name = "httpx2" if importlib.util.find_spec("httpx2") else "httpx"
+        module = importlib.import_module(name)
         hooks = {"request": [cpu_request_hook(marks)]} if args.per_turn else {}
-        limits = module.Limits(max_connections=None, max_keepalive_connections=None)
+        conns = args.max_connections
+        limits = module.Limits(  # lovia's own defaults unless --max-connections
+            max_connections=conns or 100, max_keepalive_connections=conns or 20
+        )
         options["http_client"] = module.AsyncClient(event_hooks=hooks, timeout=600.0, limits=limits)
     model = OpenAIChat(
         model_name(args.turns, args.calls),
