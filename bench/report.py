@@ -135,7 +135,8 @@ def extras_section(summary: list[dict[str, Any]]) -> list[str]:
         "Differences of the medians above. *Store*: CPU per round-trip that the checkpoint "
         "and session writes add (the store's worker thread and driver included: process "
         "CPU). *Sync tool*: the thread hop per tool call (`sync-tool` row minus its async "
-        f"row, × {ROUNDTRIPS} round-trips / {TOOL_CALLS} tool calls per run).",
+        f"row, × {ROUNDTRIPS} round-trips / {TOOL_CALLS} tool calls per run). A difference "
+        "smaller than the spreads of its two rows is noise (negative ones are).",
         "",
         "| mode | in flight | +sqlite µs/rt | +postgres µs/rt | +otel on +sqlite µs/rt "
         "| sync tool µs/call (lovia) | (+sqlite) | (+otel+sqlite) | (+postgres) |",
@@ -205,10 +206,9 @@ def scale_section(results: list[dict[str, Any]]) -> list[str]:
     lines = [
         "## 1,000 and 10,000 concurrent runs in one process (SSE, T=5 C=2)",
         "",
-        "Every run is started at once (one untimed warm-up run first); the HTTP pool is raised "
-        "to 1,000 connections and the rest of the requests queue for one. lovia uses its "
-        "default client (httpx2, installed here). *RSS per run* = (peak RSS at 10,000 − peak "
-        "RSS at 1,000) / 9,000 runs.",
+        "Every run is started at once (one untimed warm-up run first) on lovia's default "
+        "client (httpx2, installed here; 100 connections, the other requests wait in lovia's "
+        "FIFO). *RSS per run* = (peak RSS at 10,000 − peak RSS at 1,000) / 9,000 runs.",
         "",
         "| contender | runs in flight | ok | errors | wall s | CPU µs / round-trip "
         "| × at 1,000 | peak RSS MB | RSS per run KB |",
@@ -387,6 +387,13 @@ def targets_section(report: dict[str, Any]) -> list[str]:
                 f"round-trip {ratio}× the 1,000-run figure (target 0 errors, ≤ 1.2×: "
                 f"{'met' if good else 'NOT MET'})"
             )
+    spreads = [r["cpu_spread_pct"] for r in report["summary"] if "cpu_spread_pct" in r]
+    if spreads:
+        lines.append(
+            f"- Noise: the spread over repeats is {min(spreads)}-{max(spreads)}% in this run "
+            "(median of the repeats is judged; see the load average under Environment): a "
+            "verdict within the spread of its limit is not firm either way."
+        )
     return ["## Targets", "", *lines]
 
 
@@ -437,9 +444,14 @@ alike): O(runs in flight) per request, so 10,000 runs cost several times more pe
 round-trip than 1,000 (the previous report: 11 ms per round-trip at 1,000 runs on httpx).
 Requests beyond a provider's own pool now wait in lovia's FIFO (an `asyncio.Semaphore`
 sized to the pool) and the pool never holds more than its 100 connections' worth. What
-still grows at 10,000 is Python's cyclic garbage collector walking a heap of ~10,000 live
-runs (its full collections show up as time in whatever was allocating, mostly the JSON
-encoding of request bodies).
+still grows at 10,000 (1.26× the 1,000-run figure for lovia, 1.42× with SQLite, in the
+table below) is, by the profile of a 10,000-run driver, Python's cyclic garbage collector
+walking a heap of ~10,000 live runs: 53% of the samples land in `json.dumps` of request
+bodies (C code that allocates, where the collector's full passes are charged), against
+about 1% at 50 in flight. What would fix it: less garbage-collector work per run in a process that
+carries 10,000 (`gc.freeze()` after start-up and a higher `gc.set_threshold` for a worker
+of that size, or fewer container objects kept per run), measured the same way; with
+SQLite, the one writer thread's group commits also grow with the runs waiting on them.
 """
 
 NOTES = """## Notes on method
@@ -495,7 +507,7 @@ def environment_section(report: dict[str, Any]) -> list[str]:
         f"- packages: {packages}",
         f"- command: `{report['command']}`",
         *(
-            f"- suite {name}: measured {run['date']}, load average (1/5/15 min) "
+            f"- suite {name}: finished {run['date']}, load average (1/5/15 min) "
             f"{_load(run['load_average']['start'])} at the start, "
             f"{_load(run['load_average']['end'])} at the end"
             for name, run in sorted((report.get("runs") or {}).items())
