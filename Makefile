@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
 
 .DEFAULT_GOAL := help
-.PHONY: help install demo test test-fast lint typecheck format bench up down clean
+.PHONY: help install demo test test-fast lint typecheck format bench bench-quick up down clean
 
 help:  ## list the commands
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -13,7 +13,7 @@ help:  ## list the commands
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[otel,postgres,mcp,redis,web,celery,dev]'
+	$(PY) -m pip install -q -e '.[otel,postgres,mcp,redis,web,celery,fast,dev]'
 	rm -f $(VENV)/.installed-* && touch $@
 
 install: $(STAMP)  ## create .venv and install lovia with every extra and the dev tools
@@ -42,6 +42,9 @@ test-fast: $(STAMP)  ## only the tests
 
 bench: $(STAMP)  ## benchmarks against the raw-httpx floor and the peers (slow)
 	$(PY) bench/run.py
+
+bench-quick: $(STAMP)  ## the CPU ratios table only (< 2 minutes): check a change before it lands
+	$(PY) bench/run.py --quick
 
 up:  ## start the observability stack (collector, Jaeger, Prometheus, Alertmanager, Grafana)
 	docker compose up -d

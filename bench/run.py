@@ -37,22 +37,39 @@ DRIVER_TIMEOUT_S = 900
 
 @dataclass(frozen=True)
 class Contender:
-    """A named driver invocation."""
+    """A named driver invocation; ``floor`` is the contender its ratio is taken to."""
 
     name: str
     script: str
     args: tuple[str, ...] = ()
+    floor: str = "floor"
+    peer: bool = False
+
+
+def _lovia(name: str, *args: str) -> tuple[Contender, Contender]:
+    """A lovia configuration on httpx (the floor's client), async tool and sync tool."""
+    base = ("--client", "httpx", "--contender")
+    return (
+        Contender(name, "lovia_driver.py", (*args, *base, name)),
+        Contender(f"{name} sync-tool", "lovia_driver.py", (*args, "--sync-tool", *base, name)),
+    )
 
 
 CONTENDERS = (
     Contender("floor", "floor.py"),
     Contender("floor-httpx2", "floor.py", ("--client", "httpx2")),
-    Contender("lovia", "lovia_driver.py"),
-    Contender("lovia+otel", "lovia_driver.py", ("--otel",)),
-    Contender("openai-agents", "openai_agents_driver.py"),
-    Contender("pydantic-ai", "pydantic_ai_driver.py"),
-    Contender("pydantic-ai+otel", "pydantic_ai_driver.py", ("--instrument",)),
+    *_lovia("lovia"),
+    *_lovia("lovia+otel", "--otel"),
+    *_lovia("lovia+sqlite", "--store", "sqlite"),
+    *_lovia("lovia+otel+sqlite", "--otel", "--store", "sqlite"),
+    *_lovia("lovia+postgres", "--store", "postgres"),
+    Contender("lovia[fast]", "lovia_driver.py", ("--contender", "lovia[fast]"), "floor-httpx2"),
+    Contender("openai-agents", "openai_agents_driver.py", peer=True),
+    Contender("pydantic-ai", "pydantic_ai_driver.py", peer=True),
+    Contender("pydantic-ai+otel", "pydantic_ai_driver.py", ("--instrument",), peer=True),
 )
+QUICK = ("floor", "floor-httpx2", "lovia", "lovia+otel", "lovia+otel+sqlite", "lovia[fast]")
+FLOORS = {c.name: c.floor for c in CONTENDERS}
 IMPORT_MODULES = ("lovia", "httpx", "httpx2", "agents", "pydantic_ai")
 PACKAGES = (
     "lovia",
@@ -190,14 +207,25 @@ def run_matrix(session: Session, contenders: list[Contender], args: argparse.Nam
                 _progress(result)
 
 
-def run_thousand(session: Session, contenders: list[Contender]) -> None:
-    """1,000 concurrent runs in one process (SSE, T=5 C=2), one untimed warm-up run."""
-    for contender in contenders:
-        options = [*workload_options("sse", 1000, 1000, 5, 2), "--warmup", "1"]
-        result = run_driver(session, contender, options)
-        result["suite"] = "thousand"
-        session.results.append(result)
-        _progress(result)
+def run_scale(session: Session, sizes: tuple[int, ...]) -> None:
+    """N concurrent runs in one process (SSE, T=5 C=2), one untimed warm-up run.
+
+    Every run is started at once, on lovia's default client (httpx2 when installed, 100
+    connections): requests beyond the pool wait in lovia's FIFO gate, not in the pool.
+    """
+    scale = [
+        Contender("lovia", "lovia_driver.py", ("--contender", "lovia")),
+        Contender(
+            "lovia+sqlite", "lovia_driver.py", ("--store", "sqlite", "--contender", "lovia+sqlite")
+        ),
+    ]
+    for size in sizes:
+        for contender in scale:
+            options = [*workload_options("sse", size, size, 5, 2), "--warmup", "1"]
+            result = run_driver(session, contender, options)
+            result.update(suite="scale", size=size)
+            session.results.append(result)
+            _progress(result)
 
 
 def run_long(session: Session, contenders: list[Contender], turns: int) -> None:
@@ -296,9 +324,10 @@ def summarise(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
             key = (result["contender"], result["mode"], result["concurrency"])
             groups.setdefault(key, []).append(result)
     rows = [_row(key, group) for key, group in groups.items()]
-    floors = {(r["mode"], r["concurrency"]): r for r in rows if r["contender"] == "floor"}
+    floors = {(r["contender"], r["mode"], r["concurrency"]): r for r in rows}
     for row in rows:
-        floor = floors.get((row["mode"], row["concurrency"]))
+        row["floor"] = FLOORS.get(row["contender"], "floor")
+        floor = floors.get((row["floor"], row["mode"], row["concurrency"]))
         if floor and row.get("cpu_us") and floor.get("cpu_us"):
             row["cpu_ratio"] = round(row["cpu_us"] / floor["cpu_us"], 2)
             row["rss_ratio"] = round(row["rss_mb"] / floor["rss_mb"], 2)
@@ -315,8 +344,9 @@ def _row(key: tuple[str, str, int], group: list[dict[str, Any]]) -> dict[str, An
         row["error"] = next((r.get("error") for r in group if r.get("error")), "no result")
         return row
     cpu = [r["cpu_us_per_roundtrip"] for r in good]
-    row["cpu_us"] = round(statistics.mean(cpu), 1)
+    row["cpu_us"] = round(statistics.median(cpu), 1)
     row["cpu_spread_pct"] = round((max(cpu) - min(cpu)) / row["cpu_us"] * 100, 1)
+    row["cpu_min"], row["cpu_max"] = min(cpu), max(cpu)
     row["rss_mb"] = round(statistics.median(r["peak_rss_mb"] for r in good), 1)
     row["wall_s"] = round(statistics.mean(r["wall_s"] for r in good), 3)
     server = [r["server_cpu_us_per_request"] for r in good if "server_cpu_us_per_request" in r]
@@ -376,33 +406,78 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="1 repeat, fewer runs, no long run")
     parser.add_argument("--skip-extras", action="store_true", help="no import/1000/long suites")
     parser.add_argument("--no-docs", action="store_true", help="do not rewrite docs/performance.md")
+    parser.add_argument(
+        "--suites",
+        default=",".join(ALL_SUITES),
+        help="suites to run; the others keep their results from the previous latest.json",
+    )
+    parser.add_argument(
+        "--scale", default="1000,10000", help="comma-separated run counts all in flight at once"
+    )
     args = parser.parse_args()
-    if args.quick:
+    args.scale = tuple(int(n) for n in args.scale.split(",") if n)
+    if args.quick:  # `make bench-quick`: the ratios table only, < 2 minutes
         args.repeats, args.runs_c1, args.runs_c50, args.long_turns = 1, 10, 50, 0
+        args.skip_extras, args.no_docs = True, True
+        args.only = args.only or ",".join(QUICK)
     return args
+
+
+ALL_SUITES = ("matrix", "import", "scale", "long")
+_SUITE_KEYS = {"import": ("import_times",), "long": ("compacted_long", "web")}
+
+
+def _carry_previous(session: Session, extras: dict[str, Any], suites: set[str]) -> None:
+    """Suites not run this time keep their results from the previous ``latest.json``."""
+    if not RESULTS.exists():
+        return
+    old = json.loads(RESULTS.read_text())
+    for suite in set(ALL_SUITES) - suites:
+        session.results.extend(r for r in old.get("results", []) if r.get("suite") == suite)
+        for key in _SUITE_KEYS.get(suite, ()):
+            if key in old:
+                extras[key] = old[key]
+        if suite in old.get("runs", {}):
+            extras["runs"][suite] = old["runs"][suite]
 
 
 def main() -> None:
     """Run every suite, then write results and docs."""
     args = parse_args()
+    os.environ["PYTHONPATH"] = os.pathsep.join(  # drivers import this checkout's lovia
+        p for p in (str(ROOT / "src"), os.environ.get("PYTHONPATH", "")) if p
+    )
     wanted = {n for n in args.only.split(",") if n}
-    contenders = [c for c in CONTENDERS if not wanted or c.name in wanted]
+    peers = args.python == str(PEERS_PY)  # the peers are installed only in bench/.venv-peers
+    contenders = [c for c in CONTENDERS if (c.name in wanted if wanted else peers or not c.peer)]
+    suites = set(args.suites.split(","))
+    load_start = os.getloadavg()
     server = start_server(sys.executable)
     session = Session(args.python, server)
     print(f"fake server on port {server.port}; interpreter {args.python}", file=sys.stderr)
+    extras: dict[str, Any] = {}
     try:
-        run_matrix(session, contenders, args)
-        extras: dict[str, Any] = {}
+        if "matrix" in suites:
+            run_matrix(session, contenders, args)
         if not args.skip_extras:
-            extras["import_times"] = import_times(args.python, IMPORT_MODULES)
-            floor_and_lovia = [c for c in CONTENDERS if c.name in ("floor", "lovia")]
-            run_thousand(session, floor_and_lovia)
-            if args.long_turns:
+            if "import" in suites:
+                extras["import_times"] = import_times(args.python, IMPORT_MODULES)
+            if "scale" in suites:
+                run_scale(session, args.scale)
+            if args.long_turns and "long" in suites:
+                floor_and_lovia = [c for c in CONTENDERS if c.name in ("floor", "lovia")]
                 run_long(session, floor_and_lovia, args.long_turns)
                 extras["compacted_long"] = run_compacted(args.python, args.long_turns)
                 extras["web"] = run_web(args.python, args.long_turns)
     finally:
         server.stop()
+    measured = {
+        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "load_average": {"start": load_start, "end": os.getloadavg()},
+    }
+    extras["runs"] = dict.fromkeys(suites, measured)
+    if suites != set(ALL_SUITES) and not args.quick:
+        _carry_previous(session, extras, suites)
     report = {
         "command": shlex.join([Path(sys.executable).name, *sys.argv]),
         "environment": environment(args.python),
@@ -412,9 +487,13 @@ def main() -> None:
     }
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(report, indent=2) + "\n")
-    from report import render  # local module: Markdown rendering
+    from report import carry_sections, keep_queues_section, ratios_table, render
 
-    markdown = render(report)
+    if args.quick:
+        print(ratios_table(report))
+        return
+    old = DOC.read_text() if DOC.exists() else ""
+    markdown = keep_queues_section(old, carry_sections(old, render(report)))
     print(markdown)
     if not args.no_docs:
         DOC.write_text(markdown)

@@ -84,6 +84,12 @@ def parse_args(
         action="store_true",
         help="record process CPU between model requests (one run)",
     )
+    parser.add_argument(
+        "--max-connections",
+        type=int,
+        default=None,
+        help="HTTP pool size (and keep-alive); default: the client's own (100 / 20)",
+    )
     if extra is not None:
         extra(parser)
     return parser.parse_args()

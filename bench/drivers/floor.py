@@ -119,7 +119,9 @@ async def main() -> None:
     import_s = elapsed()
     marks: list[float] = []
     hooks = {"request": [cpu_request_hook(marks)]} if args.per_turn else {}
-    async with http.AsyncClient(timeout=60.0, event_hooks=hooks) as client:  # default pool limits
+    conns = args.max_connections  # default: the client's default pool (100 / 20)
+    limits = http.Limits(max_connections=conns or 100, max_keepalive_connections=conns or 20)
+    async with http.AsyncClient(timeout=600.0, event_hooks=hooks, limits=limits) as client:
         url = args.base_url.rstrip("/") + "/chat/completions"
         model = model_name(args.turns, args.calls)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import sys
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -212,13 +213,23 @@ def _make(kind: str, url: str, stream: bool) -> Any:
     return Anthropic("fake", base_url=url, stream=stream)
 
 
+@pytest.fixture(params=["httpx2", "httpx"])
+def default_http(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Parity over real sockets: the client providers create is httpx2 when it is
+    installed (extra ``fast``), httpx when it is not (simulated by hiding httpx2)."""
+    if request.param == "httpx":
+        monkeypatch.setitem(sys.modules, "httpx2", None)
+    return str(request.param)
+
+
 @pytest.mark.parametrize("stream", [True, False], ids=["stream", "nonstream"])
 @pytest.mark.parametrize("kind", ["chat", "responses", "anthropic"])
 async def test_two_turn_tool_exchange(
-    server: tuple[str, list[dict[str, Any]]], kind: str, stream: bool
+    server: tuple[str, list[dict[str, Any]]], kind: str, stream: bool, default_http: str
 ) -> None:
     url, log = server
     async with _make(kind, url, stream) as provider:
+        assert type(provider._seam._client).__module__.split(".")[0] == default_http
         entries: list[TranscriptEntry] = [InputEntry(content="Weather in Paris?")]
         _, first = await collect(
             provider.stream(ModelRequest(system="Be brief.", messages=entries, tools=[TOOL]))

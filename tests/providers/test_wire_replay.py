@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 from typing import Any
 
@@ -416,10 +417,17 @@ def _check_chunks(items: list[Any], r: ModelResponse) -> None:
         assert json.loads("".join(c.arguments for c in chunks)) == json.loads(entry.arguments)
 
 
+@pytest.fixture(params=["httpx", "httpx2"])
+def http(request: pytest.FixtureRequest) -> Any:
+    """Parity: every recorded exchange replays through both clients a provider may use
+    (httpx2 is the default when the ``fast`` extra is installed)."""
+    return importlib.import_module(request.param)
+
+
 @pytest.mark.parametrize("c", [c for c in CASES if c.id in OK], ids=lambda c: c.id)
-async def test_recorded_answer(c: Any) -> None:
+async def test_recorded_answer(c: Any, http: Any) -> None:
     want = OK[c.id]
-    async with provider_for(c, replay_client(c)) as provider:
+    async with provider_for(c, replay_client(c, http=http)) as provider:
         items, r = await collect(provider.stream(SIMPLE))
     _check_entries(r, want, provider.name)
     if want["usage"] is None:
@@ -436,10 +444,10 @@ async def test_recorded_answer(c: Any) -> None:
 
 
 @pytest.mark.parametrize("c", [c for c in CASES if c.id in ERRORS], ids=lambda c: c.id)
-async def test_recorded_error(c: Any) -> None:
+async def test_recorded_error(c: Any, http: Any) -> None:
     want = ERRORS[c.id]
     seen: list[Any] = []
-    async with provider_for(c, replay_client(c, seen)) as provider:
+    async with provider_for(c, replay_client(c, seen, http)) as provider:
         with pytest.raises(ProviderError) as info:
             await collect(provider.stream(SIMPLE))
     err = info.value

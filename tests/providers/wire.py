@@ -79,8 +79,10 @@ def case(case_id: str) -> Case:
     raise KeyError(case_id)
 
 
-def replay_client(c: Case, seen: list[httpx.Request] | None = None) -> httpx.AsyncClient:
-    def handler(request: httpx.Request) -> httpx.Response:
+def replay_client(c: Case, seen: list[Any] | None = None, http: Any = httpx) -> Any:
+    """A client of the ``http`` module (httpx, or httpx2: same API) replaying case ``c``."""
+
+    def handler(request: Any) -> Any:
         if seen is not None:
             seen.append(request)
         headers = c.headers
@@ -90,9 +92,9 @@ def replay_client(c: Case, seen: list[httpx.Request] | None = None) -> httpx.Asy
             and not any(k == "content-type" for k, _ in headers)
         ):
             headers.append(("content-type", "text/event-stream"))
-        return httpx.Response(int(c.meta["status"]), headers=headers, content=c.body)
+        return http.Response(int(c.meta["status"]), headers=headers, content=c.body)
 
-    return httpx.AsyncClient(transport=httpx.MockTransport(handler))
+    return http.AsyncClient(transport=http.MockTransport(handler))
 
 
 def provider_for(c: Case, client: Any, **kwargs: Any) -> OpenAIChat | OpenAIResponses | Anthropic:
