@@ -79,3 +79,19 @@ def test_plugin_fails_a_test_that_leaves_script_steps(pytester: pytest.Pytester)
     out.assert_outcomes(passed=2, failed=2)
     out.stdout.fnmatch_lines(["*test_left_over*", "*1 left*"])
     assert "test_fixture_model_checked_too" in out.stdout.str()
+
+
+@pytest.mark.parametrize("client", ["httpx", "httpx2"])
+async def test_block_network_guards_every_client_a_provider_may_use(client: str) -> None:
+    """httpx2 is the providers' default when installed: the guard must cover it too."""
+    import importlib
+
+    from lovia.testing import NetworkBlocked, block_network
+
+    module = importlib.import_module(client)  # both are installed by `make test`
+    with block_network():
+        async with module.AsyncClient() as http:
+            with pytest.raises(NetworkBlocked):
+                await http.get("https://api.openai.com/v1/models")
+        with module.Client() as http, pytest.raises(NetworkBlocked):
+            http.get("https://api.anthropic.com/v1/messages")

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import ipaddress
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from contextlib import contextmanager
 from typing import Any
 
@@ -27,7 +29,7 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
-def _refuse(request: httpx.Request) -> None:
+def _refuse(request: Any) -> None:
     if not _is_loopback(request.url.host):
         raise NetworkBlocked(
             f"real network call to {request.url.host} blocked in tests",
@@ -36,24 +38,40 @@ def _refuse(request: httpx.Request) -> None:
         )
 
 
+def _clients() -> list[Any]:
+    """The HTTP client modules providers may use: httpx, and httpx2 when installed."""
+    modules: list[Any] = [httpx]
+    if importlib.util.find_spec("httpx2") is not None:
+        modules.append(importlib.import_module("httpx2"))
+    return modules
+
+
+def _guard(transport: Any, name: str, is_async: bool) -> Callable[[], None]:
+    """Patch ``transport.name`` to refuse non-loopback requests; return the undo."""
+    original = getattr(transport, name)
+
+    async def guarded_async(self: Any, request: Any) -> Any:
+        _refuse(request)
+        return await original(self, request)
+
+    def guarded_sync(self: Any, request: Any) -> Any:
+        _refuse(request)
+        return original(self, request)
+
+    setattr(transport, name, guarded_async if is_async else guarded_sync)
+    return lambda: setattr(transport, name, original)
+
+
 @contextmanager
 def block_network() -> Generator[None]:
-    """Within this block, httpx requests to non-loopback hosts raise NetworkBlocked."""
-    orig_async = httpx.AsyncHTTPTransport.handle_async_request
-    orig_sync = httpx.HTTPTransport.handle_request
-
-    async def guarded_async(self: Any, request: httpx.Request) -> httpx.Response:
-        _refuse(request)
-        return await orig_async(self, request)
-
-    def guarded_sync(self: Any, request: httpx.Request) -> httpx.Response:
-        _refuse(request)
-        return orig_sync(self, request)
-
-    httpx.AsyncHTTPTransport.handle_async_request = guarded_async  # type: ignore[method-assign]
-    httpx.HTTPTransport.handle_request = guarded_sync  # type: ignore[method-assign]
+    """Within this block, requests to non-loopback hosts raise NetworkBlocked — on httpx
+    and, when it is installed (lovia's ``fast`` extra), on httpx2 (same transport API)."""
+    undo: list[Callable[[], None]] = []
+    for module in _clients():
+        undo.append(_guard(module.AsyncHTTPTransport, "handle_async_request", True))
+        undo.append(_guard(module.HTTPTransport, "handle_request", False))
     try:
         yield
     finally:
-        httpx.AsyncHTTPTransport.handle_async_request = orig_async  # type: ignore[method-assign]
-        httpx.HTTPTransport.handle_request = orig_sync  # type: ignore[method-assign]
+        for restore in reversed(undo):
+            restore()
