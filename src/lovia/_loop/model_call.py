@@ -17,6 +17,7 @@ from typing import Any, cast, get_args
 from .. import events as ev
 from ..errors import ContextOverflow
 from ..providers.base import ModelRequest, ModelResponse, Provider
+from ..stores.records import ViewNote
 from ..transcript import InputEntry, TextEntry, ToolCallEntry, TranscriptEntry
 from ..view.base import BuiltView, ViewInput, ViewRecord
 from ..view.record import view_parts
@@ -278,7 +279,7 @@ def _record(
         provider=active.provider.name,
     )
     if state.checkpointer is not None:
-        state.note("view", record.to_data())
+        state.note(ViewNote(record))
     return record
 
 
@@ -339,13 +340,5 @@ def _record_response(
     if not response.usage.missing:
         state.last_input_tokens = response.usage.input_tokens
     state.note_entries(entries)
-    state.note(
-        "state",
-        {
-            "turn": state.turn,
-            "usage": state.usage.to_dict(),
-            "agent": active.agent.name,
-            "last_input_tokens": state.last_input_tokens,
-        },
-    )
+    state.note_state(active.agent.name)
     return entries

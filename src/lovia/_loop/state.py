@@ -20,9 +20,10 @@ from ..output import OutputMode
 from ..plugins.base import ViewInjector
 from ..providers.base import ModelSettings, Provider, ToolSpec
 from ..runner import DEFAULT_MAX_TURNS
-from ..stores.base import SCHEMA_VERSION, Checkpointer, CheckpointRecord, SessionStore
+from ..stores.base import Checkpointer, CheckpointRecord, SessionStore
+from ..stores.records import EntriesRecord, LedgerStatus, Record, StateRecord, to_checkpoint
 from ..tools import Tool
-from ..transcript import Transcript, TranscriptEntry, entry_to_dict
+from ..transcript import Transcript, TranscriptEntry
 from ..usage import RunBudget, Usage
 from ..view.base import ContextStrategy, ViewHasher
 
@@ -201,7 +202,7 @@ class RunState:
     started_wall: float = field(default_factory=time.time)
     checkpointer: Checkpointer | None = None
     session: SessionStore | None = None
-    ledger: dict[str, str] = field(default_factory=dict[str, str])
+    ledger: dict[str, LedgerStatus] = field(default_factory=dict[str, LedgerStatus])
     closers: list[tuple[str, Any]] = field(default_factory=list[tuple[str, Any]])
     activated: dict[int, ActiveAgent] = field(default_factory=dict[int, ActiveAgent])
     """Agents already set up in this run (plugins are set up once per run per agent)."""
@@ -241,16 +242,27 @@ class RunState:
     child_events: asyncio.Queue[Any] | None = None
     """Events of running child runs, for a ``nested=True`` stream."""
 
-    def note(self, kind: str, data: dict[str, Any]) -> None:
+    def note(self, record: Record) -> None:
         """Queue a checkpoint record (dropped when the run has no checkpointer)."""
         if self.checkpointer is not None:
-            self.pending.append(
-                CheckpointRecord.model_construct(version=SCHEMA_VERSION, kind=kind, data=data)
-            )  # type: ignore[arg-type]
+            self.pending.append(to_checkpoint(record))
 
     def note_entries(self, entries: Sequence[TranscriptEntry]) -> None:
         if self.checkpointer is not None and entries:
-            self.note("entries", {"entries": [entry_to_dict(e) for e in entries]})
+            self.note(EntriesRecord(tuple(entries)))
+
+    def note_state(self, agent: str, *, trace: str | None = None) -> None:
+        """Queue the run's counters with ``agent`` active (``trace``: a resuming worker's)."""
+        if self.checkpointer is not None:
+            self.note(
+                StateRecord(
+                    turn=self.turn,
+                    usage=self.usage.copy(),
+                    agent=agent,
+                    last_input_tokens=self.last_input_tokens,
+                    trace=trace,
+                )
+            )
 
     def new_entries(self) -> list[TranscriptEntry]:
         return list(self.transcript.view(self.run_start))

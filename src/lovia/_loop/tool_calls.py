@@ -24,6 +24,7 @@ from opentelemetry import trace
 from .. import events as ev
 from ..agent import Handoff
 from ..errors import ApprovalPending, BudgetExceeded, ToolError
+from ..stores.records import LedgerRecord, LedgerStatus
 from ..tools import Tool, ToolArgumentsError, serialize_result
 from ..tools.tool import ResultNotSerializable
 from ..transcript import HandoffEntry, ToolCallEntry, ToolResultEntry
@@ -185,17 +186,16 @@ def _started(state: RunState, plan: Plan) -> ev.ToolCallStarted:
     )
 
 
-def _ledger(state: RunState, plan: Plan, status: str) -> None:
+def _ledger(state: RunState, plan: Plan, status: LedgerStatus) -> None:
     call_id = plan.call.call_id
     state.ledger[call_id] = status
-    key = f"{state.run_id}:{call_id}"
-    data: dict[str, Any] = {"call_id": call_id, "status": status, "key": key}
+    total: Usage | None = None
     child = state.children.get(call_id) if status != "started" else None
     if child is not None:  # an agent tool: its child run's usage, kept with the result
         total = child if isinstance(child, Usage) else child.total_usage()
         state.children[call_id] = total
-        data["child_usage"] = total.to_dict()
-    state.note("ledger", data)
+    key = f"{state.run_id}:{call_id}"
+    state.note(LedgerRecord(call_id=call_id, status=status, key=key, child_usage=total))
 
 
 async def _run_one(state: RunState, plan: Plan) -> AsyncIterator[ev.Event]:

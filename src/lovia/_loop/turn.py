@@ -128,9 +128,7 @@ async def switch_agent(state: RunState) -> AsyncIterator[ev.Event]:
     system = stamp(state, SystemEntry(content=state.active.system))
     state.transcript.append(system)
     state.note_entries([system])
-    state.note(
-        "state", {"turn": state.turn, "usage": state.usage.to_dict(), "agent": handoff.agent.name}
-    )
+    state.note_state(handoff.agent.name)
     yield ev.HandoffOccurred(
         **state.base(),
         from_agent=from_name,
