@@ -18,7 +18,7 @@ from typing import Any
 
 from .. import events as ev
 from .._observers import OBSERVERS, notify
-from ..context import CancelToken, Mailbox, RunContext
+from ..context import RunContext
 from ..errors import LeaseLost, LoviaError, RunError
 from ..result import RunResult
 from ..telemetry.tracer import RunTracer, make_run_tracer
@@ -88,7 +88,7 @@ class Emitter:
 
 def new_state(params: RunParams) -> RunState:
     run_id = params.run_id or uuid.uuid4().hex
-    token = params.cancel_token if params.cancel_token is not None else CancelToken()
+    token = params.cancel_token
     transcript = Transcript()
     ctx: RunContext[Any] = RunContext(
         deps=params.deps,
@@ -98,7 +98,7 @@ def new_state(params: RunParams) -> RunState:
         entries=transcript.view(),
         workspace=params.workspace,
         cancel_token=token,
-        mailbox=params.mailbox if params.mailbox is not None else Mailbox(),
+        mailbox=params.mailbox,
     )
     state = RunState(
         params=params,
