@@ -23,12 +23,15 @@ from ..providers.base import ModelResponse, ModelSettings, Provider, ToolSpec
 from ..runner import DEFAULT_MAX_TURNS
 from ..stores.base import Checkpointer, CheckpointRecord, SessionStore
 from ..stores.records import EntriesRecord, LedgerStatus, Record, StateRecord, to_checkpoint
-from ..tools import Tool
+from ..tools import ApprovalVerdict, Approver, Tool
 from ..transcript import InputEntry, ToolCallEntry, Transcript, TranscriptEntry
 from ..usage import RunBudget, Usage
 from ..view.base import ContextStrategy, ViewHasher
 
 if TYPE_CHECKING:
+    from opentelemetry.metrics import MeterProvider
+    from opentelemetry.trace import TracerProvider
+
     from ..result import RunResult
 
 __all__ = [
@@ -72,11 +75,11 @@ class RunParams:
     mailbox: Mailbox = field(default_factory=Mailbox)
     workspace: Any = None
     """A ``lovia.plugins.Workspace`` (typed loosely: plugins are imported only when used)."""
-    approvals: Mapping[str, Any] | None = None
-    approval: Any = None
+    approvals: Mapping[str, ApprovalVerdict] | None = None
+    approval: Approver | None = None
     settings: ModelSettings | None = None
-    tracer_provider: Any = None
-    meter_provider: Any = None
+    tracer_provider: TracerProvider | None = None
+    meter_provider: MeterProvider | None = None
     nested: bool = False
     """Child runs' events appear on this run's stream as ``ChildRunEvent`` wrappers."""
     parent: ParentLink | None = None
@@ -124,7 +127,7 @@ class ActiveAgent:
     input_guardrails: list[Guardrail] = field(default_factory=list[Guardrail])
     output_guardrails: list[Guardrail] = field(default_factory=list[Guardrail])
     output: OutputMode | None = None
-    strategy: ContextStrategy | None = None
+    strategy: ContextStrategy[Any] | None = None
     strategy_state: Any = None
     """The strategy's own state object (``ContextStrategy.new_state()``): its type is the
     strategy's business."""

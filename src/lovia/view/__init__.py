@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .base import BuiltView, ContextStrategy, FullView, ViewInput
+from .base import BuiltView, ContextStrategy, FullView, Summarize, ViewInput
 from .compaction import (
     DEFAULT_SUMMARY_PROMPT,
     RECALL_TOOL_NAME,
@@ -49,6 +49,7 @@ __all__ = [
     "CompactionState",
     "ContextStrategy",
     "FullView",
+    "Summarize",
     "ViewHasher",
     "ViewInput",
     "ViewRecord",
@@ -66,7 +67,7 @@ __all__ = [
 ]
 
 
-def default_strategy() -> ContextStrategy:
+def default_strategy() -> ContextStrategy[Any]:
     """The strategy used when an agent sets none: ``Compaction()`` with its defaults."""
     return Compaction()
 
