@@ -151,10 +151,10 @@ class RunStream(Generic[OutputT]):
                 "the run's stream was closed before it finished",
                 hint="Iterate the stream to its end or call result() first.",
             )
-        return self._outcome.result  # type: ignore[return-value]
+        return self._outcome.result
 
     async def aclose(self) -> None:
-        await self._events.aclose()  # type: ignore[attr-defined]
+        await self._events.aclose()
 
 
 class Runner:

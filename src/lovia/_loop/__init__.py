@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -255,12 +255,14 @@ async def _release(state: RunState) -> None:
             logger.exception("could not release the lease of run %s", state.run_id)
 
 
-async def run_events(params: RunParams, outcome: Outcome) -> AsyncIterator[ev.Event]:
+async def run_events(params: RunParams, outcome: Outcome) -> AsyncGenerator[ev.Event]:
     """Drive one run, yielding every event; ends with one RunCompleted or RunFailed."""
     state = new_state(params)
     tracer = make_run_tracer(params.tracer_provider, params.meter_provider)
     emitter = Emitter(state, tracer)
-    state.guard.token.add_listener(state.guard.fire)  # type: ignore[union-attr]
+    guard = state.guard
+    assert guard is not None  # new_state arms every run with a guard
+    guard.token.add_listener(guard.fire)
     error: BaseException | None = None
     finished = False
     try:
@@ -285,8 +287,8 @@ async def run_events(params: RunParams, outcome: Outcome) -> AsyncIterator[ev.Ev
     finally:
         if not finished and tracer is not None:
             tracer.abandon()
-        state.guard.token.remove_listener(state.guard.fire)  # type: ignore[union-attr]
-        state.guard.stop()  # type: ignore[union-attr]
+        guard.token.remove_listener(guard.fire)
+        guard.stop()
         await _cleanup(state)
         outcome.done = True
 

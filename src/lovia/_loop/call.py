@@ -152,7 +152,8 @@ async def _stream(call: ModelCall, guard: CancelGuard | None) -> AsyncIterator[e
                     guard.disarm()
             event = _delta(call.base, item, clean)
             if event is None:
-                call.response = item  # type: ignore[assignment]
+                assert isinstance(item, ModelResponse)  # _delta maps every other item
+                call.response = item
                 if call.deltas:
                     for held in _held_back(call.base, clean):
                         yield held
@@ -165,7 +166,7 @@ async def _stream(call: ModelCall, guard: CancelGuard | None) -> AsyncIterator[e
     except (Exception, asyncio.CancelledError) as exc:
         await _close_quietly(stream)
         if first:
-            exc._lovia_partial = True  # type: ignore[attr-defined]
+            exc._lovia_partial = True  # pyright: ignore[reportAttributeAccessIssue] -- a marker model_step reads: no retry after partial output
         raise
     if call.response is None:
         raise StreamInterrupted(

@@ -11,7 +11,7 @@ import time
 from collections.abc import AsyncIterator
 
 from .. import events as ev
-from ..stores.base import RunInfo, RunSnapshot
+from ..stores.base import RunInfo, RunSnapshot, RunStatus
 from ..stores.records import LedgerRecord, LedgerStatus, Record, StateRecord, read_records
 from ..transcript import ToolCallEntry, ToolResultEntry, TranscriptEntry
 from ..usage import Usage
@@ -47,7 +47,7 @@ async def save_progress(state: RunState, kind: str = "progress") -> AsyncIterato
     )
 
 
-def run_info(state: RunState, status: str = "running") -> RunInfo:
+def run_info(state: RunState, status: RunStatus = "running") -> RunInfo:
     agent = state.active.agent.name if state.active else state.params.agent.name
     usage = state.total_usage()
     link = state.params.parent
@@ -55,7 +55,7 @@ def run_info(state: RunState, status: str = "running") -> RunInfo:
         run_id=state.run_id,
         agent=agent,
         session_id=state.params.session_id,
-        status=status,  # type: ignore[arg-type]
+        status=status,
         turns=state.turn,
         input_tokens=usage.input_tokens,
         output_tokens=usage.output_tokens,
@@ -71,7 +71,7 @@ def run_info(state: RunState, status: str = "running") -> RunInfo:
 
 
 def finish_info(
-    state: RunState, status: str, finish_reason: str, error_type: str | None = None
+    state: RunState, status: RunStatus, finish_reason: str, error_type: str | None = None
 ) -> RunInfo:
     info = run_info(state, status)
     if state.active is not None:  # for `lovia web`'s model filter

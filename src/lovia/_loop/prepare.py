@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Sequence
-from typing import Any
+from typing import Any, cast
 
 from .. import events as ev
 from ..agent import Agent
@@ -35,7 +35,8 @@ def input_entries(value: Any) -> list[InputEntry]:
         return [value]
     if isinstance(value, Sequence) and not isinstance(value, (bytes, bytearray)):
         out: list[InputEntry] = []
-        for item in value:  # type: ignore[reportUnknownVariableType]
+        # the caller's input (an I/O boundary): each item is checked by the recursive call
+        for item in cast("Sequence[object]", value):
             out.extend(input_entries(item))
         return out
     raise UserError(

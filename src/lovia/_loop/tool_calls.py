@@ -310,7 +310,7 @@ async def _wait(
         if getter is not None:
             getter.cancel()  # an item it had not taken yet stays in the queue
     taken = getter is not None and getter.done() and not getter.cancelled()
-    first = getter.result() if taken else None  # type: ignore[union-attr]
+    first = getter.result() if getter is not None and taken else None
     return [t for t in tasks if t in done], first
 
 

@@ -118,10 +118,8 @@ def to_checkpoint(record: Record) -> CheckpointRecord:
         kind, data = "ledger", _ledger_data(record)
     elif isinstance(record, StateRecord):
         kind, data = "state", _state_data(record)
-    elif isinstance(record, ViewNote):  # pyright: ignore[reportUnnecessaryIsInstance] -- exhaustive
-        kind, data = "view", record.view.to_data()
     else:
-        assert_never(record)
+        kind, data = "view", record.view.to_data()
     return CheckpointRecord.model_construct(version=SCHEMA_VERSION, kind=kind, data=data)
 
 

@@ -33,9 +33,9 @@ Text/Reasoning/ToolCall     (none: the chat span is returned, no work)
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from opentelemetry.trace import SpanKind
 from opentelemetry.util.types import AttributeValue
@@ -150,7 +150,7 @@ def _chat_start(e: ev.ModelCallStarted) -> Attrs:
     for key, attr in _SETTINGS:
         value: Any = e.settings.get(key)
         if isinstance(value, (list, tuple)):
-            out[attr] = [str(v) for v in value]  # type: ignore[reportUnknownVariableType]
+            out[attr] = [str(v) for v in cast("Sequence[object]", value)]  # user settings
         elif value is not None:
             out[attr] = value
     if e.server_address:

@@ -6,6 +6,7 @@ import ipaddress
 from collections.abc import Generator
 from contextlib import contextmanager
 from typing import Any
+from unittest.mock import patch
 
 import httpx
 
@@ -50,10 +51,8 @@ def block_network() -> Generator[None]:
         _refuse(request)
         return orig_sync(self, request)
 
-    httpx.AsyncHTTPTransport.handle_async_request = guarded_async  # type: ignore[method-assign]
-    httpx.HTTPTransport.handle_request = guarded_sync  # type: ignore[method-assign]
-    try:
+    with (
+        patch.object(httpx.AsyncHTTPTransport, "handle_async_request", guarded_async),
+        patch.object(httpx.HTTPTransport, "handle_request", guarded_sync),
+    ):
         yield
-    finally:
-        httpx.AsyncHTTPTransport.handle_async_request = orig_async  # type: ignore[method-assign]
-        httpx.HTTPTransport.handle_request = orig_sync  # type: ignore[method-assign]

@@ -288,7 +288,7 @@ def _args_model(
             pydantic.Field(default=default, description=docs.get(param.name) or None),
         )
     try:
-        model = create_model(  # type: ignore[call-overload]
+        model = create_model(
             f"{tool_name}_arguments",
             __config__=ConfigDict(extra="forbid", arbitrary_types_allowed=False),
             **fields,
@@ -299,7 +299,7 @@ def _args_model(
             f"tool {tool_name!r}: cannot build a JSON schema for its parameters ({e})",
             hint="Annotate parameters with JSON-friendly types (str, int, pydantic models…).",
         ) from e
-    return model, ctx_param  # type: ignore[return-value]
+    return model, ctx_param
 
 
 def _clean_schema(schema: dict[str, Any]) -> dict[str, Any]:
