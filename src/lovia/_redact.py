@@ -94,4 +94,4 @@ def _redact_one(error: BaseException) -> None:
     error.args = tuple(redact(a) if isinstance(a, str) else a for a in error.args)
     notes = getattr(error, "__notes__", None)
     if isinstance(notes, list):
-        error.__notes__ = [redact(n) if isinstance(n, str) else n for n in notes]  # type: ignore[misc]
+        error.__notes__ = [redact(n) if isinstance(n, str) else n for n in notes]  # pyright: ignore[reportUnknownVariableType] -- notes are whatever was added

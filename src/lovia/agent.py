@@ -19,7 +19,7 @@ from .errors import UserError
 from .guardrails import Guardrail
 from .hooks import AgentHooks
 from .model import ModelSettings, Provider
-from .tools import Tool
+from .tools import Approver, Tool
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -81,10 +81,10 @@ class Agent(Generic[DepsT, OutputT]):
     input_guardrails: Sequence[Guardrail | Callable[..., Any]] = ()
     output_guardrails: Sequence[Guardrail | Callable[..., Any]] = ()
     hooks: AgentHooks | None = None
-    context: ContextStrategy | None = None
+    context: ContextStrategy[Any] | None = None
     """How the view is built each turn (default: ``Compaction()``)."""
     model_settings: ModelSettings | None = None
-    approval: Callable[..., Any] | None = None
+    approval: Approver | None = None
     """Approval policy ``(ctx, call) -> bool | str`` for tools that require approval."""
     max_parallel_tools: int = 8
     """Concurrency-safe tools of one turn run in parallel, at most this many at once."""

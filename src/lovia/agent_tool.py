@@ -232,6 +232,6 @@ def agent_tool(
 
 def _text_input(tool_name: str) -> type[BaseModel]:
     field = pydantic.Field(description="The request for the agent, in plain words.")
-    return create_model(  # type: ignore[call-overload,no-any-return]
+    return create_model(
         f"{tool_name}_arguments", __config__=ConfigDict(extra="forbid"), input=(str, field)
     )

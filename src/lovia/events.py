@@ -14,6 +14,7 @@ see ``lovia.telemetry`` for the single table that maps events to spans.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -31,7 +32,7 @@ __all__ = [
     "Event",
     "GuardrailCompleted",
     "GuardrailStarted",
-    "GuardrailTripped",
+    "GuardrailTriggered",
     "HandoffOccurred",
     "MessageCompleted",
     "ModelCallCompleted",
@@ -118,8 +119,10 @@ class GuardrailCompleted(Event):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)
-class GuardrailTripped(Event):
-    """A guardrail's tripwire fired; the run will end with ``GuardrailTripped``."""
+class GuardrailTriggered(Event):
+    """A guardrail's tripwire fired; the run will end with the
+    :class:`~lovia.errors.GuardrailTripped` error (this event was named
+    ``GuardrailTripped`` before 0.x; that name still works, with a DeprecationWarning)."""
 
     kind: str
     guardrail: str
@@ -363,3 +366,21 @@ class ChildRunEvent(Event):
     """The parent's tool call running the child."""
     child_run_id: str
     event: Event
+
+
+_RENAMED = {"GuardrailTripped": "GuardrailTriggered"}
+"""Old event names that still resolve, with a DeprecationWarning."""
+
+
+def __getattr__(name: str) -> type[Event]:
+    new = _RENAMED.get(name)
+    if new is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    warnings.warn(
+        f"lovia.events.{name} was renamed {new} (lovia.errors.{name} is the error the run "
+        "ends with); the old name will be removed in a later release",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    event: type[Event] = globals()[new]
+    return event

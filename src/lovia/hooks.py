@@ -85,14 +85,11 @@ class AgentHooks:
         ``plugin``: the name of the plugin that contributed these hooks (always
         fail-open); None for the agent's own hooks (``strict`` applies).
         """
-        for fn, is_async in self.handlers_for(type(event)):
+        for fn, _ in self.handlers_for(type(event)):
             try:
-                if is_async:
-                    await fn(event, ctx)  # type: ignore[misc]
-                else:
-                    result = fn(event, ctx)
-                    if inspect.isawaitable(result):
-                        await result
+                result = fn(event, ctx)  # an async handler returns its coroutine
+                if inspect.isawaitable(result):
+                    await result
             except Exception as exc:
                 error = self._failure(fn, event, exc, plugin=plugin)
                 if error is not None:

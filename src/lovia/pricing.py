@@ -142,7 +142,7 @@ def _lookup(provider: str, model: str) -> _Price | None:
 
 def _from_table(provider: str, model: str) -> _Price | None:
     try:
-        from genai_prices import data_snapshot  # type: ignore[import-untyped]
+        from genai_prices import data_snapshot
     except ImportError:
         return None
     try:
@@ -176,7 +176,7 @@ def _from_table(provider: str, model: str) -> _Price | None:
 
 
 def _tiered_cost(model_price: Any, usage: Usage) -> float:
-    from genai_prices import Usage as PriceUsage  # type: ignore[import-untyped]
+    from genai_prices import Usage as PriceUsage
 
     calc: Any = model_price.calc_price(
         PriceUsage(

@@ -12,7 +12,7 @@ import asyncio
 import concurrent.futures
 import re
 from collections.abc import AsyncIterator, Mapping
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypedDict, TypeVar, Unpack
 
 from ._defaults import DEFAULT, DEFAULT_MAX_TURNS, Default, default_store
 from .agent import Agent
@@ -22,12 +22,23 @@ from .events import Event
 from .result import RunResult
 
 if TYPE_CHECKING:
+    from opentelemetry.metrics import MeterProvider
+    from opentelemetry.trace import TracerProvider
+
     from ._loop.state import RunParams
     from .model import ModelSettings
     from .stores.base import Checkpointer, SessionStore, Store
+    from .tools import ApprovalVerdict, Approver
     from .usage import RunBudget
 
-__all__ = ["DEFAULT_MAX_TURNS", "MAX_ID_CHARS", "RunStream", "Runner", "check_id"]
+__all__ = [
+    "DEFAULT_MAX_TURNS",
+    "MAX_ID_CHARS",
+    "RunOptions",
+    "RunStream",
+    "Runner",
+    "check_id",
+]
 
 OutputT = TypeVar("OutputT")
 
@@ -78,6 +89,31 @@ def _open_store(value: Any) -> Any:
     return store
 
 
+class RunOptions(TypedDict, total=False):
+    """The keyword options of :meth:`Runner.run` and :meth:`Runner.run_sync`: those of
+    :meth:`Runner.stream` (a test keeps the two lists equal)."""
+
+    deps: Any
+    session: SessionStore | str | None
+    session_id: str | None
+    run_id: str | None
+    checkpointer: Checkpointer | str | None
+    store: Store | str | None | Default
+    prune_records: bool
+    max_turns: int
+    budget: RunBudget | None
+    extra_instructions: str | None
+    cancel_token: CancelToken | None
+    workspace: Any
+    approvals: Mapping[str, ApprovalVerdict] | None
+    approval: Approver | None
+    settings: ModelSettings | None
+    mailbox: Mailbox | None
+    tracer_provider: TracerProvider | None
+    meter_provider: MeterProvider | None
+    nested: bool
+
+
 class RunStream(Generic[OutputT]):
     """A running run: iterate it for events; ``await result()`` for the RunResult.
 
@@ -112,10 +148,10 @@ class RunStream(Generic[OutputT]):
                 "the run's stream was closed before it finished",
                 hint="Iterate the stream to its end or call result() first.",
             )
-        return self._outcome.result  # type: ignore[return-value]
+        return self._outcome.result
 
     async def aclose(self) -> None:
-        await self._events.aclose()  # type: ignore[attr-defined]
+        await self._events.aclose()
 
 
 class Runner:
@@ -138,12 +174,12 @@ class Runner:
         extra_instructions: str | None = None,
         cancel_token: CancelToken | None = None,
         workspace: Any = None,
-        approvals: Mapping[str, Any] | None = None,
-        approval: Any = None,
+        approvals: Mapping[str, ApprovalVerdict] | None = None,
+        approval: Approver | None = None,
         settings: ModelSettings | None = None,
         mailbox: Mailbox | None = None,
-        tracer_provider: Any = None,
-        meter_provider: Any = None,
+        tracer_provider: TracerProvider | None = None,
+        meter_provider: MeterProvider | None = None,
         nested: bool = False,
     ) -> RunStream[OutputT]:
         """Start a run and return its event stream (see :class:`RunStream`).
@@ -205,14 +241,14 @@ class Runner:
 
     @staticmethod
     async def run(
-        agent: Agent[Any, OutputT], input: Any = None, **options: Any
+        agent: Agent[Any, OutputT], input: Any = None, **options: Unpack[RunOptions]
     ) -> RunResult[OutputT]:
         """Run to the end and return the result; options as :meth:`stream`."""
         return await Runner.stream(agent, input, **options).result()
 
     @staticmethod
     def run_sync(
-        agent: Agent[Any, OutputT], input: Any = None, **options: Any
+        agent: Agent[Any, OutputT], input: Any = None, **options: Unpack[RunOptions]
     ) -> RunResult[OutputT]:
         """Blocking :meth:`run`; inside a running event loop it uses a worker thread."""
         try:

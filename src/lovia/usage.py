@@ -69,8 +69,11 @@ class Usage:
 
     @classmethod
     def from_dict(cls, data: dict[str, int | float | bool]) -> Usage:
-        names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in names})  # type: ignore[arg-type]
+        out = cls()
+        for f in fields(cls):
+            if f.name in data:
+                setattr(out, f.name, data[f.name])
+        return out
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -5,10 +5,12 @@ from __future__ import annotations
 from lovia.replay import RunData
 from lovia.replay._query import turns
 from lovia.stores import RunInfo
+from lovia.stores.records import StateRecord
 from lovia.transcript import HandoffEntry, InputEntry, TextEntry, ToolCallEntry, ToolResultEntry
+from lovia.usage import Usage
 
 
-def run(status: str, *entries: object, states: list[dict[str, object]] | None = None) -> RunData:
+def run(status: str, *entries: object, states: list[StateRecord] | None = None) -> RunData:
     return RunData(
         info=RunInfo(run_id="r", agent="a", status=status),  # type: ignore[arg-type]
         history=[],
@@ -41,10 +43,16 @@ def test_marks_and_pairing() -> None:
 
 
 def test_usage_per_turn_from_running_totals() -> None:
-    states: list[dict[str, object]] = [
-        {"turn": 1, "usage": {"input_tokens": 10, "output_tokens": 2, "cost_usd": 0.01}},
-        {"turn": 1, "usage": {"input_tokens": 10, "output_tokens": 2, "cost_usd": 0.01}},
-        {"turn": 2, "usage": {"input_tokens": 25, "output_tokens": 5, "cost_usd": 0.03}},
+    states = [
+        StateRecord(
+            turn=1, agent="a", usage=Usage(input_tokens=10, output_tokens=2, cost_usd=0.01)
+        ),
+        StateRecord(
+            turn=1, agent="a", usage=Usage(input_tokens=10, output_tokens=2, cost_usd=0.01)
+        ),
+        StateRecord(
+            turn=2, agent="a", usage=Usage(input_tokens=25, output_tokens=5, cost_usd=0.03)
+        ),
     ]
     data = run(
         "completed",

@@ -131,8 +131,8 @@ async def test_input_guardrail_trip_ends_the_run(fn: Any, reason: str) -> None:
         assert (err.guardrail, err.reason, err.kind) == ("screen", reason, "input")
         assert out.scenario.extra.requests == []
         assert await out.scenario.options["session"].load_session("conv-1") == []
-    assert b.types[-2:] == ["GuardrailTripped", "RunFailed"]
-    tripped = b.of(events.GuardrailTripped)[0]
+    assert b.types[-2:] == ["GuardrailTriggered", "RunFailed"]
+    tripped = b.of(events.GuardrailTriggered)[0]
     assert (tripped.kind, tripped.guardrail, tripped.reason) == ("input", "screen", reason)
     assert b.of(events.RunFailed)[0].error_type == "GuardrailTripped"
     assert "TurnStarted" not in b.types
@@ -157,7 +157,7 @@ async def test_output_guardrail_trip_writes_nothing_to_the_session() -> None:
         assert (err.guardrail, err.reason, err.kind) == ("no_secrets", "leaks a secret", "output")
         assert out.scenario.extra == ["plugin_input", "agent_output"]  # plugin's not reached
         assert await out.scenario.options["session"].load_session("conv-1") == []
-    assert b.types[-2:] == ["GuardrailTripped", "RunFailed"]
+    assert b.types[-2:] == ["GuardrailTriggered", "RunFailed"]
     assert "SessionWritten" not in b.types
 
 
@@ -191,3 +191,11 @@ def test_bad_guardrail_return_value_is_a_user_error() -> None:
     g = guardrail(lambda ctx, value: 42, name="bad")
     with pytest.raises(UserError):
         asyncio.run(g.check(None, "x"))  # type: ignore[arg-type]
+
+
+def test_the_events_old_name_still_works_with_a_deprecation_warning() -> None:
+    # the event was renamed so it no longer shares a name with the error it precedes
+    with pytest.warns(DeprecationWarning, match="GuardrailTriggered"):
+        old = events.GuardrailTripped  # type: ignore[attr-defined]
+    assert old is events.GuardrailTriggered
+    assert "GuardrailTripped" not in events.__all__

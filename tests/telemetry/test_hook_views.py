@@ -31,7 +31,7 @@ REBUILT = (
     events.ModelCallFailed,
     events.ToolCallCompleted,
     events.GuardrailCompleted,
-    events.GuardrailTripped,
+    events.GuardrailTriggered,
     events.HandoffOccurred,
     events.CompactionApplied,
     events.CheckpointSaved,

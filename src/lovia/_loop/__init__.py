@@ -12,13 +12,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
 from .. import events as ev
 from .._observers import OBSERVERS, notify
-from ..context import CancelToken, Mailbox, RunContext
+from ..context import RunContext
 from ..errors import LeaseLost, LoviaError, RunError
 from ..result import RunResult
 from ..telemetry.tracer import RunTracer, make_run_tracer
@@ -88,7 +88,7 @@ class Emitter:
 
 def new_state(params: RunParams) -> RunState:
     run_id = params.run_id or uuid.uuid4().hex
-    token = params.cancel_token if params.cancel_token is not None else CancelToken()
+    token = params.cancel_token
     transcript = Transcript()
     ctx: RunContext[Any] = RunContext(
         deps=params.deps,
@@ -98,7 +98,7 @@ def new_state(params: RunParams) -> RunState:
         entries=transcript.view(),
         workspace=params.workspace,
         cancel_token=token,
-        mailbox=params.mailbox if params.mailbox is not None else Mailbox(),
+        mailbox=params.mailbox,
     )
     state = RunState(
         params=params,
@@ -255,12 +255,14 @@ async def _release(state: RunState) -> None:
             logger.exception("could not release the lease of run %s", state.run_id)
 
 
-async def run_events(params: RunParams, outcome: Outcome) -> AsyncIterator[ev.Event]:
+async def run_events(params: RunParams, outcome: Outcome) -> AsyncGenerator[ev.Event]:
     """Drive one run, yielding every event; ends with one RunCompleted or RunFailed."""
     state = new_state(params)
     tracer = make_run_tracer(params.tracer_provider, params.meter_provider)
     emitter = Emitter(state, tracer)
-    state.guard.token.add_listener(state.guard.fire)  # type: ignore[union-attr]
+    guard = state.guard
+    assert guard is not None  # new_state arms every run with a guard
+    guard.token.add_listener(guard.fire)
     error: BaseException | None = None
     finished = False
     try:
@@ -285,8 +287,8 @@ async def run_events(params: RunParams, outcome: Outcome) -> AsyncIterator[ev.Ev
     finally:
         if not finished and tracer is not None:
             tracer.abandon()
-        state.guard.token.remove_listener(state.guard.fire)  # type: ignore[union-attr]
-        state.guard.stop()  # type: ignore[union-attr]
+        guard.token.remove_listener(guard.fire)
+        guard.stop()
         await _cleanup(state)
         outcome.done = True
 

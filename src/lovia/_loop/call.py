@@ -19,7 +19,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 
 from .. import events as ev
 from ..errors import StreamInterrupted
@@ -39,12 +39,32 @@ from .lease import confirm_lease
 from .limits import cancelled_error, check_budget
 from .state import CancelGuard, EventBase, RunState
 
-__all__ = ["ModelCall", "Purpose", "Relay", "call_model"]
+__all__ = ["ModelCall", "Purpose", "Relay", "Slot", "call_model"]
 
 logger = logging.getLogger("lovia.loop")
 
 Purpose = Literal["main", "repair", "summary", "what_if"]
 T = TypeVar("T")
+
+
+class Slot(Generic[T]):
+    """The value a phase generator produces besides its events (a generator yields
+    events and cannot return a value): set once by the phase, read by its caller."""
+
+    __slots__ = ("_box",)
+
+    def __init__(self) -> None:
+        self._box: tuple[T] | None = None
+
+    def set(self, value: T) -> None:
+        self._box = (value,)
+
+    @property
+    def value(self) -> T:
+        """The value; ``RuntimeError`` when the phase ended without setting it."""
+        if self._box is None:
+            raise RuntimeError("the phase ended without producing its value")
+        return self._box[0]
 
 
 @dataclass(slots=True, kw_only=True)
@@ -134,7 +154,8 @@ async def _stream(call: ModelCall, guard: CancelGuard | None) -> AsyncIterator[e
                     guard.disarm()
             event = _delta(call.base, item, clean)
             if event is None:
-                call.response = item  # type: ignore[assignment]
+                assert isinstance(item, ModelResponse)  # _delta maps every other item
+                call.response = item
                 if call.deltas:
                     for held in _held_back(call.base, clean):
                         yield held
@@ -147,7 +168,7 @@ async def _stream(call: ModelCall, guard: CancelGuard | None) -> AsyncIterator[e
     except (Exception, asyncio.CancelledError) as exc:
         await _close_quietly(stream)
         if first:
-            exc._lovia_partial = True  # type: ignore[attr-defined]
+            exc._lovia_partial = True  # pyright: ignore[reportAttributeAccessIssue] -- a marker model_step reads: no retry after partial output
         raise
     if call.response is None:
         raise StreamInterrupted(
@@ -261,8 +282,8 @@ class Relay:
         self._queue.put_nowait((event, emitted))
         await emitted
 
-    async def run(self, step: Awaitable[T], out: list[T]) -> AsyncIterator[ev.Event]:
-        """Yield the events sent while ``step`` runs; then append its result to ``out``."""
+    async def run(self, step: Awaitable[T], out: Slot[T]) -> AsyncIterator[ev.Event]:
+        """Yield the events sent while ``step`` runs; then put its result in ``out``."""
         task = asyncio.ensure_future(step)
         task.add_done_callback(lambda _: self._queue.put_nowait(None))
         try:
@@ -276,4 +297,4 @@ class Relay:
         finally:
             if not task.done():
                 task.cancel()
-        out.append(task.result())
+        out.set(task.result())

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator
-from typing import Any
 
 from .. import events as ev
-from ..stores.base import RunInfo, RunSnapshot, damaged
+from ..stores.base import RunInfo, RunSnapshot, RunStatus
+from ..stores.records import LedgerRecord, LedgerStatus, Record, StateRecord, read_records
 from ..transcript import ToolCallEntry, ToolResultEntry, TranscriptEntry
 from ..usage import Usage
 from .state import RunState
@@ -47,7 +47,7 @@ async def save_progress(state: RunState, kind: str = "progress") -> AsyncIterato
     )
 
 
-def run_info(state: RunState, status: str = "running") -> RunInfo:
+def run_info(state: RunState, status: RunStatus = "running") -> RunInfo:
     agent = state.active.agent.name if state.active else state.params.agent.name
     usage = state.total_usage()
     link = state.params.parent
@@ -55,7 +55,7 @@ def run_info(state: RunState, status: str = "running") -> RunInfo:
         run_id=state.run_id,
         agent=agent,
         session_id=state.params.session_id,
-        status=status,  # type: ignore[arg-type]
+        status=status,
         turns=state.turn,
         input_tokens=usage.input_tokens,
         output_tokens=usage.output_tokens,
@@ -71,7 +71,7 @@ def run_info(state: RunState, status: str = "running") -> RunInfo:
 
 
 def finish_info(
-    state: RunState, status: str, finish_reason: str, error_type: str | None = None
+    state: RunState, status: RunStatus, finish_reason: str, error_type: str | None = None
 ) -> RunInfo:
     info = run_info(state, status)
     if state.active is not None:  # for `lovia web`'s model filter
@@ -87,7 +87,7 @@ class ResumePoint:
 
     def __init__(self) -> None:
         self.entries: list[TranscriptEntry] = []
-        self.ledger: dict[str, str] = {}
+        self.ledger: dict[str, LedgerStatus] = {}
         self.turn = 0
         self.usage = Usage()
         self.agent: str | None = None
@@ -102,32 +102,26 @@ def restore(snapshot: RunSnapshot) -> ResumePoint:
     """Fold a run's records into a resume point (StoreError naming a damaged record)."""
     point = ResumePoint()
     point.entries = snapshot.entries()
-    for seq, record in enumerate(snapshot.records, 1):
-        try:
-            _fold(point, record.kind, record.data)
-        except (KeyError, TypeError, ValueError) as exc:
-            what = f"checkpoint record {seq} of run {snapshot.info.run_id}"
-            raise damaged(what, f"its {record.kind} data does not load ({exc!r})") from None
+    for record in read_records(snapshot, ("ledger", "state")):  # views: _restore_views
+        _fold(point, record)
     if snapshot.info.trace_id and snapshot.info.span_id:
         point.trace_links.append(f"{snapshot.info.trace_id}:{snapshot.info.span_id}")
     return point
 
 
-def _fold(point: ResumePoint, kind: str, data: dict[str, Any]) -> None:
-    if kind == "ledger":
-        point.ledger[str(data["call_id"])] = str(data["status"])
-        if "child_usage" in data:  # an agent run as a tool: its usage rolls up into ours
-            point.children[str(data["call_id"])] = Usage.from_dict(data["child_usage"])
-    elif kind == "state":
-        point.turn = int(data.get("turn", point.turn))
-        point.usage = Usage.from_dict(data.get("usage", {}))
-        point.agent = data.get("agent", point.agent)
-        if "last_input_tokens" in data:
-            tokens = data["last_input_tokens"]
-            point.last_input_tokens = None if tokens is None else int(tokens)
-        link = data.get("trace")
-        if link:
-            point.trace_links.append(str(link))
+def _fold(point: ResumePoint, record: Record) -> None:
+    if isinstance(record, LedgerRecord):
+        point.ledger[record.call_id] = record.status
+        if record.child_usage is not None:  # an agent run as a tool: it rolls up into ours
+            point.children[record.call_id] = record.child_usage
+    elif isinstance(record, StateRecord):
+        point.turn = record.turn
+        point.usage = record.usage
+        point.agent = record.agent or point.agent
+        if record.tokens_recorded:
+            point.last_input_tokens = record.last_input_tokens
+        if record.trace:
+            point.trace_links.append(record.trace)
 
 
 def open_calls(entries: list[TranscriptEntry]) -> list[ToolCallEntry]:

@@ -48,7 +48,7 @@ async def run_guardrails(
             reason=result.reason,
         )
         if result.tripped:
-            yield ev.GuardrailTripped(
+            yield ev.GuardrailTriggered(
                 **state.base(),
                 kind=kind,
                 guardrail=guard.name,

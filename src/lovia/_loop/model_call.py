@@ -12,15 +12,17 @@ import inspect
 import logging
 import reprlib
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
 from typing import Any, cast, get_args
 
 from .. import events as ev
 from ..errors import ContextOverflow
 from ..model import ModelRequest, ModelResponse, Provider
+from ..stores.records import ViewNote
 from ..transcript import InputEntry, TextEntry, ToolCallEntry, TranscriptEntry
 from ..view.base import BuiltView, ViewInput, ViewRecord
 from ..view.record import view_parts
-from .call import ModelCall, Purpose, Relay, call_model
+from .call import ModelCall, Purpose, Relay, Slot, call_model
 from .checkpoint import save_progress
 from .state import ActiveAgent, RunState
 
@@ -44,11 +46,11 @@ async def model_step(state: RunState) -> AsyncIterator[ev.Event]:
     attempt = 1
     purpose = _purpose(state)
     while True:
-        request: list[tuple[ModelRequest, str]] = []
-        async for event in _build_view(state, attempt, request):
+        view: Slot[PreparedView] = Slot()
+        async for event in _build_view(state, attempt, view):
             yield event
         try:
-            async for event in _call_model(state, *request[0], attempt, purpose):
+            async for event in _call_model(state, view.value, attempt, purpose):
                 yield event
         except ContextOverflow as exc:
             if attempt > MAX_OVERFLOW_RETRIES or getattr(exc, "_lovia_partial", False):
@@ -168,8 +170,16 @@ async def _summarize(
     return "".join(e.text for e in call.response.entries if isinstance(e, TextEntry))
 
 
+@dataclass(frozen=True, slots=True)
+class PreparedView:
+    """Phase 3's product: the request to send and the hash of its view."""
+
+    request: ModelRequest
+    view_hash: str
+
+
 async def _build_view(
-    state: RunState, attempt: int, out: list[tuple[ModelRequest, str]]
+    state: RunState, attempt: int, out: Slot[PreparedView]
 ) -> AsyncIterator[ev.Event]:
     active = state.active
     assert active is not None and active.strategy is not None
@@ -194,19 +204,21 @@ async def _build_view(
     ) -> str:
         return await _summarize(state, relay, entries, prompt, provider)
 
-    done: list[BuiltView] = []
+    done: Slot[BuiltView] = Slot()
     async for event in relay.run(
         active.strategy.build(inp, active.strategy_state, summarize), done
     ):
         yield event
-    built = done[0]
+    built = done.value
     for kind, ids in built.compactions:
         yield ev.CompactionApplied(**state.base(), kind=kind, entry_ids=ids)
     injected = await _run_injectors(state, active)
-    request = _request(state, active, built, injected)
+    if built.evicted:  # a tool result was stubbed: the model may read it back
+        _add_recall_tool(active)
+    request = _request(active, built, injected)
     record = _record(state, active, built, injected, request, attempt)
     state.last_view_size = len(request.messages)
-    out.append((request, record.hash))
+    out.set(PreparedView(request, record.hash))
     yield ev.ViewBuilt(
         **state.base(),
         view_hash=record.hash,
@@ -223,20 +235,25 @@ def _result_caps(active: ActiveAgent) -> dict[str, int]:
     return {n: t.max_result_chars for n, t in active.tools.items() if t.max_result_chars}
 
 
+def _add_recall_tool(active: ActiveAgent) -> None:
+    """Give the active agent ``recall_tool_result`` (once) for the rest of the run."""
+    if "recall_tool_result" not in active.tools:
+        from ..view import recall_tool
+
+        recall = recall_tool()
+        active.tools[recall.name] = recall
+        active.specs = (*active.specs, recall.spec)
+
+
 def _request(
-    state: RunState, active: ActiveAgent, built: BuiltView, injected: list[TranscriptEntry]
+    active: ActiveAgent, built: BuiltView, injected: list[TranscriptEntry]
 ) -> ModelRequest:
+    """The request for this view (pure: reads the active agent, changes nothing)."""
     messages = list(built.messages)
     if active.handoff_filter is not None:
         messages = list(active.handoff_filter(messages))
     messages.extend(injected)
     specs = active.specs
-    if built.evicted and "recall_tool_result" not in active.tools:
-        from ..view import recall_tool
-
-        recall = recall_tool()
-        active.tools[recall.name] = recall
-        active.specs = specs = (*specs, recall.spec)
     output = active.output
     schema = output.schema if output is not None and output.native else None
     return ModelRequest(
@@ -278,22 +295,22 @@ def _record(
         provider=active.provider.name,
     )
     if state.checkpointer is not None:
-        state.note("view", record.to_data())
+        state.note(ViewNote(record))
     return record
 
 
 async def _call_model(
-    state: RunState, request: ModelRequest, view_hash: str, attempt: int, purpose: Purpose
+    state: RunState, view: PreparedView, attempt: int, purpose: Purpose
 ) -> AsyncIterator[ev.Event]:
     """Phases 4-5: stream the model's answer, append it to the transcript."""
     active = state.active
     assert active is not None
     call = ModelCall(
         provider=active.provider,
-        request=request,
+        request=view.request,
         base=state.base(),
         purpose=purpose,
-        view_hash=view_hash,
+        view_hash=view.view_hash,
         compacted=attempt > 1,
     )
 
@@ -302,7 +319,7 @@ async def _call_model(
 
     async for event in call_model(call, state, record):
         yield event
-    state.response = (call.response, call.ttfc, call.duration)
+    state.response = call.response
 
 
 def _unique_call_ids(state: RunState, entries: Sequence[Any]) -> list[Any]:
@@ -339,13 +356,5 @@ def _record_response(
     if not response.usage.missing:
         state.last_input_tokens = response.usage.input_tokens
     state.note_entries(entries)
-    state.note(
-        "state",
-        {
-            "turn": state.turn,
-            "usage": state.usage.to_dict(),
-            "agent": active.agent.name,
-            "last_input_tokens": state.last_input_tokens,
-        },
-    )
+    state.note_state(active.agent.name)
     return entries

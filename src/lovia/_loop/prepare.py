@@ -183,15 +183,7 @@ async def _resume(state: RunState, snapshot: RunSnapshot) -> AsyncIterator[ev.Ev
     for entry in _new_input(state, input_entries(state.params.input)):
         state.ctx.mailbox.put(entry)
     if state.trace_ids:
-        state.note(
-            "state",
-            {
-                "turn": state.turn,
-                "usage": state.usage.to_dict(),
-                "agent": agent.name,
-                "trace": ":".join(state.trace_ids),
-            },
-        )
+        state.note_state(agent.name, trace=":".join(state.trace_ids))
     state.resume_calls = open_calls(state.new_entries())
 
 

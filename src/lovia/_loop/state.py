@@ -7,24 +7,37 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
+from .. import events as ev
 from .._defaults import DEFAULT_MAX_TURNS
 from ..agent import Agent, Handoff
-from ..context import RunContext
+from ..context import CancelToken, Mailbox, RunContext
 from ..guardrails import Guardrail
 from ..hooks import AgentHooks
-from ..model import ModelSettings, Provider, ToolSpec
+from ..model import ModelResponse, ModelSettings, Provider, ToolSpec
 from ..output import OutputMode
 from ..plugins.base import ViewInjector
-from ..stores.base import SCHEMA_VERSION, Checkpointer, CheckpointRecord, SessionStore
-from ..tools import Tool
-from ..transcript import Transcript, TranscriptEntry, entry_to_dict
+from ..stores.base import Checkpointer, CheckpointRecord, SessionStore
+from ..stores.records import EntriesRecord, LedgerStatus, Record, StateRecord, to_checkpoint
+from ..tools import ApprovalVerdict, Approver, Tool
+from ..transcript import (
+    InputEntry,
+    ToolCallEntry,
+    Transcript,
+    TranscriptEntry,
+)
 from ..usage import RunBudget, Usage
 from ..view.base import ContextStrategy, ViewHasher
+
+if TYPE_CHECKING:
+    from opentelemetry.metrics import MeterProvider
+    from opentelemetry.trace import TracerProvider
+
+    from ..result import RunResult
 
 CHILD_EVENT_BUFFER = 256
 """Child-run events a ``nested=True`` stream holds before the children wait for it."""
@@ -56,7 +69,9 @@ class RunParams:
 
     agent: Agent[Any, Any]
     input: Any
+    """What the caller passed: text, entries, or anything its instructions accept."""
     deps: Any = None
+    """The caller's dependencies object (``RunContext.deps``); lovia never reads it."""
     session: SessionStore | None = None
     session_id: str | None = None
     run_id: str | None = None
@@ -65,14 +80,15 @@ class RunParams:
     max_turns: int = DEFAULT_MAX_TURNS
     budget: RunBudget | None = None
     extra_instructions: str | None = None
-    cancel_token: Any = None
-    mailbox: Any = None
+    cancel_token: CancelToken = field(default_factory=CancelToken)
+    mailbox: Mailbox = field(default_factory=Mailbox)
     workspace: Any = None
-    approvals: Mapping[str, Any] | None = None
-    approval: Any = None
+    """A ``lovia.plugins.Workspace`` (typed loosely: plugins are imported only when used)."""
+    approvals: Mapping[str, ApprovalVerdict] | None = None
+    approval: Approver | None = None
     settings: ModelSettings | None = None
-    tracer_provider: Any = None
-    meter_provider: Any = None
+    tracer_provider: TracerProvider | None = None
+    meter_provider: MeterProvider | None = None
     nested: bool = False
     """Child runs' events appear on this run's stream as ``ChildRunEvent`` wrappers."""
     parent: ParentLink | None = None
@@ -120,10 +136,12 @@ class ActiveAgent:
     input_guardrails: list[Guardrail] = field(default_factory=list[Guardrail])
     output_guardrails: list[Guardrail] = field(default_factory=list[Guardrail])
     output: OutputMode | None = None
-    strategy: ContextStrategy | None = None
+    strategy: ContextStrategy[Any] | None = None
     strategy_state: Any = None
+    """The strategy's own state object (``ContextStrategy.new_state()``): its type is the
+    strategy's business."""
     settings: ModelSettings = field(default_factory=ModelSettings)
-    handoff_filter: Any = None
+    handoff_filter: Callable[[Sequence[Any]], Sequence[Any]] | None = None
 
 
 class CancelGuard:
@@ -205,8 +223,11 @@ class RunState:
     started_wall: float = field(default_factory=time.time)
     checkpointer: Checkpointer | None = None
     session: SessionStore | None = None
-    ledger: dict[str, str] = field(default_factory=dict[str, str])
-    closers: list[tuple[str, Any]] = field(default_factory=list[tuple[str, Any]])
+    ledger: dict[str, LedgerStatus] = field(default_factory=dict[str, LedgerStatus])
+    closers: list[tuple[str, Callable[[], Awaitable[Any] | Any]]] = field(
+        default_factory=list[tuple[str, Callable[[], Awaitable[Any] | Any]]]
+    )
+    """``(plugin name, aclose)`` of the plugin instances set up in this run."""
     activated: dict[int, ActiveAgent] = field(default_factory=dict[int, ActiveAgent])
     """Agents already set up in this run (plugins are set up once per run per agent)."""
     hasher: ViewHasher = field(default_factory=ViewHasher)
@@ -218,16 +239,17 @@ class RunState:
     repairs_left: int = 0
     done: bool = False
     output: Any = None
+    """The parsed final output: of the agent's ``output_type``, unknown to the loop."""
     output_raw: str = ""
     finish_reason: str = "stop"
     resumed: bool = False
-    resume_calls: list[Any] = field(default_factory=list[Any])
+    resume_calls: list[ToolCallEntry] = field(default_factory=list[ToolCallEntry])
     """Resuming inside a turn's tool phase: the stored calls that have no result yet."""
     guard: CancelGuard | None = None
     trace_ids: tuple[str, str] | None = None
     trace_links: tuple[str, ...] = ()
     history: Sequence[TranscriptEntry] = ()
-    undelivered: list[Any] = field(default_factory=list[Any])
+    undelivered: list[InputEntry] = field(default_factory=list[InputEntry])
     lease_owner: str | None = None
     lease_token: int | None = None
     """The fencing token of this run's lease: every checkpoint write carries it."""
@@ -236,26 +258,37 @@ class RunState:
     lease_lost: Exception | None = None
     """Set (a LeaseLost) when the heartbeat found the lease taken over."""
     heartbeat: asyncio.Task[None] | None = None
-    completed_result: Any = None
+    completed_result: RunResult[Any] | None = None
     """Set when the run_id was already completed: the stored RunResult."""
-    response: Any = None
-    """The latest ModelResponse (set by the model-call phase)."""
+    response: ModelResponse | None = None
+    """The latest model response (set by the model-call phase)."""
     children: dict[str, RunState | Usage] = field(default_factory=dict[str, "RunState | Usage"])
     """Child runs by the tool call that started them: live while running, then usage."""
-    child_events: asyncio.Queue[Any] | None = None
+    child_events: asyncio.Queue[ev.Event] | None = None
     """Events of running child runs, for a ``nested=True`` stream (at most
     ``CHILD_EVENT_BUFFER``: a child waits while its parent's consumer is behind)."""
 
-    def note(self, kind: str, data: dict[str, Any]) -> None:
+    def note(self, record: Record) -> None:
         """Queue a checkpoint record (dropped when the run has no checkpointer)."""
         if self.checkpointer is not None:
-            self.pending.append(
-                CheckpointRecord.model_construct(version=SCHEMA_VERSION, kind=kind, data=data)
-            )  # type: ignore[arg-type]
+            self.pending.append(to_checkpoint(record))
 
     def note_entries(self, entries: Sequence[TranscriptEntry]) -> None:
         if self.checkpointer is not None and entries:
-            self.note("entries", {"entries": [entry_to_dict(e) for e in entries]})
+            self.note(EntriesRecord(tuple(entries)))
+
+    def note_state(self, agent: str, *, trace: str | None = None) -> None:
+        """Queue the run's counters with ``agent`` active (``trace``: a resuming worker's)."""
+        if self.checkpointer is not None:
+            self.note(
+                StateRecord(
+                    turn=self.turn,
+                    usage=self.usage.copy(),
+                    agent=agent,
+                    last_input_tokens=self.last_input_tokens,
+                    trace=trace,
+                )
+            )
 
     def new_entries(self) -> list[TranscriptEntry]:
         return list(self.transcript.view(self.run_start))

@@ -24,6 +24,7 @@ from opentelemetry import trace
 from .. import events as ev
 from ..agent import Handoff
 from ..errors import ApprovalPending, BudgetExceeded, ToolError
+from ..stores.records import LedgerRecord, LedgerStatus
 from ..tools import Tool, ToolArgumentsError, serialize_result
 from ..tools.tool import ResultNotSerializable
 from ..transcript import HandoffEntry, ToolCallEntry, ToolResultEntry
@@ -43,6 +44,40 @@ UNKNOWN_OUTCOME = (
     "the tool is not marked idempotent, so it was not run again. Check its effects "
     "before retrying."
 )
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What a tool call came to: its result text, and whether (and how) it failed."""
+
+    content: str
+    is_error: bool = False
+    error_type: str | None = None
+    """``ToolCallCompleted.error_type``: the exception's class name, or ``refused``."""
+
+
+def _failed(content: str, error_type: str) -> Outcome:
+    return Outcome(content, is_error=True, error_type=error_type)
+
+
+@dataclass(frozen=True, slots=True)
+class Approve:
+    """Run the call."""
+
+
+@dataclass(frozen=True, slots=True)
+class Deny:
+    """Do not run the call; the model gets ``reason`` as its error result."""
+
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Wait:
+    """No decision yet: the run pauses until a human decides (``approvals=``)."""
+
+
+Decision = Approve | Deny | Wait
 
 
 @dataclass(slots=True)
@@ -122,41 +157,42 @@ async def _precheck(
     if state.ledger.get(call.call_id) == "started" and not t.idempotent:
         return Plan(call, t, refusal=UNKNOWN_OUTCOME)
     decision = await _approval(state, t, call)
-    if decision is None:
+    if isinstance(decision, Wait):
         waiting.append(call)
-        return Plan(call, t, kwargs)
-    if decision is not True:
-        return Plan(call, t, refusal=f"The call was denied: {decision}")
+    elif isinstance(decision, Deny):
+        return Plan(call, t, refusal=f"The call was denied: {decision.reason}")
     return Plan(call, t, kwargs)
 
 
-async def _approval(state: RunState, t: Tool, call: ToolCallEntry) -> Any:
-    """True = run; a str = denied with that reason; None = wait for a human."""
+async def _approval(state: RunState, t: Tool, call: ToolCallEntry) -> Decision:
+    """Whether the call runs, is denied, or waits for a human."""
     needs = t.requires_approval
     if callable(needs):
         needs = needs(state.ctx, call)
         if inspect.isawaitable(needs):
             needs = await needs
     if not needs:
-        return True
+        return Approve()
     decisions = state.params.approvals or {}
     if call.call_id in decisions:
         return _decision(decisions[call.call_id])
     policy = state.params.approval or (state.active.agent.approval if state.active else None)
     if policy is None:
-        return None
+        return Wait()
     verdict = policy(state.ctx, call)
     if inspect.isawaitable(verdict):
         verdict = await verdict
     return _decision(verdict)
 
 
-def _decision(value: Any) -> Any:
+def _decision(value: object) -> Approve | Deny:
+    """A user's verdict: True / "approve" runs; False / None / "deny" denies; any other
+    value denies with its text as the reason."""
     if value is True or value == "approve":
-        return True
+        return Approve()
     if value is False or value is None or value == "deny":
-        return "denied by the approver."
-    return str(value)
+        return Deny("denied by the approver.")
+    return Deny(str(value))
 
 
 def _groups(state: RunState, plans: list[Plan]) -> list[list[Plan]]:
@@ -185,17 +221,16 @@ def _started(state: RunState, plan: Plan) -> ev.ToolCallStarted:
     )
 
 
-def _ledger(state: RunState, plan: Plan, status: str) -> None:
+def _ledger(state: RunState, plan: Plan, status: LedgerStatus) -> None:
     call_id = plan.call.call_id
     state.ledger[call_id] = status
-    key = f"{state.run_id}:{call_id}"
-    data: dict[str, Any] = {"call_id": call_id, "status": status, "key": key}
+    total: Usage | None = None
     child = state.children.get(call_id) if status != "started" else None
     if child is not None:  # an agent tool: its child run's usage, kept with the result
         total = child if isinstance(child, Usage) else child.total_usage()
         state.children[call_id] = total
-        data["child_usage"] = total.to_dict()
-    state.note("ledger", data)
+    key = f"{state.run_id}:{call_id}"
+    state.note(LedgerRecord(call_id=call_id, status=status, key=key, child_usage=total))
 
 
 async def _run_one(state: RunState, plan: Plan) -> AsyncIterator[ev.Event]:
@@ -225,7 +260,7 @@ async def _run_one(state: RunState, plan: Plan) -> AsyncIterator[ev.Event]:
 
 async def _run_parallel(state: RunState, group: list[Plan]) -> AsyncIterator[ev.Event]:
     assert state.active is not None and state.guard is not None
-    tasks: dict[asyncio.Task[tuple[str, bool, str | None]], tuple[Plan, float]] = {}
+    tasks: dict[asyncio.Task[Outcome], tuple[Plan, float]] = {}
     limit = asyncio.Semaphore(max(1, state.active.agent.max_parallel_tools))
     await confirm_lease(state)
     for plan in group:
@@ -275,7 +310,7 @@ async def _wait(
         if getter is not None:
             getter.cancel()  # an item it had not taken yet stays in the queue
     taken = getter is not None and getter.done() and not getter.cancelled()
-    first = getter.result() if taken else None  # type: ignore[union-attr]
+    first = getter.result() if getter is not None and taken else None
     return [t for t in tasks if t in done], first
 
 
@@ -285,21 +320,19 @@ async def _child_events(state: RunState) -> AsyncIterator[ev.Event]:
         yield queue.get_nowait()
 
 
-async def _limited(
-    limit: asyncio.Semaphore, state: RunState, plan: Plan, span: Any
-) -> tuple[str, bool, str | None]:
+async def _limited(limit: asyncio.Semaphore, state: RunState, plan: Plan, span: Any) -> Outcome:
     async with limit:
         return await _execute(state, plan, span)
 
 
-def _decided(plan: Plan) -> tuple[str, bool, str | None]:
+def _decided(plan: Plan) -> Outcome:
     if plan.handoff is not None:
-        return f"Transferred to {plan.handoff.agent.name}.", False, None
-    return plan.refusal or "", True, "refused"
+        return Outcome(f"Transferred to {plan.handoff.agent.name}.")
+    return _failed(plan.refusal or "", "refused")
 
 
-async def _execute(state: RunState, plan: Plan, span: Any) -> tuple[str, bool, str | None]:
-    """Run the tool with timeout and retries; return (content, is_error, error_type)."""
+async def _execute(state: RunState, plan: Plan, span: Any) -> Outcome:
+    """Run the tool with timeout and retries."""
     t = plan.tool
     assert t is not None and plan.kwargs is not None
     token = otel_context.attach(trace.set_span_in_context(span)) if span is not None else None
@@ -310,25 +343,22 @@ async def _execute(state: RunState, plan: Plan, span: Any) -> tuple[str, bool, s
             try:
                 async with asyncio.timeout(t.timeout):
                     value = await t.invoke(ctx, plan.kwargs)
-                return serialize_result(value), False, None
+                return Outcome(serialize_result(value))
             except ResultNotSerializable as exc:  # the tool ran: do not retry it
                 logger.warning("tool %s %s", t.name, exc)
-                return f"Tool {t.name!r} {exc}", True, "ResultNotSerializable"
+                return _failed(f"Tool {t.name!r} {exc}", "ResultNotSerializable")
             except ToolError as exc:
-                return exc.message, True, "ToolError"
+                return _failed(exc.message, "ToolError")
             except EndRun as exc:  # a child run hit this run's limit: the run ends
                 raise exc.error from None
             except TimeoutError:
-                return f"Tool {t.name!r} timed out after {t.timeout} s.", True, "TimeoutError"
+                return _failed(f"Tool {t.name!r} timed out after {t.timeout} s.", "TimeoutError")
             except Exception as exc:
                 if attempt < t.retries:
                     logger.info("tool %s failed (%s); retrying", t.name, exc)
                     continue
-                return (
-                    f"Tool {t.name!r} failed: {type(exc).__name__}: {exc}",
-                    True,
-                    type(exc).__name__,
-                )
+                name = type(exc).__name__
+                return _failed(f"Tool {t.name!r} failed: {name}: {exc}", name)
         raise AssertionError("unreachable")  # pragma: no cover
     finally:
         current_run.reset(running)
@@ -339,18 +369,21 @@ async def _execute(state: RunState, plan: Plan, span: Any) -> tuple[str, bool, s
 async def _complete(
     state: RunState,
     plan: Plan,
-    outcome: tuple[str, bool, str | None],
+    outcome: Outcome,
     duration: float,
     *,
     started: bool = True,
 ) -> AsyncIterator[ev.Event]:
     """Append the result (and handoff), checkpoint it, and emit ToolCallCompleted."""
     assert state.active is not None
-    content, is_error, error_type = outcome
+    is_error = outcome.is_error
     result = stamp(
         state,
         ToolResultEntry(
-            call_id=plan.call.call_id, name=plan.call.name, content=content, is_error=is_error
+            call_id=plan.call.call_id,
+            name=plan.call.name,
+            content=outcome.content,
+            is_error=is_error,
         ),
     )
     new = [result]
@@ -375,7 +408,7 @@ async def _complete(
         call=plan.call,
         result=result,
         is_error=is_error,
-        error_type=error_type,
+        error_type=outcome.error_type,
         duration_s=duration,
         started=started,
         known=plan.call.name in state.active.tools or plan.call.name in state.active.handoffs,

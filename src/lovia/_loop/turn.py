@@ -37,7 +37,8 @@ async def turn(state: RunState) -> AsyncIterator[ev.Event]:
     drain_mailbox(state)
     async for event in model_step(state):
         yield event
-    response = state.response[0]
+    response = state.response
+    assert response is not None
     start = len(state.transcript) - len(response.entries)
     entries = [state.transcript[i] for i in range(start, len(state.transcript))]
     calls = [e for e in entries if isinstance(e, ToolCallEntry)]
@@ -80,7 +81,7 @@ def finalize(state: RunState, entries: Sequence[TranscriptEntry]) -> None:
     assert active is not None and active.output is not None
     texts = [e for e in entries if isinstance(e, TextEntry)]
     text = "".join(e.text for e in texts)
-    response = state.response[0] if state.response else None
+    response = state.response
     if any(e.refusal for e in texts) and not active.output.is_text:
         raise ModelBehaviorError(
             f"the model refused to answer: {excerpt(text, 200)}",
@@ -128,9 +129,7 @@ async def switch_agent(state: RunState) -> AsyncIterator[ev.Event]:
     system = stamp(state, SystemEntry(content=state.active.system))
     state.transcript.append(system)
     state.note_entries([system])
-    state.note(
-        "state", {"turn": state.turn, "usage": state.usage.to_dict(), "agent": handoff.agent.name}
-    )
+    state.note_state(handoff.agent.name)
     yield ev.HandoffOccurred(
         **state.base(),
         from_agent=from_name,

@@ -22,6 +22,7 @@ import httpx
 from ..errors import UserError
 from ..model import ModelProfile, ModelRequest, ModelResponse, ResponseEntry, StreamItem
 from ..transcript import (
+    InputEntry,
     ReasoningEntry,
     TextEntry,
     ToolCallEntry,
@@ -80,20 +81,18 @@ def _group(entries: Sequence[TranscriptEntry], start: int) -> tuple[list[Turn], 
     last: Turn | None = None
     for index in range(start, len(entries)):
         entry = entries[index]
-        kind = entry.type
-        if kind == "input":
-            last = InputTurn(entry.role, entry.content)  # type: ignore[union-attr]
-        elif kind in ("text", "reasoning", "tool_call"):
-            message_id: str = entry.message_id  # type: ignore[union-attr]
-            if type(last) is AssistantTurn and last.message_id == message_id:
-                last.entries.append(entry)  # type: ignore[arg-type]
+        if isinstance(entry, InputEntry):
+            last = InputTurn(entry.role, entry.content)
+        elif isinstance(entry, TextEntry | ReasoningEntry | ToolCallEntry):
+            if isinstance(last, AssistantTurn) and last.message_id == entry.message_id:
+                last.entries.append(entry)
                 continue
-            last = AssistantTurn(message_id, [entry])  # type: ignore[list-item]
-        elif kind == "tool_result":
-            if type(last) is ToolResultsTurn:
-                last.results.append(entry)  # type: ignore[arg-type]
+            last = AssistantTurn(entry.message_id, [entry])
+        elif isinstance(entry, ToolResultEntry):
+            if isinstance(last, ToolResultsTurn):
+                last.results.append(entry)
                 continue
-            last = ToolResultsTurn([entry])  # type: ignore[list-item]
+            last = ToolResultsTurn([entry])
         else:
             continue  # system and handoff entries are not messages
         turns.append(last)

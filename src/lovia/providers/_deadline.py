@@ -129,7 +129,8 @@ class Watchdog:
 
     def beat(self) -> None:
         """A complete event arrived."""
-        self._last = self._loop.time()  # type: ignore[union-attr]
+        assert self._loop is not None  # attempt() started the clock
+        self._last = self._loop.time()
 
     def resume(self) -> None:
         """The caller asks for the next item: re-arm, or fail if the call deadline passed."""

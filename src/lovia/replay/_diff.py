@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from ..transcript import TranscriptEntry, entry_from_dict, entry_to_dict
@@ -68,8 +68,8 @@ class ViewDiff:
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
-        for name in self.__slots__:  # type: ignore[attr-defined]
-            out[name] = getattr(self, name)
+        for f in fields(self):
+            out[f.name] = getattr(self, f.name)
         return out
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from ..errors import LoviaError, RunNotFound
 from ..stores.base import PRUNED_KEY, RunInfo, Store
+from ..stores.records import StateRecord, read_records
 from ..transcript import TranscriptEntry
 from ..view.record import ViewRecord, resolve_records, view_records
 
@@ -47,7 +48,7 @@ class RunData:
     result: dict[str, Any] | None = None
     session_copies: dict[str, TranscriptEntry] = field(default_factory=dict[str, TranscriptEntry])
     """This run's entries as written to its session segment (a second copy, for diffs)."""
-    states: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
+    states: list[StateRecord] = field(default_factory=list[StateRecord])
     """The run's ``state`` checkpoint records (turn, cumulative usage, agent), in order."""
 
     @property
@@ -126,7 +127,7 @@ async def load_run(run_id: str, db: Store) -> RunData:
         views=views,
         result=snapshot.result,
         session_copies=copies,
-        states=[r.data for r in snapshot.records if r.kind == "state"],
+        states=[r for r in read_records(snapshot, ("state",)) if isinstance(r, StateRecord)],
     )
 
 

@@ -145,13 +145,9 @@ def _usage_by_turn(run: RunData) -> dict[int, tuple[int, int, float]]:
     out: dict[int, tuple[int, int, float]] = {}
     before = (0, 0, 0.0)
     for state in run.states:
-        usage: dict[str, Any] = state.get("usage") or {}
-        now = (
-            int(usage.get("input_tokens", 0)),
-            int(usage.get("output_tokens", 0)),
-            float(usage.get("cost_usd", 0.0)),
-        )
-        turn = int(state.get("turn", 0))
+        usage = state.usage
+        now = (usage.input_tokens, usage.output_tokens, usage.cost_usd)
+        turn = state.turn
         if now != before:
             old = out.get(turn, (0, 0, 0.0))
             out[turn] = (

@@ -29,7 +29,7 @@ def redact(value: Any) -> Any:
             for k, v in items
         }
     if isinstance(value, list):
-        return [redact(v) for v in value]  # type: ignore[reportUnknownVariableType]
+        return [redact(v) for v in cast("list[Any]", value)]  # JSON being printed
     if isinstance(value, str):
         return _SECRET_VALUES.sub(REDACTED, value)
     return value

@@ -13,7 +13,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from ..errors import UserError
 from ..transcript import ToolCallEntry, ToolResultEntry
@@ -69,7 +69,7 @@ def _get(span: Any, *names: str) -> Any:
     for name in names:
         value: Any
         if isinstance(span, Mapping):
-            mapping: Mapping[str, Any] = span  # type: ignore[reportUnknownVariableType]
+            mapping = cast("Mapping[str, Any]", span)  # a stored span (JSON)
             value = mapping.get(name)
         else:
             value = getattr(span, name, None)

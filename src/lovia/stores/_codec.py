@@ -14,7 +14,7 @@ naming the run, the record and what is wrong, never a raw ``ValueError``.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, get_args
+from typing import Any, cast, get_args
 
 import pydantic
 import pydantic_core
@@ -127,7 +127,8 @@ def decode_record(
     value = _json(data, what)
     if not isinstance(value, dict):
         raise damaged(what, f"its data is a JSON {type(value).__name__}, not an object")
-    return CheckpointRecord.model_construct(version=version, kind=kind, data=value)  # pyright: ignore[reportUnknownArgumentType]
+    data_object = cast("dict[str, Any]", value)  # stored JSON: an object, checked above
+    return CheckpointRecord.model_construct(version=version, kind=kind, data=data_object)
 
 
 def load_result(run_id: str, text: str | bytes | None) -> dict[str, Any] | None:
@@ -137,7 +138,7 @@ def load_result(run_id: str, text: str | bytes | None) -> dict[str, Any] | None:
     value = _json(text, f"the result of run {run_id}")
     if not isinstance(value, dict):
         raise damaged(f"the result of run {run_id}", "it is not a JSON object")
-    return value  # pyright: ignore[reportUnknownVariableType]
+    return cast("dict[str, Any]", value)  # stored JSON: an object, checked above
 
 
 def encode_entries(session_id: str, entries: Sequence[TranscriptEntry]) -> str:
@@ -199,7 +200,7 @@ def info_from_row(row: Sequence[Any]) -> RunInfo:
         span_id=row[13],
         history_len=row[14],
         version=version,
-        extra=extra,  # pyright: ignore[reportUnknownArgumentType]
+        extra=cast("dict[str, Any]", extra),  # stored JSON: an object, checked above
         parent_run_id=row[17],
         parent_call_id=row[18],
     )

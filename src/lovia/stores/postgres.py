@@ -294,7 +294,7 @@ class PostgresStore:
     # -- plumbing -----------------------------------------------------------------
 
     @asynccontextmanager
-    async def _db(self) -> AsyncGenerator[_Conn]:
+    async def _db(self) -> AsyncGenerator[_Pool]:
         """The pool (created on first use in this event loop), errors as StoreError."""
         try:
             yield await self._get_pool()
@@ -313,10 +313,8 @@ class PostgresStore:
     @asynccontextmanager
     async def _tx(self) -> AsyncGenerator[_Conn]:
         """One pooled connection inside a transaction, errors as StoreError."""
-        async with self._db() as db:
-            pool: _Pool = db  # type: ignore[assignment]  # _db yields the pool
-            async with pool.acquire() as conn, conn.transaction():
-                yield conn
+        async with self._db() as pool, pool.acquire() as conn, conn.transaction():
+            yield conn
 
     async def _get_pool(self) -> _Pool:
         if self._closed:

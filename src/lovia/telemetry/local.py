@@ -13,7 +13,7 @@ import sqlite3
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from . import attributes as A
 
@@ -81,7 +81,7 @@ def _connect(path: Path) -> sqlite3.Connection:
 def _attrs(value: Any) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for k, v in dict(value or {}).items():
-        out[str(k)] = list(v) if isinstance(v, tuple) else v  # type: ignore[arg-type]
+        out[str(k)] = list(cast("tuple[object, ...]", v)) if isinstance(v, tuple) else v
     return out
 
 

@@ -19,7 +19,7 @@ ModelCallStarted →          ``chat {model}``            CLIENT   open → clos
 ToolCallStarted →           ``execute_tool {tool}``     INTERNAL open → close (by call id)
   ToolCallCompleted
 GuardrailStarted →          ``lovia.guardrail {name}``  INTERNAL open → close
-  GuardrailCompleted                                             GuardrailTripped = event
+  GuardrailCompleted                                           GuardrailTriggered = event
 HandoffOccurred             ``lovia.handoff``           INTERNAL leaf
 CompactionApplied           ``lovia.compaction``        INTERNAL leaf (under the view)
 CheckpointSaved             ``lovia.checkpoint.write``  INTERNAL leaf
@@ -33,9 +33,9 @@ Text/Reasoning/ToolCall     (none: the chat span is returned, no work)
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from opentelemetry.trace import SpanKind
 from opentelemetry.util.types import AttributeValue
@@ -150,7 +150,7 @@ def _chat_start(e: ev.ModelCallStarted) -> Attrs:
     for key, attr in _SETTINGS:
         value: Any = e.settings.get(key)
         if isinstance(value, (list, tuple)):
-            out[attr] = [str(v) for v in value]  # type: ignore[reportUnknownVariableType]
+            out[attr] = [str(v) for v in cast("Sequence[object]", value)]  # user settings
         elif value is not None:
             out[attr] = value
     if e.server_address:
@@ -293,7 +293,7 @@ EVENTS: Mapping[type[ev.Event], Phase] = {
         A.SPAN_GUARDRAIL, "open", "guardrail", title=lambda e: e.guardrail, attrs=_guard_start
     ),
     ev.GuardrailCompleted: Phase(A.SPAN_GUARDRAIL, "close", "guardrail", attrs=_guard_end),
-    ev.GuardrailTripped: Phase(A.SPAN_GUARDRAIL, "attach", "container"),
+    ev.GuardrailTriggered: Phase(A.SPAN_GUARDRAIL, "attach", "container"),
     ev.HandoffOccurred: Phase(A.SPAN_HANDOFF, "leaf", "run", attrs=_handoff),
     ev.CompactionApplied: Phase(A.SPAN_COMPACTION, "leaf", "container", attrs=_compaction),
     ev.CheckpointSaved: Phase(A.SPAN_CHECKPOINT, "leaf", "container", attrs=_checkpoint),
@@ -425,7 +425,7 @@ def _back_guardrail(s: Finished) -> ev.Event:
     kind, name = str(s.get(A.GUARDRAIL_KIND, "")), str(s.get(A.GUARDRAIL_NAME, ""))
     reason = str(s.get(A.GUARDRAIL_REASON, ""))
     if s.get(A.GUARDRAIL_TRIPPED):
-        return ev.GuardrailTripped(**s.base(), kind=kind, guardrail=name, reason=reason)
+        return ev.GuardrailTriggered(**s.base(), kind=kind, guardrail=name, reason=reason)
     return ev.GuardrailCompleted(**s.base(), kind=kind, guardrail=name, reason=reason)
 
 

@@ -4,7 +4,7 @@
 receive, for every lovia span that ends in the process (any agent, any run), the event
 the span stands for — ``RunCompleted`` / ``RunFailed`` from ``invoke_agent`` spans,
 ``TurnEnded``, ``MessageCompleted`` / ``ModelCallFailed``, ``ToolCallCompleted``,
-``GuardrailCompleted`` / ``GuardrailTripped``, ``HandoffOccurred``,
+``GuardrailCompleted`` / ``GuardrailTriggered``, ``HandoffOccurred``,
 ``CompactionApplied``, ``CheckpointSaved``, ``SessionWritten``, ``ViewBuilt``,
 ``PluginSetup`` / ``PluginClosed`` — rebuilt from the span's attributes with the same
 table the tracer uses (``mapping.SPANS``). Handlers get ``ctx=None``. Events rebuilt

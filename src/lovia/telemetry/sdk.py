@@ -16,6 +16,7 @@ Needs the ``otel`` extra (``pip install 'lovia[otel]'``).
 from __future__ import annotations
 
 import atexit
+import importlib
 import logging
 import threading
 from collections.abc import Callable, Mapping
@@ -117,7 +118,7 @@ def _bounded(work: Callable[[], bool], seconds: float, name: str, unsent: str) -
 
 def _sdk() -> None:
     try:
-        import opentelemetry.sdk  # noqa: F401  # pyright: ignore[reportUnusedImport]
+        importlib.import_module("opentelemetry.sdk")
     except ImportError as exc:
         raise UserError(
             "lovia.telemetry.configure needs the OpenTelemetry SDK",
@@ -144,7 +145,7 @@ def _span_processor(exporter: Exporter, local_path: Path | None) -> Any:
     if exporter == "local":
         from .local import DEFAULT_PATH, SQLiteSpanExporter
 
-        return BatchSpanProcessor(SQLiteSpanExporter(local_path or DEFAULT_PATH))  # type: ignore[arg-type]
+        return BatchSpanProcessor(SQLiteSpanExporter(local_path or DEFAULT_PATH))  # pyright: ignore[reportArgumentType] -- a duck-typed SpanExporter: the SDK loads only when used
     if exporter == "none":
         return None
     raise UserError(

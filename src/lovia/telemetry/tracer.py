@@ -221,7 +221,7 @@ class RunTracer:
                 labels[A.ERROR_TYPE] = event.error_type
                 self._m.retries.add(1, labels)
             return span
-        if isinstance(event, ev.GuardrailTripped):
+        if isinstance(event, ev.GuardrailTriggered):
             container = self._container()
             if container is None:
                 return None

@@ -1,5 +1,21 @@
 """Tools: typed functions the model can call."""
 
-from .tool import ApprovalPolicy, Tool, ToolArgumentsError, serialize_result, tool
+from .tool import (
+    ApprovalPolicy,
+    ApprovalVerdict,
+    Approver,
+    Tool,
+    ToolArgumentsError,
+    serialize_result,
+    tool,
+)
 
-__all__ = ["ApprovalPolicy", "Tool", "ToolArgumentsError", "serialize_result", "tool"]
+__all__ = [
+    "ApprovalPolicy",
+    "ApprovalVerdict",
+    "Approver",
+    "Tool",
+    "ToolArgumentsError",
+    "serialize_result",
+    "tool",
+]

@@ -25,12 +25,33 @@ from pydantic_core import PydanticSerializationError, to_jsonable_python
 from ..context import RunContext
 from ..errors import UserError
 from ..model import ToolSpec
+from ..transcript import ToolCallEntry
 from ._docstring import parse_docstring
 
-__all__ = ["ApprovalPolicy", "ResultNotSerializable", "Tool", "ToolArgumentsError", "tool"]
+__all__ = [
+    "ApprovalPolicy",
+    "ApprovalVerdict",
+    "Approver",
+    "ResultNotSerializable",
+    "Tool",
+    "ToolArgumentsError",
+    "tool",
+]
 
-ApprovalPolicy: TypeAlias = "bool | Callable[[RunContext[Any], Any], bool | Awaitable[bool]]"
-"""``True`` = always ask; a callable ``(ctx, call) -> bool`` decides per call."""
+ApprovalPolicy: TypeAlias = (
+    "bool | Callable[[RunContext[Any], ToolCallEntry], bool | Awaitable[bool]]"
+)
+"""Whether a tool's call needs approval: ``True`` = always ask; a callable
+``(ctx, call) -> bool`` (sync or async) decides per call."""
+
+ApprovalVerdict: TypeAlias = "bool | str | None"
+"""An approver's answer: ``True`` / ``"approve"`` runs the call; ``False``, ``None`` or
+``"deny"`` denies it; any other text denies it with that text as the reason."""
+
+Approver: TypeAlias = (
+    "Callable[[RunContext[Any], ToolCallEntry], ApprovalVerdict | Awaitable[ApprovalVerdict]]"
+)
+"""Decides calls that need approval (``Agent(approval=)``, ``Runner.run(approval=)``)."""
 
 
 class ToolArgumentsError(Exception):
@@ -55,7 +76,7 @@ class Tool:
     """Seconds before the call is abandoned with an error result."""
     retries: int = 0
     """Extra attempts after an unexpected exception (not after ``ToolError``)."""
-    requires_approval: Any = False
+    requires_approval: ApprovalPolicy = False
     """``True``, or a callable ``(ctx, call) -> bool`` deciding per call."""
     idempotent: bool = False
     """Safe to re-run after a crash left its outcome unknown."""
@@ -148,7 +169,7 @@ def tool(
     concurrency_safe: bool = False,
     timeout: float | None = None,
     retries: int = 0,
-    requires_approval: Any = False,
+    requires_approval: ApprovalPolicy = False,
     idempotent: bool = False,
     max_result_chars: int | None = None,
     strict: bool = False,
@@ -162,7 +183,7 @@ def tool(
     concurrency_safe: bool = False,
     timeout: float | None = None,
     retries: int = 0,
-    requires_approval: Any = False,
+    requires_approval: ApprovalPolicy = False,
     idempotent: bool = False,
     max_result_chars: int | None = None,
     strict: bool = False,
@@ -267,7 +288,7 @@ def _args_model(
             pydantic.Field(default=default, description=docs.get(param.name) or None),
         )
     try:
-        model = create_model(  # type: ignore[call-overload]
+        model = create_model(
             f"{tool_name}_arguments",
             __config__=ConfigDict(extra="forbid", arbitrary_types_allowed=False),
             **fields,
@@ -278,7 +299,7 @@ def _args_model(
             f"tool {tool_name!r}: cannot build a JSON schema for its parameters ({e})",
             hint="Annotate parameters with JSON-friendly types (str, int, pydantic models…).",
         ) from e
-    return model, ctx_param  # type: ignore[return-value]
+    return model, ctx_param
 
 
 def _clean_schema(schema: dict[str, Any]) -> dict[str, Any]:

@@ -11,10 +11,10 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .._lazy import lazy_exports
-from .base import BuiltView, ContextStrategy, FullView, ViewInput
+from .base import BuiltView, ContextStrategy, FullView, Summarize, ViewInput
 from .compaction import (
     DEFAULT_SUMMARY_PROMPT,
     RECALL_TOOL_NAME,
@@ -50,6 +50,7 @@ __all__ = [
     "CompactionState",
     "ContextStrategy",
     "FullView",
+    "Summarize",
     "ViewHasher",
     "ViewInput",
     "ViewRecord",
@@ -67,7 +68,7 @@ __all__ = [
 ]
 
 
-def default_strategy() -> ContextStrategy:
+def default_strategy() -> ContextStrategy[Any]:
     """The strategy used when an agent sets none: ``Compaction()`` with its defaults."""
     return Compaction()
 

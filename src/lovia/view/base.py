@@ -24,9 +24,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, TypeVar, runtime_checkable
 
-from ..model import ModelProfile
+from ..model import ModelProfile, Provider
 from ..transcript import SystemEntry, TranscriptEntry
 from .record import (
     VIEW_RECORD_VERSION,
@@ -85,19 +85,34 @@ class BuiltView:
     """The view differs from the transcript; ``None``: derive from replaced/summary."""
 
 
+StateT = TypeVar("StateT")
+
+
+class Summarize(Protocol):
+    """What a strategy's ``build`` gets to ask a model for a summary: a model call of the
+    run like any other (events, usage, cost, budget)."""
+
+    async def __call__(
+        self, entries: Sequence[TranscriptEntry], prompt: str, provider: Provider | None = None
+    ) -> str:
+        """A summary of ``entries`` by the active model (or ``provider``)."""
+        ...
+
+
 @runtime_checkable
-class ContextStrategy(Protocol):
-    """Builds the view of each model call. Per-run state goes in ``state``, never on self.
+class ContextStrategy(Protocol[StateT]):
+    """Builds the view of each model call. Per-run state goes in ``state`` (of type
+    ``StateT``, made by ``new_state``), never on self.
 
     Optional: ``restore(state, last_record, transcript_entries) -> None``, the resume hook
     (see the module docstring); :class:`~lovia.view.Compaction` defines it.
     """
 
-    def new_state(self) -> Any:
+    def new_state(self) -> StateT:
         """Fresh per-run state (passed back to every ``build`` of that run)."""
         ...
 
-    async def build(self, inp: ViewInput, state: Any, summarize: Any) -> BuiltView:
+    async def build(self, inp: ViewInput, state: StateT, summarize: Summarize) -> BuiltView:
         """Build the view; ``await summarize(entries, prompt, provider=None) -> str``
         calls a model (the active one, or ``provider``) when the strategy needs one."""
         ...
@@ -109,6 +124,6 @@ class FullView:
     def new_state(self) -> None:
         return None
 
-    async def build(self, inp: ViewInput, state: Any, summarize: Any) -> BuiltView:
+    async def build(self, inp: ViewInput, state: None, summarize: Summarize) -> BuiltView:
         messages = [e for e in inp.entries if not isinstance(e, SystemEntry)]
         return BuiltView(messages=messages, order=[e.id for e in messages])

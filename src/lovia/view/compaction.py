@@ -31,7 +31,7 @@ import bisect
 import json
 import logging
 from collections import deque
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,7 +48,7 @@ from ..transcript import (
     entry_from_dict,
     new_id,
 )
-from .base import BuiltView, ViewInput
+from .base import BuiltView, Summarize, ViewInput
 from .record import ViewRecord
 
 __all__ = [
@@ -169,9 +169,6 @@ class _Limits:
     force: bool
 
 
-Summarize = Callable[..., Awaitable[str]]
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Compaction:
     """Evict huge tool results, clear old ones, summarize early turns — in the view only.
@@ -217,7 +214,9 @@ class Compaction:
     def new_state(self) -> CompactionState:
         return CompactionState()
 
-    async def build(self, inp: ViewInput, state: Any, summarize: Any) -> BuiltView:
+    async def build(
+        self, inp: ViewInput, state: CompactionState, summarize: Summarize
+    ) -> BuiltView:
         st: CompactionState = state
         lim = self._limits(inp)
         log: list[tuple[str, tuple[str, ...]]] = []

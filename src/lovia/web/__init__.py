@@ -13,6 +13,7 @@ imported by ``import lovia``.
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
@@ -33,9 +34,8 @@ INSTALL_HINT = "pip install 'lovia[web]'"
 def require_web() -> None:
     """Fail with the one-line install hint when the ``web`` extra is missing."""
     try:
-        import jinja2  # noqa: F401  # pyright: ignore[reportUnusedImport]
-        import starlette  # noqa: F401  # pyright: ignore[reportUnusedImport]
-        import uvicorn  # noqa: F401  # pyright: ignore[reportUnusedImport]
+        for module in ("jinja2", "starlette", "uvicorn"):
+            importlib.import_module(module)
     except ImportError as exc:
         raise UserError(
             f"lovia web needs the 'web' extra ({exc.name} is not installed)",

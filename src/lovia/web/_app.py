@@ -147,7 +147,7 @@ def templates() -> Environment:
     )
     from ._format import FILTERS
 
-    env.filters.update(FILTERS)  # pyright: ignore[reportUnknownMemberType]
+    env.filters.update(FILTERS)  # pyright: ignore[reportUnknownMemberType] -- jinja2 leaves filters untyped
     return env
 
 

@@ -10,7 +10,7 @@ import json
 import re
 import secrets
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, cast
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
@@ -47,7 +47,7 @@ def agent_of(config: WebConfig) -> Agent[Any, Any]:
         found = found()
     if not isinstance(found, Agent):
         raise UserError(f"--agent is not an Agent: {found!r}")
-    return found  # pyright: ignore[reportUnknownVariableType]
+    return cast("Agent[Any, Any]", found)  # the user's module: checked above
 
 
 async def body_of(request: Request) -> dict[str, Any]:
@@ -57,7 +57,7 @@ async def body_of(request: Request) -> dict[str, Any]:
         raise UserError("the request body is not JSON") from None
     if not isinstance(data, dict):
         raise UserError("the request body must be a JSON object")
-    return data  # pyright: ignore[reportUnknownVariableType]
+    return cast("dict[str, Any]", data)  # request JSON: an object, checked above
 
 
 def _text(data: dict[str, Any], name: str, *, required: bool = False) -> str | None:
@@ -90,7 +90,7 @@ def _decisions(data: dict[str, Any]) -> dict[str, bool | str]:
     if not isinstance(raw, dict) or not raw:
         raise UserError("'decisions' must map call ids to true, false or a reason")
     out: dict[str, bool | str] = {}
-    for key, value in raw.items():  # pyright: ignore[reportUnknownVariableType]
+    for key, value in cast("dict[object, object]", raw).items():  # request JSON
         if not isinstance(key, str) or not isinstance(value, bool | str):
             raise UserError("'decisions' must map call ids to true, false or a reason")
         out[key] = value

@@ -12,7 +12,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from ..agent import Agent
 from ..context import CancelToken
@@ -48,7 +48,7 @@ def encode_input(value: Any) -> Any:
 def decode_input(value: Any) -> Any:
     """A task's input as the runner takes it (a str, None, or a list of InputEntry)."""
     if isinstance(value, list):
-        return [entry_from_dict(e) for e in value]  # type: ignore[reportUnknownVariableType]
+        return [entry_from_dict(e) for e in cast("list[dict[str, Any]]", value)]  # task JSON
     return value
 
 

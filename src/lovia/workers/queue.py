@@ -88,11 +88,12 @@ class RunQueue:
 
     async def ack(self, msg_id: str, run_id: str | None, outcome: str) -> None:
         """Acknowledge a task and note that the queue is done with its run."""
+        # commands are queued on the pipeline (`_ =`: not coroutines) and run by execute()
         async with self.client.pipeline(transaction=True) as pipe:
-            pipe.xack(self.stream, self.group, msg_id)  # type: ignore[reportUnusedCoroutine]
+            _ = pipe.xack(self.stream, self.group, msg_id)
             if run_id is not None:
                 key, ttl = self._done_key(run_id), int(self.done_ttl_s)
-                pipe.set(key, outcome, ex=ttl)  # type: ignore[reportUnusedCoroutine]
+                _ = pipe.set(key, outcome, ex=ttl)
             await pipe.execute()
 
     def _done_key(self, run_id: str) -> str:
@@ -125,7 +126,7 @@ class RunQueue:
 
     async def delete(self) -> None:
         """Drop the stream with its groups, tasks and done-marks (tests, demos)."""
-        keys: AsyncIterator[str] = self.client.scan_iter(match=f"{self.stream}:done:*")  # type: ignore[reportUnknownMemberType]
+        keys: AsyncIterator[str] = self.client.scan_iter(match=f"{self.stream}:done:*")  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType] -- redis leaves scan_iter untyped
         async for key in keys:
             await self.client.delete(key)
         await self.client.delete(self.stream, f"{self.stream}:dead")

@@ -148,9 +148,10 @@ class Worker:
             logger.error(
                 "worker %s: task %s delivered %d times; dead-lettered", self.name, msg_id, delivered
             )
+            # commands are queued on the pipeline (`_ =`: not coroutines) and run by execute()
             async with q.client.pipeline(transaction=True) as pipe:
-                pipe.xadd(f"{q.stream}:dead", {**fields, "deliveries": str(delivered)})  # type: ignore[reportUnusedCoroutine]
-                pipe.xack(q.stream, q.group, msg_id)  # type: ignore[reportUnusedCoroutine]
+                _ = pipe.xadd(f"{q.stream}:dead", {**fields, "deliveries": str(delivered)})
+                _ = pipe.xack(q.stream, q.group, msg_id)
                 await pipe.execute()
             self.stats["dead_lettered"] += 1
         return keep
@@ -204,9 +205,10 @@ class Worker:
     async def _hand_back(self, msg_id: str, fields: dict[str, str]) -> None:
         """Requeue a task cancelled by shutdown, so any worker resumes it right away."""
         q = self.queue
+        # commands are queued on the pipeline (`_ =`: not coroutines) and run by execute()
         async with q.client.pipeline(transaction=True) as pipe:
-            pipe.xadd(q.stream, fields)  # type: ignore[reportUnusedCoroutine]
-            pipe.xack(q.stream, q.group, msg_id)  # type: ignore[reportUnusedCoroutine]
+            _ = pipe.xadd(q.stream, {**fields})  # a dict literal: xadd's invariant Dict type
+            _ = pipe.xack(q.stream, q.group, msg_id)
             await pipe.execute()
         self.stats["requeued"] += 1
 

@@ -1,3 +1,5 @@
+# pyright: reportUnnecessaryIsInstance=false
+# (runtime checks of user input are deliberate: not every caller runs a type checker)
 """Runs as Celery tasks: ``CeleryRunQueue`` registers the task, submits, waits, cancels.
 
 Needs the ``celery`` extra (``pip install 'lovia[celery]'``). The submitter and the
@@ -68,7 +70,7 @@ class CeleryRunQueue:
         cancel_memory_s: float = 300.0,
         deps: str | None = None,
     ) -> None:
-        if not isinstance(store, str):  # pyright: ignore[reportUnnecessaryIsInstance]
+        if not isinstance(store, str):
             raise UserError(
                 "CeleryRunQueue(store=...) takes a store URL",
                 hint="Each worker process opens it on its own loop: pass e.g. 'postgresql://...'.",
@@ -114,7 +116,7 @@ class CeleryRunQueue:
         ``run_id`` (generated when absent) is the idempotency key: submitting it again
         is safe. The current OpenTelemetry context goes along with the task.
         """
-        if not isinstance(agent, str):  # pyright: ignore[reportUnnecessaryIsInstance]
+        if not isinstance(agent, str):
             raise UserError(
                 f"submit() takes the agent's import path, got {type(agent).__name__}",
                 hint='Write queue.submit("myapp.agents:support", ...): workers import it.',

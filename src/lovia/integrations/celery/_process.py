@@ -17,7 +17,7 @@ import os
 import threading
 import time
 from collections.abc import Coroutine
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from ..._imports import import_object
 from ...agent import Agent
@@ -84,7 +84,7 @@ class ProcessLoop:
                 f"{path!r} is a {type(obj).__name__}, not an Agent",
                 hint="Point the task at an Agent or a function returning one.",
             )
-        return obj  # type: ignore[reportUnknownVariableType]
+        return cast("Agent[Any, Any]", obj)  # the user's module: checked above
 
     def cancel(self, run_id: str, reason: str, remember_s: float) -> bool:
         """Cancel the run if this process executes it, else hold the cancel for its next
