@@ -41,12 +41,16 @@ ENGINE_USERS: dict[str, str] = {
 
 TYPE_ONLY: dict[tuple[str, str], str] = {
     ("context", "agent"): "RunContext.agent is typed as the Agent the tools see",
+    ("stores", "view"): "the typed view checkpoint record (stores.records.ViewNote) holds a "
+    "view.record.ViewRecord",
     ("result", "agent"): "RunResult.final_agent is typed as an Agent",
 }
 """Upward edges allowed under ``TYPE_CHECKING`` only, each with why."""
 
 DEFERRED: dict[tuple[str, str], str] = {
     ("agent", "agent_tool"): "Agent.as_tool() builds a tool that runs the agent with a Runner",
+    ("stores", "view"): "reading a view checkpoint record builds a ViewRecord; the stores "
+    "themselves keep record payloads opaque",
 }
 """Upward edges allowed only as an import inside a function (run on first call), with why."""
 

@@ -12,23 +12,38 @@ from __future__ import annotations
 
 import importlib
 import sys
+import warnings
 from collections.abc import Callable, Mapping
 
 __all__ = ["lazy_exports"]
 
 
 def lazy_exports(
-    package: str, exports: Mapping[str, str], *, guard: Callable[[], None] | None = None
+    package: str,
+    exports: Mapping[str, str],
+    *,
+    guard: Callable[[], None] | None = None,
+    renamed: Mapping[str, str] | None = None,
 ) -> tuple[Callable[[str], object], Callable[[], list[str]]]:
     """The module-level ``__getattr__`` and ``__dir__`` of ``package``.
 
     ``exports`` maps each lazy name to the module defining it, relative to ``package``
     (``".plugins.memory"``). ``guard`` runs before such an import, e.g. to fail with the
-    ``pip install`` hint when the extra the module needs is missing.
+    ``pip install`` hint when the extra the module needs is missing. ``renamed`` maps an
+    old name to its new one in ``package``: it still resolves, with a DeprecationWarning.
     """
-    exports = dict(exports)
+    exports, renamed = dict(exports), dict(renamed or {})
 
     def __getattr__(name: str) -> object:
+        new = renamed.get(name)
+        if new is not None:
+            warnings.warn(
+                f"{package}.{name} was renamed {new}; the old name will be removed in a "
+                "later release",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            return getattr(sys.modules[package], new)
         where = exports.get(name)
         if where is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")

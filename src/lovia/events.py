@@ -14,11 +14,11 @@ see ``lovia.telemetry`` for the single table that maps events to spans.
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ._lazy import lazy_exports
 from .transcript import ToolCallEntry, ToolResultEntry, TranscriptEntry
 from .usage import Usage
 
@@ -368,19 +368,7 @@ class ChildRunEvent(Event):
     event: Event
 
 
-_RENAMED = {"GuardrailTripped": "GuardrailTriggered"}
-"""Old event names that still resolve, with a DeprecationWarning."""
-
-
-def __getattr__(name: str) -> type[Event]:
-    new = _RENAMED.get(name)
-    if new is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    warnings.warn(
-        f"lovia.events.{name} was renamed {new} (lovia.errors.{name} is the error the run "
-        "ends with); the old name will be removed in a later release",
-        DeprecationWarning,
-        stacklevel=2,
-    )
-    event: type[Event] = globals()[new]
-    return event
+# the error that ends a tripped run is lovia.errors.GuardrailTripped; this event was renamed
+__getattr__, __dir__ = lazy_exports(
+    __name__, {}, renamed={"GuardrailTripped": "GuardrailTriggered"}
+)

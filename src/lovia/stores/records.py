@@ -19,14 +19,16 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, assert_never
+from typing import TYPE_CHECKING, Any, Literal, assert_never
 
 from pydantic import BaseModel, ConfigDict
 
 from ..transcript import TranscriptEntry, entry_from_dict, entry_to_dict
 from ..usage import Usage
-from ..view.record import ViewRecord
 from .base import SCHEMA_VERSION, CheckpointRecord, RecordKind, RunSnapshot, damaged
+
+if TYPE_CHECKING:
+    from ..view.record import ViewRecord
 
 __all__ = [
     "EntriesRecord",
@@ -173,6 +175,8 @@ def read_record(record: CheckpointRecord) -> Record:
             trace=state.trace or None,
         )
     if kind == "view":
+        from ..view.record import ViewRecord  # stores sit below view: see the layer table
+
         return ViewNote(ViewRecord.from_data(data))
     assert_never(kind)
 
