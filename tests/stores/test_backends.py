@@ -216,6 +216,35 @@ def test_postgres_store_survives_a_new_event_loop(pg_prefix: str) -> None:
     assert asyncio.run(second()) == 1
 
 
+@pytest.mark.postgres
+async def test_opening_a_postgres_store_beside_a_live_writer_takes_no_table_lock(
+    pg_prefix: str,
+) -> None:
+    """A worker starting up must not run DDL on an up-to-date schema: ALTER TABLE takes
+    ACCESS EXCLUSIVE locks, which queue behind a writer's open transaction (and deadlocked
+    with concurrent appends)."""
+    import asyncpg  # type: ignore[import-untyped]
+
+    url = f"{PG_URL}?schema={pg_prefix}_live"
+    first = store(url)
+    await first.begin(RunInfo(run_id="r1", agent="a"))
+    writer = await asyncpg.connect(PG_URL)
+    try:
+        async with writer.transaction():  # a writer mid-transaction on the runs table
+            await writer.execute(
+                f'UPDATE "{pg_prefix}_live".lovia_runs SET turns = 1 WHERE run_id = $1', "r1"
+            )
+            second = store(url)
+            try:
+                runs = await asyncio.wait_for(second.list_runs(), timeout=10)
+            finally:
+                await second.aclose()
+        assert [r.run_id for r in runs] == ["r1"]
+    finally:
+        await writer.close()
+        await first.aclose()
+
+
 # -- in-place migration ----------------------------------------------------------------
 
 

@@ -105,6 +105,17 @@ CREATE INDEX IF NOT EXISTS lovia_runs_parent ON {s}.lovia_runs (parent_run_id);
 """In-place migrations, run after ``_DDL`` under the same lock (each is idempotent).
 Fencing: each lease row keeps its run's last fencing token. Agents as tools: the
 parent → child run link, on schemas made without it."""
+_CURRENT = """
+SELECT (SELECT count(*) FROM information_schema.columns WHERE table_schema = $1 AND (
+        (table_name = 'lovia_leases' AND column_name = 'token')
+        OR (table_name = 'lovia_runs' AND column_name IN ('parent_run_id', 'parent_call_id'))))
+    + (SELECT count(*) FROM pg_indexes WHERE schemaname = $1 AND indexname = 'lovia_runs_parent')
+    + (SELECT count(*) FROM information_schema.tables WHERE table_schema = $1
+       AND table_name IN ('lovia_records', 'lovia_sessions'))
+    + (CASE WHEN to_regclass($2) IS NULL THEN 0 ELSE 1 END)
+"""
+"""How many of the newest schema's parts exist (``_CURRENT_PARTS`` when nothing is missing)."""
+_CURRENT_PARTS = 7
 
 
 class _Conn(Protocol):
@@ -351,8 +362,11 @@ class PostgresStore:
 
     async def _create_schema(self, pool: _Pool) -> None:
         async with pool.acquire() as conn, conn.transaction():
-            await conn.execute("SELECT pg_advisory_xact_lock($1)", _LOCK_KEY)
-            await conn.execute(self._sql.ddl)
+            if not await self._schema_current(conn):
+                # DDL takes ACCESS EXCLUSIVE locks: run it only when something is missing,
+                # never beside live writers of an up-to-date schema (a deadlock with them)
+                await conn.execute("SELECT pg_advisory_xact_lock($1)", _LOCK_KEY)
+                await conn.execute(self._sql.ddl)
             found = await conn.fetchval(
                 f"SELECT value FROM {self._sql.meta} WHERE key = 'schema_version'"
             )
@@ -363,6 +377,11 @@ class PostgresStore:
                 )
             else:
                 check_version(int(found), f"PostgreSQL schema {self.schema!r}")
+
+    async def _schema_current(self, conn: _Conn) -> bool:
+        """True when every table, migrated column and index of this lovia is there."""
+        count = await conn.fetchval(_CURRENT, self.schema, f'"{self.schema}".lovia_meta')
+        return count == _CURRENT_PARTS
 
     async def _check_schema(self, pool: _Pool) -> None:
         """Read-only: lovia's tables must already be there (nothing is created)."""
