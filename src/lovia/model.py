@@ -15,7 +15,7 @@ and the provider adapters all share these types without importing each other;
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal, Protocol, cast, runtime_checkable
 
 from .transcript import ReasoningEntry, TextEntry, ToolCallEntry, TranscriptEntry
@@ -80,7 +80,7 @@ class ModelSettings:
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
-        for name in self.__slots__:  # type: ignore[attr-defined]
+        for name in _SETTINGS_FIELDS:
             value = getattr(self, name)
             if value is not None and value != {}:
                 out[name] = (
@@ -98,10 +98,14 @@ class ModelSettings:
 
         changes: dict[str, Any] = {
             name: getattr(other, name)
-            for name in self.__slots__  # type: ignore[attr-defined]
+            for name in _SETTINGS_FIELDS
             if name != "extra" and getattr(other, name) is not None
         }
         return replace(self, **changes, extra={**self.extra, **other.extra})
+
+
+_SETTINGS_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(ModelSettings))
+"""Field names of :class:`ModelSettings`, in declaration order."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -262,7 +262,7 @@ def input_entries(value: Any) -> list[InputEntry]:
         return [value]
     if isinstance(value, Sequence) and not isinstance(value, (bytes, bytearray)):
         out: list[InputEntry] = []
-        for item in value:  # type: ignore[reportUnknownVariableType]
+        for item in cast("Sequence[object]", value):  # the caller's input: each item checked
             out.extend(input_entries(item))
         return out
     raise UserError(

@@ -33,7 +33,7 @@ import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, aclosing, nullcontext
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import httpx
 
@@ -78,7 +78,7 @@ def _fast_fail_sniffio() -> None:
     import sys
 
     if "sniffio" not in sys.modules and importlib.util.find_spec("sniffio") is None:
-        sys.modules["sniffio"] = None  # type: ignore[assignment]
+        sys.modules["sniffio"] = None  # pyright: ignore[reportArgumentType] -- None in sys.modules is the documented "not installed" marker
 
 
 _fast_fail_sniffio()
@@ -172,9 +172,9 @@ async def _backoff(policy: RetryPolicy, wait: float, watch: Watchdog | None) -> 
         await policy.sleep(wait)
     except asyncio.CancelledError:
         reason = watch.take() if watch is not None else None
-        if reason is None:
+        if reason is None or watch is None:
             raise
-        raise watch.error(reason) from None  # type: ignore[union-attr]
+        raise watch.error(reason) from None
 
 
 # --------------------------------------------------------------------------- retry-after
@@ -277,12 +277,12 @@ class _ErrorInfo:
 
 def as_dict(value: Any) -> dict[str, Any]:
     """``value`` if it is a JSON object, else ``{}`` (typed access to parsed JSON)."""
-    return value if isinstance(value, dict) else {}  # type: ignore[return-value]
+    return cast("dict[str, Any]", value) if isinstance(value, dict) else {}  # parsed JSON
 
 
 def as_list(value: Any) -> list[Any]:
     """``value`` if it is a JSON array, else ``[]``."""
-    return value if isinstance(value, list) else []  # type: ignore[return-value]
+    return cast("list[Any]", value) if isinstance(value, list) else []  # parsed JSON
 
 
 def _error_info(status: int | None, payload: Any, text: str) -> _ErrorInfo:
@@ -706,7 +706,7 @@ class HttpSeam:
                 provider=self.provider,
                 code="malformed_response",
             )
-        return data  # type: ignore[return-value]
+        return cast("dict[str, Any]", data)  # a JSON object off the wire
 
     async def _decode(
         self, response: Any, state: StreamDecoder, watch: Watchdog
@@ -769,7 +769,7 @@ def default_client(timeout: httpx.Timeout) -> Any:
     provider is built, never by ``import lovia``.
     """
     try:
-        import httpx2  # pyright: ignore[reportMissingImports]
+        import httpx2  # pyright: ignore[reportMissingImports] -- the optional extra "fast": absent unless installed
     except ImportError:
         return httpx.AsyncClient(timeout=timeout, limits=DEFAULT_LIMITS)
     fast: Any = httpx2

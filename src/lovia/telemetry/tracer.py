@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 import time
 import weakref
-from typing import Any, cast
+from typing import Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -33,7 +33,6 @@ from opentelemetry.trace import Link, Span, SpanContext, Status, StatusCode, Tra
 
 from .. import events as ev
 from ..pricing import price_table_version
-from ..transcript import ToolCallEntry
 from . import attributes as A
 from . import content as C
 from .mapping import EVENTS, Attrs, Phase
@@ -155,7 +154,8 @@ class RunTracer:
     def _open(self, phase: Phase, event: ev.Event) -> Span:
         slot = phase.slot
         if slot == "run":
-            return self._open_run(phase, event)  # type: ignore[arg-type]
+            assert isinstance(event, ev.RunStarted)  # the mapping table's run opener
+            return self._open_run(phase, event)
         span = self._tracer.start_span(
             self._name(phase, event),
             context=self._parent(slot),
@@ -168,14 +168,17 @@ class RunTracer:
             self._view = (span, trace.set_span_in_context(span))
         elif slot == "chat":
             self._chat = span
-            self._chat_opened(event, span)  # type: ignore[arg-type]
+            assert isinstance(event, ev.ModelCallStarted)
+            self._chat_opened(event, span)
         elif slot == "tool":
-            call = cast(ToolCallEntry, event.call)  # type: ignore[attr-defined]
+            assert isinstance(event, ev.ToolCallStarted)
+            call = event.call
             self._tools[call.call_id] = span
             if self._policy.enabled:
                 self._content(span, A.TOOL_ARGUMENTS, C.parse_args(call.arguments))
         else:
-            self._guards[(event.kind, event.guardrail)] = span  # type: ignore[attr-defined]
+            assert isinstance(event, ev.GuardrailStarted)
+            self._guards[(event.kind, event.guardrail)] = span
         return span
 
     def _open_run(self, phase: Phase, event: ev.RunStarted) -> Span:
@@ -255,7 +258,8 @@ class RunTracer:
         slot = phase.slot
         span: Span | None
         if slot == "run":
-            return self._close_run(phase, event)  # type: ignore[arg-type]
+            assert isinstance(event, ev.RunCompleted | ev.RunFailed)
+            return self._close_run(phase, event)
         if slot == "turn":
             span, self._turn = (self._turn[0] if self._turn else None), None
         elif slot == "view":
@@ -264,9 +268,11 @@ class RunTracer:
         elif slot == "chat":
             span, self._chat = self._chat, None
         elif slot == "tool":
-            span = self._close_tool(phase, event)  # type: ignore[arg-type]
+            assert isinstance(event, ev.ToolCallCompleted)
+            span = self._close_tool(phase, event)
         else:
-            span = self._guards.pop((event.kind, event.guardrail), None)  # type: ignore[attr-defined]
+            assert isinstance(event, ev.GuardrailCompleted | ev.GuardrailTriggered)
+            span = self._guards.pop((event.kind, event.guardrail), None)
         if span is None:
             return None
         attrs = phase.attrs(event) if phase.attrs is not None else {}
@@ -305,17 +311,16 @@ class RunTracer:
         span = self._run
         if span is None:
             return None
-        failed = isinstance(event, ev.RunFailed)
-        if failed:
-            self._fail_open_spans(event.error_type, event.message)  # type: ignore[union-attr]
+        if isinstance(event, ev.RunFailed):
+            self._fail_open_spans(event.error_type, event.message)
         attrs = phase.attrs(event) if phase.attrs is not None else {}
         # a replayed run (completed run_id resubmitted) writes no checkpoint: not a new run
         replayed = isinstance(event, ev.RunCompleted) and (event.replayed)
         if replayed:
             attrs[A.RUN_REPLAYED] = True
         span.set_attributes(attrs)
-        if A.ERROR_TYPE in attrs:
-            span.set_status(self._status(event.error_type, event.message, event.error))  # type: ignore[union-attr]
+        if A.ERROR_TYPE in attrs and isinstance(event, ev.RunFailed):
+            span.set_status(self._status(event.error_type, event.message, event.error))
         if self._m is not None:
             self._run_metrics(event, attrs, replayed)
         return span
