@@ -80,6 +80,7 @@ async def take_lease(state: RunState) -> bool:
         if token is None:
             return False
     state.lease_owner, state.lease_token, state.lease_renewed = owner, token, sent
+    state.lease_ttl_s = ttl
     return True
 
 
@@ -119,7 +120,7 @@ async def confirm_lease(state: RunState) -> None:
         raise state.lease_lost
     if state.lease_token is None:
         return
-    ttl = lease_ttl()
+    ttl = state.lease_ttl_s
     if time.monotonic() - state.lease_renewed < ttl / 2:
         return
     if not await _renew_once(state, ttl):
@@ -138,7 +139,7 @@ async def _heartbeat(state: RunState, ttl: float) -> None:
 
 
 def start_heartbeat(state: RunState) -> asyncio.Task[None]:
-    return asyncio.get_running_loop().create_task(_heartbeat(state, lease_ttl()))
+    return asyncio.get_running_loop().create_task(_heartbeat(state, state.lease_ttl_s))
 
 
 async def stop_heartbeat(task: asyncio.Task[None] | None) -> None:

@@ -253,6 +253,8 @@ class RunState:
     lease_owner: str | None = None
     lease_token: int | None = None
     """The fencing token of this run's lease: every checkpoint write carries it."""
+    lease_ttl_s: float = 0.0
+    """The TTL this run's lease was granted with (read once: renewals and checks use it)."""
     lease_renewed: float = 0.0
     """``time.monotonic()`` when the lease was last granted or renewed (sent)."""
     lease_lost: Exception | None = None

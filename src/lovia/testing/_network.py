@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
 import ipaddress
@@ -38,12 +39,13 @@ def _refuse(request: Any) -> None:
         )
 
 
-def _clients() -> list[Any]:
-    """The HTTP client modules providers may use: httpx, and httpx2 when installed."""
-    modules: list[Any] = [httpx]
-    if importlib.util.find_spec("httpx2") is not None:
-        modules.append(importlib.import_module("httpx2"))
-    return modules
+@functools.cache
+def _clients() -> tuple[Any, ...]:
+    """The HTTP client modules providers may use: httpx, and httpx2 when installed
+    (looked up once: ``block_network`` wraps every test of a suite)."""
+    if importlib.util.find_spec("httpx2") is None:
+        return (httpx,)
+    return (httpx, importlib.import_module("httpx2"))
 
 
 def _guard(transport: Any, name: str, is_async: bool) -> Callable[[], None]:
