@@ -5,7 +5,6 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from opentelemetry.sdk.metrics import MeterProvider
@@ -17,10 +16,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from lovia import pricing
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "telemetry"))
+from nested_support import PRICED
 from telemetry_helpers import CountingIds, Otel
-
-PRICED = "nested-priced"
-"""$1 per input token, $2 per output token: every cost is a whole number (sums are exact)."""
 
 
 @pytest.fixture(autouse=True)
@@ -41,7 +38,3 @@ def otel() -> Iterator[Otel]:
     yield Otel(tp, exporter, reader, mp)
     tp.shutdown()
     mp.shutdown()
-
-
-def otel_options(otel: Otel) -> dict[str, Any]:
-    return {"tracer_provider": otel.tp, "meter_provider": otel.mp}

@@ -11,10 +11,10 @@ import asyncio
 from typing import Any
 
 import pytest
+from nested_support import PRICED, otel_options
 from pydantic import BaseModel
 from telemetry_helpers import Otel, span_tree
 
-from conftest import PRICED, otel_options
 from lovia import (
     Agent,
     AgentHooks,
