@@ -15,12 +15,14 @@ import json
 import os
 import platform
 import shlex
+import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -228,6 +230,88 @@ def run_scale(session: Session, sizes: tuple[int, ...]) -> None:
             _progress(result)
 
 
+INSTR_CONTENDERS = (
+    "floor",
+    "floor-httpx2",
+    "lovia",
+    "lovia+otel",
+    "lovia+sqlite",
+    "lovia+otel+sqlite",
+    "lovia[fast]",
+)
+# (mode, in flight, n): at 50 in flight only the httpx2 pair, whose target is set there
+INSTR_CONFIGS = (("json", 1, 5), ("sse", 1, 5), ("json", 50, 50))
+INSTR_AT_50 = ("floor-httpx2", "lovia[fast]")
+
+
+def run_instructions(session: Session, names: list[str], jobs: int = 2) -> None:
+    """Instructions per round-trip under callgrind: a figure the machine's load cannot move.
+
+    Each configuration runs twice under ``valgrind --tool=callgrind``, with ``n`` and ``2n``
+    timed runs (``n`` = 5 at 1 in flight, 50 at 50); the difference of the two totals over the
+    ``n`` extra runs' round-trips cancels start-up, imports and warm-up. Instruction counts do
+    not see kernel time, cache misses or waiting, so they complement process CPU, never
+    replace it. Deterministic, so the jobs run side by side.
+    """
+    if shutil.which("valgrind") is None:
+        print("valgrind not found: instruction suite skipped", file=sys.stderr)
+        return
+    by_name = {c.name: c for c in CONTENDERS}
+    work = [
+        (by_name[n], m, c, r)
+        for m, c, r in INSTR_CONFIGS
+        for n in names
+        if c == 1 or n in INSTR_AT_50
+    ]
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        for result in pool.map(lambda w: _instructions(session, *w), work):
+            session.results.append(result)
+            _progress(result)
+
+
+def _instructions(
+    session: Session, contender: Contender, mode: str, conc: int, runs: int
+) -> dict[str, Any]:
+    """kinstr per round-trip of one contender and configuration (``n`` vs ``2n`` runs)."""
+    totals: list[int] = []
+    for n in (runs, 2 * runs):
+        command = [
+            "valgrind",
+            "--tool=callgrind",
+            "--callgrind-out-file=/dev/null",
+            session.python,
+            str(DRIVERS / contender.script),
+            "--base-url",
+            session.server.base_url,
+            *contender.args,
+            *workload_options(mode, conc, n, 5, 2),
+        ]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=DRIVER_TIMEOUT_S)
+        counted = [ln for ln in done.stderr.splitlines() if "Collected :" in ln]
+        line = _last_json_line(done.stdout) or {}
+        if not counted or not line.get("ok"):
+            tail = (done.stderr or "no output").strip().splitlines()[-1:]
+            return {
+                "suite": "instr",
+                "contender": contender.name,
+                "mode": mode,
+                "concurrency": conc,
+                "ok": False,
+                "error": " ".join(tail)[:300],
+            }
+        totals.append(int(counted[-1].rsplit(":", 1)[1].strip()))
+    per_rt = (totals[1] - totals[0]) / (runs * 6) / 1000
+    return {
+        "suite": "instr",
+        "contender": contender.name,
+        "mode": mode,
+        "concurrency": conc,
+        "ok": True,
+        "kinstr_per_roundtrip": round(per_rt, 1),
+        "runs": [runs, 2 * runs],
+    }
+
+
 def run_long(session: Session, contenders: list[Contender], turns: int) -> None:
     """One long run (T turns, C=1) per contender, CPU per turn early vs late."""
     for contender in contenders:
@@ -423,8 +507,11 @@ def parse_args() -> argparse.Namespace:
     return args
 
 
-ALL_SUITES = ("matrix", "import", "scale", "long")
-_SUITE_KEYS = {"import": ("import_times",), "long": ("compacted_long", "web")}
+ALL_SUITES = ("matrix", "instr", "import", "scale", "long")
+_SUITE_KEYS: dict[str, tuple[str, ...]] = {
+    "import": ("import_times",),
+    "long": ("compacted_long", "web"),
+}
 
 
 def _carry_previous(session: Session, extras: dict[str, Any], suites: set[str]) -> None:
@@ -457,6 +544,9 @@ def main() -> None:
     print(f"fake server on port {server.port}; interpreter {args.python}", file=sys.stderr)
     extras: dict[str, Any] = {}
     try:
+        if "instr" in suites and not args.quick:
+            names = [c.name for c in contenders]
+            run_instructions(session, [n for n in INSTR_CONTENDERS if n in names])
         if "matrix" in suites:
             run_matrix(session, contenders, args)
         if not args.skip_extras:
