@@ -214,19 +214,27 @@ def _check_fence(conn: sqlite3.Connection, run_id: str, fence: int | None) -> No
         raise lease_lost(run_id, fence)
 
 
+_APPEND_AT = (
+    "SELECT (SELECT token FROM leases WHERE run_id = ?1), "
+    "(SELECT n_records FROM runs WHERE run_id = ?1)"
+)
+_INSERT_RECORD = "INSERT INTO records (run_id, seq, kind, version, data) VALUES (?, ?, ?, ?, ?)"
+
+
 def append(
     conn: sqlite3.Connection, run_id: str, rows: list[tuple[str, int, str]], fence: int | None
 ) -> None:
-    _check_fence(conn, run_id, fence)
-    found = conn.execute("SELECT n_records FROM runs WHERE run_id = ?", (run_id,)).fetchone()
-    if found is None:
+    """The fence check and the run's record count in one query (the write lock is held)."""
+    token, start = conn.execute(_APPEND_AT, (run_id,)).fetchone()
+    if fence is not None and token != fence:
+        raise lease_lost(run_id, fence)
+    if start is None:
         raise RunNotFound(f"no run {run_id!r} to append to", hint="Call begin() first.")
-    start: int = found[0]
     conn.execute("UPDATE runs SET n_records = ? WHERE run_id = ?", (start + len(rows), run_id))
-    conn.executemany(
-        "INSERT INTO records (run_id, seq, kind, version, data) VALUES (?, ?, ?, ?, ?)",
-        [(run_id, start + i, *row) for i, row in enumerate(rows, 1)],
-    )
+    if len(rows) == 1:
+        conn.execute(_INSERT_RECORD, (run_id, start + 1, *rows[0]))
+        return
+    conn.executemany(_INSERT_RECORD, [(run_id, start + i, *row) for i, row in enumerate(rows, 1)])
 
 
 def load(conn: sqlite3.Connection, run_id: str) -> RunSnapshot | None:
