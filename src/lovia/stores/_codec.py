@@ -68,8 +68,13 @@ EncodedRecord = tuple[str, int, str]
 
 def dump_json(value: Any, what: str) -> str:
     """Encode ``value`` as compact JSON text; :class:`StoreError` when it cannot be."""
+    return _dump_utf8(value, what).decode()
+
+
+def _dump_utf8(value: Any, what: str) -> bytes:
+    """``value`` as compact JSON, UTF-8 encoded (lone surrogates refused)."""
     try:
-        return pydantic_core.to_json(value).decode()
+        return pydantic_core.to_json(value)
     except (pydantic_core.PydanticSerializationError, UnicodeError, ValueError) as exc:
         raise StoreError(
             f"cannot store {what}: {exc}",
@@ -110,9 +115,9 @@ def encode_records(
     size = 0
     for record in records:
         check_version(record.version, f"checkpoint record of run {run_id}")
-        data = dump_json(record.data, f"a {record.kind} record of run {run_id}")
-        size += len(data.encode())
-        rows.append((record.kind, record.version, data))
+        data = _dump_utf8(record.data, f"a {record.kind} record of run {run_id}")
+        size += len(data)
+        rows.append((record.kind, record.version, data.decode()))
     return rows, size
 
 

@@ -1,0 +1,328 @@
+"""The SQLite store's SQL: schema, opening a connection, migrations and one function per
+statement group, each ``fn(conn, *args)`` run inside the caller's transaction (on the
+store's worker thread or inline on the event loop, see :mod:`lovia.stores.sqlite`)."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ..errors import RunNotFound, StoreError
+from ._codec import RUN_COLUMNS, decode_record, info_from_row, load_result
+from .base import (
+    PRUNED_KEY,
+    SCHEMA_VERSION,
+    RunSnapshot,
+    check_version,
+    lease_lost,
+)
+
+COLS = ", ".join(RUN_COLUMNS)
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS runs (
+    run_id TEXT PRIMARY KEY, agent TEXT NOT NULL, session_id TEXT,
+    status TEXT NOT NULL, finish_reason TEXT, error_type TEXT,
+    turns INTEGER NOT NULL DEFAULT 0, input_tokens INTEGER NOT NULL DEFAULT 0,
+    output_tokens INTEGER NOT NULL DEFAULT 0, cost_usd REAL NOT NULL DEFAULT 0,
+    started_at REAL NOT NULL, ended_at REAL, trace_id TEXT, span_id TEXT,
+    history_len INTEGER NOT NULL DEFAULT 0, version INTEGER NOT NULL,
+    extra TEXT NOT NULL DEFAULT '{}', result TEXT,
+    n_records INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS runs_started ON runs (started_at);
+CREATE INDEX IF NOT EXISTS runs_session ON runs (session_id, started_at);
+CREATE INDEX IF NOT EXISTS runs_trace ON runs (trace_id);
+CREATE INDEX IF NOT EXISTS runs_ended ON runs (ended_at);
+CREATE TABLE IF NOT EXISTS records (
+    run_id TEXT NOT NULL, seq INTEGER NOT NULL, version INTEGER NOT NULL,
+    kind TEXT NOT NULL, data TEXT NOT NULL, PRIMARY KEY (run_id, seq)
+);
+CREATE TABLE IF NOT EXISTS leases (
+    run_id TEXT PRIMARY KEY, owner TEXT NOT NULL, expires_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS sessions (
+    seq INTEGER PRIMARY KEY, session_id TEXT NOT NULL, run_id TEXT NOT NULL,
+    version INTEGER NOT NULL, entries TEXT NOT NULL, created_at REAL NOT NULL,
+    UNIQUE (session_id, run_id)
+);
+"""
+
+
+def connect(path: str, timeout_s: float, read_only: bool = False) -> sqlite3.Connection:
+    """Open ``path``, switch to WAL and create the schema (first use, worker thread).
+
+    Read-only: open with ``mode=ro`` and only check that lovia's tables are there.
+    """
+    if read_only:
+        return _connect_read_only(path, timeout_s)
+    if path != ":memory:":
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(path, timeout=timeout_s, isolation_level=None, check_same_thread=False)
+    try:
+        _init(conn, path, timeout_s)
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def connect_inline(path: str) -> sqlite3.Connection | None:
+    """A second connection for inline writes on an initialized WAL file (None: the file
+    is not in WAL mode, so writers would block readers: no inline writes).
+
+    No busy timeout (a locked file is SQLITE_BUSY at once), no automatic checkpoints
+    (they copy pages and sync: the worker runs them), commits not synced (WAL + NORMAL).
+    """
+    conn = sqlite3.connect(path, timeout=0, isolation_level=None, check_same_thread=False)
+    try:
+        conn.execute("PRAGMA wal_autocheckpoint = 0")
+        conn.execute("PRAGMA synchronous = NORMAL")
+        mode = conn.execute("PRAGMA journal_mode").fetchone()
+    except BaseException:
+        conn.close()
+        raise
+    if mode is None or str(mode[0]).lower() != "wal":
+        conn.close()
+        return None
+    return conn
+
+
+def wal_checkpoint(conn: sqlite3.Connection) -> None:
+    """Copy committed WAL pages into the database, waiting for nobody (PASSIVE)."""
+    conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+
+
+def _connect_read_only(path: str, timeout_s: float) -> sqlite3.Connection:
+    file = Path(path)
+    if path == ":memory:" or not file.is_file():
+        raise StoreError(
+            f"no lovia store at {path}",
+            hint="Check the path (--store URL or $LOVIA_STORE, e.g. sqlite:///path/lovia.db); "
+            "a store is created when an agent runs with checkpointer=... .",
+        )
+    uri = f"{file.resolve().as_uri()}?mode=ro"
+    conn = sqlite3.connect(
+        uri, uri=True, timeout=timeout_s, isolation_level=None, check_same_thread=False
+    )
+    try:
+        conn.execute(f"PRAGMA busy_timeout = {int(timeout_s * 1000)}")
+        _check_lovia_tables(conn, path)
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _check_lovia_tables(conn: sqlite3.Connection, path: str) -> None:
+    tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    found = None
+    if {"meta", "runs"} <= tables:
+        found = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    if found is None:
+        raise StoreError(
+            f"{path} is not a lovia store (it has no lovia tables)",
+            hint="Check the --store URL / $LOVIA_STORE; lovia opened it read-only and "
+            "changed nothing.",
+        )
+    check_version(int(found[0]), "this SQLite store")
+
+
+def _init(conn: sqlite3.Connection, path: str, timeout_s: float) -> None:
+    """Pragmas, schema and the schema-version check; retried while another process inits."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {int(timeout_s * 1000)}")
+            if path != ":memory:":
+                conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                _create_schema(conn)
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
+
+
+def _create_schema(conn: sqlite3.Connection) -> None:
+    row = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'"
+    ).fetchone()
+    if row is None:
+        for statement in SCHEMA.split(";"):
+            if statement.strip():
+                conn.execute(statement)
+    found = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    if found is None:
+        conn.execute(
+            "INSERT INTO meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
+        )
+    else:
+        check_version(int(found[0]), "this SQLite store")
+    _add_lease_tokens(conn)
+    _add_parent_link(conn)
+
+
+# -- migrations (in place; each is idempotent and runs inside the init transaction) ----
+
+
+def _add_lease_tokens(conn: sqlite3.Connection) -> None:
+    """Fencing: each lease row keeps its run's last fencing token."""
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(leases)")}
+    if "token" not in columns:
+        conn.execute("ALTER TABLE leases ADD COLUMN token INTEGER NOT NULL DEFAULT 0")
+
+
+def _add_parent_link(conn: sqlite3.Connection) -> None:
+    """Agents as tools: the parent → child run link, on stores made without it."""
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(runs)")}
+    for name in ("parent_run_id", "parent_call_id"):
+        if name not in columns:
+            conn.execute(f"ALTER TABLE runs ADD COLUMN {name} TEXT")
+    conn.execute("CREATE INDEX IF NOT EXISTS runs_parent ON runs (parent_run_id)")
+
+
+def exec_(conn: sqlite3.Connection, sql: str, params: Sequence[Any]) -> int:
+    return conn.execute(sql, params).rowcount
+
+
+def fetch(conn: sqlite3.Connection, sql: str, params: Sequence[Any]) -> list[Any]:
+    return conn.execute(sql, params).fetchall()
+
+
+def begin(conn: sqlite3.Connection, row: tuple[Any, ...]) -> None:
+    marks = ", ".join("?" * len(row))
+    conn.execute(f"INSERT INTO runs ({COLS}) VALUES ({marks}) ON CONFLICT DO NOTHING", row)
+
+
+def _check_fence(conn: sqlite3.Connection, run_id: str, fence: int | None) -> None:
+    """Raise LeaseLost unless ``fence`` is the run's current lease token (None: no check)."""
+    if fence is None:
+        return
+    row = conn.execute("SELECT token FROM leases WHERE run_id = ?", (run_id,)).fetchone()
+    if row is None or row[0] != fence:
+        raise lease_lost(run_id, fence)
+
+
+_APPEND_AT = (
+    "SELECT (SELECT token FROM leases WHERE run_id = ?1), "
+    "(SELECT n_records FROM runs WHERE run_id = ?1)"
+)
+_INSERT_RECORD = "INSERT INTO records (run_id, seq, kind, version, data) VALUES (?, ?, ?, ?, ?)"
+
+
+def append(
+    conn: sqlite3.Connection, run_id: str, rows: list[tuple[str, int, str]], fence: int | None
+) -> None:
+    """The fence check and the run's record count in one query (the write lock is held)."""
+    token, start = conn.execute(_APPEND_AT, (run_id,)).fetchone()
+    if fence is not None and token != fence:
+        raise lease_lost(run_id, fence)
+    if start is None:
+        raise RunNotFound(f"no run {run_id!r} to append to", hint="Call begin() first.")
+    conn.execute("UPDATE runs SET n_records = ? WHERE run_id = ?", (start + len(rows), run_id))
+    if len(rows) == 1:
+        conn.execute(_INSERT_RECORD, (run_id, start + 1, *rows[0]))
+        return
+    conn.executemany(_INSERT_RECORD, [(run_id, start + i, *row) for i, row in enumerate(rows, 1)])
+
+
+def load(conn: sqlite3.Connection, run_id: str) -> RunSnapshot | None:
+    conn.execute("BEGIN")
+    try:
+        run = conn.execute(
+            f"SELECT {COLS}, result FROM runs WHERE run_id = ?", (run_id,)
+        ).fetchone()
+        if run is None:
+            return None
+        rows = conn.execute(
+            "SELECT seq, version, kind, data FROM records WHERE run_id = ? ORDER BY seq", (run_id,)
+        ).fetchall()
+    finally:
+        conn.execute("COMMIT")
+    info = info_from_row(run)
+    records = [decode_record(run_id, *row) for row in rows]
+    result = run[len(RUN_COLUMNS)]
+    return RunSnapshot(info=info, records=records, result=load_result(run_id, result))
+
+
+def finish(
+    conn: sqlite3.Connection, row: tuple[Any, ...], result: str | None, fence: int | None
+) -> None:
+    _check_fence(conn, row[0], fence)
+    names = [*RUN_COLUMNS, "result"]
+    marks = ", ".join("?" * len(names))
+    updates = ", ".join(f"{n} = excluded.{n}" for n in names[1:])
+    conn.execute(
+        f"INSERT INTO runs ({', '.join(names)}) VALUES ({marks}) "
+        f"ON CONFLICT (run_id) DO UPDATE SET {updates}",
+        (*row, result),
+    )
+
+
+def lease_holder(conn: sqlite3.Connection, run_id: str) -> str | None:
+    row = conn.execute(
+        "SELECT owner FROM leases WHERE run_id = ? AND expires_at > ?", (run_id, time.time())
+    ).fetchone()
+    return None if row is None else str(row[0])
+
+
+def segment(conn: sqlite3.Connection, params: tuple[Any, ...], fence: int | None) -> bool:
+    _check_fence(conn, params[1], fence)
+    return (
+        conn.execute(
+            "INSERT INTO sessions (session_id, run_id, version, entries, created_at) "
+            "VALUES (?, ?, ?, ?, ?) ON CONFLICT (session_id, run_id) DO NOTHING",
+            params,
+        ).rowcount
+        > 0
+    )
+
+
+def acquire(conn: sqlite3.Connection, run_id: str, owner: str, ttl_s: float) -> int | None:
+    """Runs in the write transaction, so the checks and the grant are one atomic step."""
+    done = "SELECT 1 FROM runs WHERE run_id = ? AND status = 'completed'"
+    if conn.execute(done, (run_id,)).fetchone() is not None:
+        return None
+    now = time.time()
+    held = conn.execute(
+        "SELECT owner, expires_at, token FROM leases WHERE run_id = ?", (run_id,)
+    ).fetchone()
+    if held is not None and held[0] != owner and held[1] > now:
+        return None
+    token = 1 if held is None else int(held[2]) + 1
+    conn.execute(
+        "INSERT INTO leases (run_id, owner, expires_at, token) VALUES (?, ?, ?, ?) "
+        "ON CONFLICT (run_id) DO UPDATE SET owner = excluded.owner, "
+        "expires_at = excluded.expires_at, token = excluded.token",
+        (run_id, owner, now + ttl_s, token),
+    )
+    return token
+
+
+def delete(conn: sqlite3.Connection, where: str, params: tuple[Any, ...]) -> int:
+    """Delete the runs matching ``where`` with their records and leases; return count."""
+    ids = f"SELECT run_id FROM runs WHERE {where}"
+    conn.execute(f"DELETE FROM records WHERE run_id IN ({ids})", params)
+    conn.execute(f"DELETE FROM leases WHERE run_id IN ({ids})", params)
+    return conn.execute(f"DELETE FROM runs WHERE {where}", params).rowcount
+
+
+def drop_records(conn: sqlite3.Connection, where: str, params: tuple[Any, ...]) -> int:
+    """Drop the checkpoint records of the runs matching ``where``, keep their rows."""
+    where = f"{where} AND json_extract(extra, '$.{PRUNED_KEY}') IS NULL"
+    ids = f"SELECT run_id FROM runs WHERE {where}"
+    conn.execute(f"DELETE FROM records WHERE run_id IN ({ids})", params)
+    conn.execute(f"DELETE FROM leases WHERE run_id IN ({ids})", params)
+    sql = f"UPDATE runs SET extra = json_set(extra, '$.{PRUNED_KEY}', ?) WHERE {where}"
+    return conn.execute(sql, (time.time(), *params)).rowcount
