@@ -15,8 +15,11 @@ through ``mapping.EVENTS``:
   provider retries inside it are span events ``lovia.provider.retry`` (``error.type``,
   message, delay), not separate spans;
 - metric labels name the run's starting agent (``_agent``), spans the acting agent;
-- leaf spans (checkpoint, session, handoff, compaction, plugins) start at
-  ``now - duration_s`` when their event is emitted and end after the hooks saw it;
+- leaf spans (session, handoff, compaction, plugins) start at ``now - duration_s``
+  when their event is emitted and end after the hooks saw it;
+- a checkpoint write is a span event on the innermost open span, unless it failed or
+  took ``attributes.CHECKPOINT_SPAN_MIN_S`` or longer: then it is a span of its own
+  from ``now - duration_s`` to ``now`` (its real end, whatever the hooks take);
 - streamed deltas cost one dict lookup and return the chat span.
 """
 
@@ -56,6 +59,7 @@ class RunTracer:
         "_compacted",
         "_guards",
         "_m",
+        "_noted",
         "_policy",
         "_run",
         "_run_ctx",
@@ -84,6 +88,7 @@ class RunTracer:
         self._guards: dict[tuple[str, str], Span] = {}
         self._run_labels: Attrs = {}
         self._compacted = False
+        self._noted: tuple[Span, int] | None = None
 
     # -- the two calls the Emitter makes ---------------------------------------------
 
@@ -100,6 +105,8 @@ class RunTracer:
                 return self._open(phase, event)
             if action == "close":
                 return self._close(phase, event)
+            if action == "note":
+                return self._note(phase, event)
             return self._leaf(phase, event)
         except Exception:  # telemetry must never break a run
             logger.exception("tracing failed on %s", type(event).__name__)
@@ -111,8 +118,14 @@ class RunTracer:
         if span is None:
             return
         phase = EVENTS.get(type(event))
-        if phase is not None and (phase.action == "close" or phase.action == "leaf"):
+        if phase is None:
+            return
+        action = phase.action
+        if action == "close" or action == "leaf":
             span.end()
+        elif action == "note" and self._noted is not None and self._noted[0] is span:
+            span.end(end_time=self._noted[1])
+            self._noted = None
 
     def record(self, event: ev.Event) -> None:
         """``start`` then ``end``, for a consumer without hooks (a what-if call)."""
@@ -252,6 +265,34 @@ class RunTracer:
         if isinstance(event, ev.CompactionApplied) and self._m is not None:
             labels = {A.AGENT_NAME: self._agent(event), A.COMPACTION_KIND: event.kind}
             self._m.compactions.add(1, labels)
+        return span
+
+    def _note(self, phase: Phase, event: ev.Event) -> Span | None:
+        """A checkpoint write: an event on the innermost open span, or (failed, slow,
+        or no span open) a span of its own with its real start and end time."""
+        duration: float = getattr(event, "duration_s", 0.0) or 0.0
+        error = getattr(event, "error", None)
+        carrier = self._view or self._turn
+        span = carrier[0] if carrier is not None else self._run
+        if error is None and duration < A.CHECKPOINT_SPAN_MIN_S and span is not None:
+            attrs = phase.attrs(event) if phase.attrs is not None else {}
+            attrs[A.CHECKPOINT_DURATION] = duration
+            attrs[A.AGENT_NAME] = event.agent
+            if event.turn:
+                attrs[A.TURN_INDEX] = event.turn
+            span.add_event(phase.span, attrs)
+            return span
+        now = time.time_ns()
+        span = self._tracer.start_span(
+            phase.span,
+            context=self._parent(phase.slot),
+            kind=phase.kind,
+            attributes=self._attrs(phase, event),
+            start_time=now - int(duration * 1e9),
+        )
+        if error is not None:
+            span.set_status(self._status(type(error).__name__, str(error), error))
+        self._noted = (span, now)
         return span
 
     def _close(self, phase: Phase, event: ev.Event) -> Span | None:
