@@ -302,13 +302,15 @@ class HandoffOccurred(Event):
 
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)
 class CheckpointSaved(Event):
-    """Progress was written to the checkpointer."""
+    """Progress was written to the checkpointer (``error``: the write failed; the run
+    then fails with that error)."""
 
     entries: int = 0
     bytes: int = 0
     kind: str = "progress"
     store: str = ""
     duration_s: float = 0.0
+    error: BaseException | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)

@@ -135,10 +135,9 @@ class AgentHooks:
         """A span ended somewhere in the process: deliver its event (``ctx=None``)."""
         if not self._handlers:
             return
-        from .telemetry.processor import deliver, event_from_span
+        from .telemetry.processor import deliver, events_from_span
 
-        event = event_from_span(span)
-        if event is not None:
+        for event in events_from_span(span):
             deliver(self, event)
 
     def shutdown(self) -> None:

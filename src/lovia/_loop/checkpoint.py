@@ -33,10 +33,21 @@ async def save_progress(state: RunState, kind: str = "progress") -> AsyncIterato
         state.pending.clear()
         return
     records, state.pending = state.pending, []
-    t0 = time.perf_counter()
-    written = await cp.append(state.run_id, records, fence=state.lease_token)
-    assert state.active is not None
     entries = sum(len(r.data.get("entries", ())) for r in records if r.kind == "entries")
+    t0 = time.perf_counter()
+    try:
+        written = await cp.append(state.run_id, records, fence=state.lease_token)
+    except Exception as exc:  # the failed write is still reported (its own span), then raised
+        yield ev.CheckpointSaved(
+            **state.base(),
+            entries=entries,
+            kind=kind,
+            store=_store_name(state),
+            duration_s=time.perf_counter() - t0,
+            error=exc,
+        )
+        raise
+    assert state.active is not None
     yield ev.CheckpointSaved(
         **state.base(),
         entries=entries,

@@ -99,13 +99,17 @@ async def finish(state: RunState) -> AsyncIterator[ev.Event]:
             yield event
         t0 = time.perf_counter()
         info = finish_info(state, "completed", state.finish_reason)
-        await cp.finish(info, result_payload(state), fence=state.lease_token)
-        yield ev.CheckpointSaved(
-            **state.base(),
-            kind="complete",
-            store=str(getattr(cp, "url", "")).split(":", 1)[0],
-            duration_s=time.perf_counter() - t0,
-        )
+        store = str(getattr(cp, "url", "")).split(":", 1)[0]
+        try:
+            await cp.finish(info, result_payload(state), fence=state.lease_token)
+        except Exception as exc:  # the failed write is still reported (its own span)
+            duration = time.perf_counter() - t0
+            yield ev.CheckpointSaved(
+                **state.base(), kind="complete", store=store, duration_s=duration, error=exc
+            )
+            raise
+        duration = time.perf_counter() - t0
+        yield ev.CheckpointSaved(**state.base(), kind="complete", store=store, duration_s=duration)
     async for event in write_session(state, state.new_entries()):
         yield event
     if cp is not None and state.params.prune_records:

@@ -12,7 +12,7 @@ from typing import Any
 
 from ..errors import LoviaError
 from ..replay import load_run, open_store
-from ..replay._spans import SpanRow, build_tree, load_run_spans, normalize, span_json
+from ..replay._spans import SpanRow, build_tree, load_run_spans, normalize, normalize_all, span_json
 from ._common import store_url
 from ._out import Out, fmt_cost, fmt_duration
 
@@ -23,7 +23,7 @@ async def trace(args: argparse.Namespace, out: Out) -> int:
     url = store_url(args)
     async with open_store(url) as db:
         run = await load_run(args.run, db)
-    spans = [normalize(s) for s in await load_run_spans(url, run.info.run_id, run.info.trace_id)]
+    spans = normalize_all(await load_run_spans(url, run.info.run_id, run.info.trace_id))
     if not spans:
         raise LoviaError(
             f"no spans stored for run {run.info.run_id}",

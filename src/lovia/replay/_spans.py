@@ -3,7 +3,9 @@
 Spans come from ``lovia.telemetry.load_spans`` (the local exporter of
 ``lovia.telemetry.configure(exporter="local")`` writes them next to the runs). Each
 span may be a mapping or an object; :func:`normalize` reads the usual field names of
-OpenTelemetry ``ReadableSpan`` and of JSON span dumps. Without stored spans,
+OpenTelemetry ``ReadableSpan`` and of JSON span dumps; :func:`normalize_all` also
+turns the ``lovia.checkpoint.write`` span events a span carries into child rows of that
+span (a fast checkpoint write is a span event, not a span). Without stored spans,
 :func:`spans_from_run` rebuilds the run's outline (turns, model calls, tool calls) from
 the timestamps of its transcript entries.
 """
@@ -24,6 +26,7 @@ __all__ = [
     "build_tree",
     "load_run_spans",
     "normalize",
+    "normalize_all",
     "span_json",
     "spans_from_run",
 ]
@@ -40,6 +43,8 @@ class SpanRow:
     attributes: dict[str, Any] = field(default_factory=dict[str, Any])
     error: str | None = None
     children: list[SpanRow] = field(default_factory=list["SpanRow"])
+    from_event: bool = False
+    """A row drawn from a span event (a checkpoint write), not a span."""
 
     @property
     def duration(self) -> float | None:
@@ -115,6 +120,38 @@ def normalize(span: Any) -> SpanRow:
         end=_seconds(_get(span, "end_time", "end_time_unix_nano", "end")),
         attributes=attributes,
         error=error,
+    )
+
+
+CHECKPOINT_EVENT = "lovia.checkpoint.write"
+
+
+def normalize_all(spans: Sequence[Any]) -> list[SpanRow]:
+    """Every span as a :class:`SpanRow`, plus a child row for each checkpoint write
+    recorded as a span event (from ``ts - lovia.checkpoint.duration_s`` to ``ts``)."""
+    out: list[SpanRow] = []
+    for span in spans:
+        row = normalize(span)
+        out.append(row)
+        for i, item in enumerate(_get(span, "events") or ()):
+            if _get(item, "name") == CHECKPOINT_EVENT:
+                out.append(_event_row(row, item, i))
+    return out
+
+
+def _event_row(parent: SpanRow, item: Any, index: int) -> SpanRow:
+    attributes = dict(_get(item, "attributes") or {})
+    end = _seconds(_get(item, "ts_ns", "timestamp", "time_unix_nano")) or parent.start
+    duration = float(attributes.get("lovia.checkpoint.duration_s") or 0.0)
+    return SpanRow(
+        name=CHECKPOINT_EVENT,
+        span_id=f"{parent.span_id}.e{index}",
+        parent_id=parent.span_id,
+        trace_id=parent.trace_id,
+        start=end - duration,
+        end=end,
+        attributes=attributes,
+        from_event=True,
     )
 
 

@@ -21,7 +21,7 @@ from .. import pricing as pricing  # it lived here once: `from lovia.telemetry i
 from .._lazy import lazy_exports
 from ..pricing import clear_prices, has_price, price_table_version, price_usage, set_price
 from .attributes import SEMCONV_VERSION, TELEMETRY_VERSION
-from .processor import event_from_span
+from .processor import event_from_span, events_from_span
 from .tracer import RunTracer, make_run_tracer
 
 if TYPE_CHECKING:
@@ -37,6 +37,7 @@ __all__ = [
     "clear_prices",
     "configure",
     "event_from_span",
+    "events_from_span",
     "has_price",
     "load_spans",
     "make_run_tracer",

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 from typing import Final
 
-TELEMETRY_VERSION: Final = "2"
+TELEMETRY_VERSION: Final = "3"
+"""3: a checkpoint write is a span event ``lovia.checkpoint.write`` on its enclosing span
+(a span of its own only when it failed or was slow, see ``CHECKPOINT_SPAN_MIN_S``)."""
 SEMCONV_VERSION: Final = "v1.41.1+genai-main(conversation.compacted)"
 SCOPE_NAME: Final = "lovia"
 
@@ -32,6 +34,8 @@ SPAN_GUARDRAIL: Final = "lovia.guardrail"
 SPAN_HANDOFF: Final = "lovia.handoff"
 SPAN_COMPACTION: Final = "lovia.compaction"
 SPAN_CHECKPOINT: Final = "lovia.checkpoint.write"
+"""A checkpoint write that failed or took ``CHECKPOINT_SPAN_MIN_S`` or longer (the others
+are span events of the same name, ``EVENT_CHECKPOINT``)."""
 SPAN_SESSION: Final = "lovia.session.write"
 SPAN_PLUGIN_SETUP: Final = "lovia.plugin.setup"
 SPAN_PLUGIN_CLOSE: Final = "lovia.plugin.close"
@@ -40,6 +44,15 @@ SPAN_PLUGIN_CLOSE: Final = "lovia.plugin.close"
 EVENT_RETRY: Final = "lovia.provider.retry"
 EVENT_DETAILS: Final = "gen_ai.client.inference.operation.details"
 EVENT_GUARDRAIL_TRIPPED: Final = "lovia.guardrail.tripped"
+EVENT_CHECKPOINT: Final = "lovia.checkpoint.write"
+"""A checkpoint write, on the innermost open span (view, turn or run): kind, entries,
+bytes, store, duration (``lovia.checkpoint.duration_s``), agent and turn."""
+
+CHECKPOINT_SPAN_MIN_S: Final = 0.010
+"""A checkpoint write that takes this long (seconds) or longer is a span of its own,
+with its real start and end time, so a slow store shows in a trace waterfall; a failed
+write always is (status ERROR). Faster writes are span events: a span costs the SDK
+several times what an event does, and a recorded run writes ~5 checkpoints per turn."""
 
 # -- GenAI semantic-convention attributes --
 OPERATION_NAME: Final = "gen_ai.operation.name"
@@ -118,6 +131,7 @@ COMPACTION_TOKENS_AFTER: Final = "lovia.compaction.tokens_after"
 CHECKPOINT_KIND: Final = "lovia.checkpoint.kind"
 CHECKPOINT_ENTRIES: Final = "lovia.checkpoint.entries"
 CHECKPOINT_BYTES: Final = "lovia.checkpoint.bytes"
+CHECKPOINT_DURATION: Final = "lovia.checkpoint.duration_s"
 STORE: Final = "lovia.store"
 SESSION_ENTRIES: Final = "lovia.session.entries"
 PLUGIN_NAME: Final = "lovia.plugin.name"

@@ -22,7 +22,9 @@ GuardrailStarted →          ``lovia.guardrail {name}``  INTERNAL open → clos
   GuardrailCompleted                                           GuardrailTriggered = event
 HandoffOccurred             ``lovia.handoff``           INTERNAL leaf
 CompactionApplied           ``lovia.compaction``        INTERNAL leaf (under the view)
-CheckpointSaved             ``lovia.checkpoint.write``  INTERNAL leaf
+CheckpointSaved             ``lovia.checkpoint.write``  INTERNAL note: a span event on the
+                                                                 innermost open span; a leaf
+                                                                 span if it failed or was slow
 SessionWritten              ``lovia.session.write``     INTERNAL leaf
 PluginSetup / PluginClosed  ``lovia.plugin.setup|close  INTERNAL leaf
                             {plugin}``
@@ -45,10 +47,10 @@ from ..transcript import ToolCallEntry, ToolResultEntry
 from ..usage import Usage
 from . import attributes as A
 
-__all__ = ["EVENTS", "SPANS", "Attrs", "Phase", "span_base"]
+__all__ = ["EVENTS", "SPANS", "Attrs", "Phase", "checkpoint_from_event", "span_base"]
 
 Attrs = dict[str, AttributeValue]
-Action = Literal["open", "close", "leaf", "attach"]
+Action = Literal["open", "close", "leaf", "attach", "note"]
 Slot = Literal["run", "turn", "view", "chat", "tool", "guardrail", "container"]
 
 
@@ -244,12 +246,15 @@ def _compaction(e: ev.CompactionApplied) -> Attrs:
 
 
 def _checkpoint(e: ev.CheckpointSaved) -> Attrs:
-    return {
+    out: Attrs = {
         A.CHECKPOINT_KIND: e.kind,
         A.CHECKPOINT_ENTRIES: e.entries,
         A.CHECKPOINT_BYTES: e.bytes,
         A.STORE: e.store,
     }
+    if e.error is not None:
+        out[A.ERROR_TYPE] = type(e.error).__name__
+    return out
 
 
 def _session(e: ev.SessionWritten) -> Attrs:
@@ -296,7 +301,7 @@ EVENTS: Mapping[type[ev.Event], Phase] = {
     ev.GuardrailTriggered: Phase(A.SPAN_GUARDRAIL, "attach", "container"),
     ev.HandoffOccurred: Phase(A.SPAN_HANDOFF, "leaf", "run", attrs=_handoff),
     ev.CompactionApplied: Phase(A.SPAN_COMPACTION, "leaf", "container", attrs=_compaction),
-    ev.CheckpointSaved: Phase(A.SPAN_CHECKPOINT, "leaf", "container", attrs=_checkpoint),
+    ev.CheckpointSaved: Phase(A.SPAN_CHECKPOINT, "note", "container", attrs=_checkpoint),
     ev.SessionWritten: Phase(A.SPAN_SESSION, "leaf", "run", attrs=_session),
     ev.PluginSetup: Phase(
         A.SPAN_PLUGIN_SETUP, "leaf", "run", title=lambda e: e.plugin, attrs=_plugin
@@ -441,6 +446,33 @@ def _back_plugin(
     return build
 
 
+def _back_checkpoint(
+    base: dict[str, Any], attrs: Mapping[str, Any], duration_s: float, span: Finished | None
+) -> ev.Event:
+    error = None
+    if span is not None and span.failed:
+        error = RuntimeError(span.message or str(span.get(A.ERROR_TYPE)))
+    return ev.CheckpointSaved(
+        **base,
+        kind=str(attrs.get(A.CHECKPOINT_KIND, "")),
+        entries=int(attrs.get(A.CHECKPOINT_ENTRIES, 0)),
+        bytes=int(attrs.get(A.CHECKPOINT_BYTES, 0)),
+        store=str(attrs.get(A.STORE, "")),
+        duration_s=duration_s,
+        error=error,
+    )
+
+
+def checkpoint_from_event(carrier: Finished, attrs: Mapping[str, Any]) -> ev.Event:
+    """The ``CheckpointSaved`` a ``lovia.checkpoint.write`` span event stands for
+    (``carrier``: the finished span holding it; the event names its own agent and turn)."""
+    base = carrier.base()
+    base["agent"] = str(attrs.get(A.AGENT_NAME, base["agent"]))
+    base["turn"] = int(attrs.get(A.TURN_INDEX, 0))
+    duration = float(attrs.get(A.CHECKPOINT_DURATION, 0.0))
+    return _back_checkpoint(base, attrs, duration, None)
+
+
 SPANS: Mapping[str, Callable[[Finished], ev.Event | None]] = {
     A.SPAN_RUN: _back_run,
     A.SPAN_CHAT: _back_chat,
@@ -465,14 +497,7 @@ SPANS: Mapping[str, Callable[[Finished], ev.Event | None]] = {
         tokens_after=s.get(A.COMPACTION_TOKENS_AFTER),
         duration_s=s.duration_s,
     ),
-    A.SPAN_CHECKPOINT: lambda s: ev.CheckpointSaved(
-        **s.base(),
-        kind=str(s.get(A.CHECKPOINT_KIND, "")),
-        entries=int(s.get(A.CHECKPOINT_ENTRIES, 0)),
-        bytes=int(s.get(A.CHECKPOINT_BYTES, 0)),
-        store=str(s.get(A.STORE, "")),
-        duration_s=s.duration_s,
-    ),
+    A.SPAN_CHECKPOINT: lambda s: _back_checkpoint(s.base(), s.attrs, s.duration_s, s),
     A.SPAN_SESSION: lambda s: ev.SessionWritten(
         **s.base(),
         session_id=str(s.get(A.CONVERSATION_ID, "")),

@@ -15,8 +15,11 @@ through ``mapping.EVENTS``:
   provider retries inside it are span events ``lovia.provider.retry`` (``error.type``,
   message, delay), not separate spans;
 - metric labels name the run's starting agent (``_agent``), spans the acting agent;
-- leaf spans (checkpoint, session, handoff, compaction, plugins) start at
-  ``now - duration_s`` when their event is emitted and end after the hooks saw it;
+- leaf spans (session, handoff, compaction, plugins) start at ``now - duration_s``
+  when their event is emitted and end after the hooks saw it;
+- a checkpoint write is a span event on the innermost open span, unless it failed or
+  took ``attributes.CHECKPOINT_SPAN_MIN_S`` or longer: then it is a span of its own
+  from ``now - duration_s`` to ``now`` (its real end, whatever the hooks take);
 - streamed deltas cost one dict lookup and return the chat span.
 """
 
@@ -56,6 +59,7 @@ class RunTracer:
         "_compacted",
         "_guards",
         "_m",
+        "_noted",
         "_policy",
         "_run",
         "_run_ctx",
@@ -84,6 +88,7 @@ class RunTracer:
         self._guards: dict[tuple[str, str], Span] = {}
         self._run_labels: Attrs = {}
         self._compacted = False
+        self._noted: tuple[Span, int] | None = None
 
     # -- the two calls the Emitter makes ---------------------------------------------
 
@@ -100,6 +105,8 @@ class RunTracer:
                 return self._open(phase, event)
             if action == "close":
                 return self._close(phase, event)
+            if action == "note":
+                return self._note(phase, event)
             return self._leaf(phase, event)
         except Exception:  # telemetry must never break a run
             logger.exception("tracing failed on %s", type(event).__name__)
@@ -111,8 +118,14 @@ class RunTracer:
         if span is None:
             return
         phase = EVENTS.get(type(event))
-        if phase is not None and (phase.action == "close" or phase.action == "leaf"):
+        if phase is None:
+            return
+        action = phase.action
+        if action == "close" or action == "leaf":
             span.end()
+        elif action == "note" and self._noted is not None and self._noted[0] is span:
+            span.end(end_time=self._noted[1])
+            self._noted = None
 
     def record(self, event: ev.Event) -> None:
         """``start`` then ``end``, for a consumer without hooks (a what-if call)."""
@@ -254,6 +267,34 @@ class RunTracer:
             self._m.compactions.add(1, labels)
         return span
 
+    def _note(self, phase: Phase, event: ev.Event) -> Span | None:
+        """A checkpoint write: an event on the innermost open span, or (failed, slow,
+        or no span open) a span of its own with its real start and end time."""
+        duration: float = getattr(event, "duration_s", 0.0) or 0.0
+        error = getattr(event, "error", None)
+        carrier = self._view or self._turn
+        span = carrier[0] if carrier is not None else self._run
+        if error is None and duration < A.CHECKPOINT_SPAN_MIN_S and span is not None:
+            attrs = phase.attrs(event) if phase.attrs is not None else {}
+            attrs[A.CHECKPOINT_DURATION] = duration
+            attrs[A.AGENT_NAME] = event.agent
+            if event.turn:
+                attrs[A.TURN_INDEX] = event.turn
+            span.add_event(phase.span, attrs)
+            return span
+        now = time.time_ns()
+        span = self._tracer.start_span(
+            phase.span,
+            context=self._parent(phase.slot),
+            kind=phase.kind,
+            attributes=self._attrs(phase, event),
+            start_time=now - int(duration * 1e9),
+        )
+        if error is not None:
+            span.set_status(self._status(type(error).__name__, str(error), error))
+        self._noted = (span, now)
+        return span
+
     def _close(self, phase: Phase, event: ev.Event) -> Span | None:
         slot = phase.slot
         span: Span | None
@@ -298,7 +339,10 @@ class RunTracer:
             self._content(span, A.TOOL_RESULT, event.result.content)
         if self._m is not None:
             name = event.call.name if event.known else A.UNKNOWN_TOOL
-            labels: Attrs = {A.TOOL_NAME: name, A.AGENT_NAME: self._agent(event)}
+            agent = self._agent(event)
+            labels: Attrs = _cached(
+                ("tool", name, agent), lambda: {A.TOOL_NAME: name, A.AGENT_NAME: agent}
+            )
             self._m.tool_calls.add(1, labels)  # every call the model made, run or refused
             if event.is_error:
                 labels = {**labels, A.ERROR_TYPE: event.error_type or "ToolError"}
@@ -434,30 +478,65 @@ class RunTracer:
         )
 
 
+_TOKEN_KINDS = ("input", "output", "cache_read", "cache_write", "reasoning")
+_SPEND_KEYS = (A.AGENT_NAME, A.PROVIDER_NAME, A.REQUEST_MODEL, A.CALL_PURPOSE)
+_label_sets: dict[tuple[Any, ...], Any] = {}
+"""Metric label dicts built once per label combination (bounded: names only, no ids),
+handed to the SDK as they are (it copies what it keeps)."""
+
+
+def _cached(key: tuple[Any, ...], build: Any) -> Any:
+    found = _label_sets.get(key)
+    if found is None:
+        if len(_label_sets) >= 4096:  # a bound, should names ever be unbounded
+            _label_sets.clear()
+        found = _label_sets[key] = build()
+    return found
+
+
+def _chat_label_sets(
+    base: Attrs, response_model: str
+) -> tuple[Attrs, Attrs, Attrs, Attrs, dict[str, Attrs]]:
+    """(labels, input labels, output labels, spend labels, spend labels by token kind)."""
+
+    def build() -> tuple[Attrs, Attrs, Attrs, Attrs, dict[str, Attrs]]:
+        labels = {**base, A.RESPONSE_MODEL: response_model}
+        spend: Attrs = {k: base[k] for k in _SPEND_KEYS}
+        by_kind = {kind: {**spend, A.TOKEN_TYPE: kind} for kind in _TOKEN_KINDS}
+        return (
+            labels,
+            {**labels, A.TOKEN_TYPE: "input"},
+            {**labels, A.TOKEN_TYPE: "output"},
+            spend,
+            by_kind,
+        )
+
+    return _cached(("chat", *base.values(), response_model), build)
+
+
 def _chat_metrics(m: Instruments, base: Attrs, event: ev.ModelCallCompleted) -> None:
-    labels = {**base, A.RESPONSE_MODEL: event.response_model or event.model}
+    labels, tokens_in, tokens_out, spend, by_kind = _chat_label_sets(
+        base, event.response_model or event.model
+    )
     m.op_duration.record(event.duration_s, labels)
     if event.time_to_first_chunk_s is not None:
         m.ttfc.record(event.time_to_first_chunk_s, labels)
     u = event.usage
-    spend: Attrs = {
-        k: base[k] for k in (A.AGENT_NAME, A.PROVIDER_NAME, A.REQUEST_MODEL, A.CALL_PURPOSE)
-    }
     if u.cost_usd:
         m.cost.add(u.cost_usd, spend)
     if u.missing:
         return
-    m.token_usage.record(u.input_tokens, {**labels, A.TOKEN_TYPE: "input"})
-    m.token_usage.record(u.output_tokens, {**labels, A.TOKEN_TYPE: "output"})
+    m.token_usage.record(u.input_tokens, tokens_in)
+    m.token_usage.record(u.output_tokens, tokens_out)
+    m.tokens.add(u.input_tokens, by_kind["input"])
+    m.tokens.add(u.output_tokens, by_kind["output"])
     for kind, value in (
-        ("input", u.input_tokens),
-        ("output", u.output_tokens),
         ("cache_read", u.cache_read_tokens),
         ("cache_write", u.cache_write_tokens),
         ("reasoning", u.reasoning_tokens),
     ):
-        if value or kind in ("input", "output"):
-            m.tokens.add(value, {**spend, A.TOKEN_TYPE: kind})
+        if value:
+            m.tokens.add(value, by_kind[kind])
 
 
 def _links(trace_links: tuple[str, ...]) -> list[Link]:

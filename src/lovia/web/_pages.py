@@ -28,7 +28,7 @@ from ..replay import (
     verify,
 )
 from ..replay._query import Turn, info_dict, recorded_answer, render_bodies, turns
-from ..replay._spans import SpanRow, build_tree, load_run_spans, normalize, spans_from_run
+from ..replay._spans import SpanRow, build_tree, load_run_spans, normalize_all, spans_from_run
 from ..stores.base import RunInfo, Store
 from ..transcript import entry_from_dict, entry_to_dict
 from ._app import WebConfig
@@ -252,7 +252,7 @@ async def run_spans(request: Request, run: RunData) -> tuple[list[SpanRow], str]
     if isinstance(config.store, str) and config.store.lower().startswith("sqlite:"):
         stored = await load_run_spans(config.store, run.info.run_id, run.info.trace_id)
         if stored:
-            return [normalize(s) for s in stored], "span store"
+            return normalize_all(stored), "span store"
     return spans_from_run(run), "run records"
 
 
