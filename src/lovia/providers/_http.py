@@ -32,6 +32,7 @@ import httpx
 from .._redact import excerpt, redact_error, remember
 from ..errors import ProviderError, ProviderServerError, StreamInterrupted
 from ..model import ModelResponse, ReasoningChunk, RetryNotice, StreamItem, TextChunk, ToolCallChunk
+from ..transcript import ReasoningEntry, TextEntry
 from ._deadline import StreamLimits, Watchdog
 from ._error_map import (
     as_dict,
@@ -112,8 +113,11 @@ class RetryPolicy:
         return random.uniform(0, ceiling) if self.jitter else ceiling
 
 
+_CONTENT = (TextChunk, ReasoningChunk, ToolCallChunk)  # a tuple: ``A | B`` is rebuilt per call
+
+
 def _is_content(item: StreamItem) -> bool:
-    return isinstance(item, TextChunk | ReasoningChunk | ToolCallChunk)
+    return isinstance(item, _CONTENT)
 
 
 async def retrying(
@@ -191,8 +195,6 @@ class StreamDecoder(Protocol):
 
 def one_shot(response: ModelResponse) -> list[StreamItem]:
     """Present a finished response as a stream: its chunks, then the response."""
-    from ..transcript import ReasoningEntry, TextEntry
-
     items: list[StreamItem] = []
     call_index = 0
     for entry in response.entries:
@@ -211,7 +213,9 @@ def one_shot(response: ModelResponse) -> list[StreamItem]:
 class HttpSeam:
     """One provider instance's HTTP side: client, auth headers, retries, stream driver.
 
-    The secret lives only in ``_headers`` and is never shown by ``repr``; every error
+    The secret lives only in ``_headers`` (and, for a client the seam creates, in that
+    client's default headers, so they are not re-merged per request; httpx masks
+    ``authorization`` in a headers repr) and is never shown by ``repr``; every error
     leaving the seam, its cause chain included, went through :func:`~lovia._redact.redact`.
     """
 
@@ -221,6 +225,7 @@ class HttpSeam:
         "_gate",
         "_headers",
         "_owns_client",
+        "_request_headers",
         "_url",
         "base_url",
         "limits",
@@ -253,10 +258,14 @@ class HttpSeam:
         # and httpx2's pools rescan every queued request whenever one is added or done,
         # which costs O(waiting) per request (~10 ms each at 10,000 runs in flight).
         self._gate: AbstractAsyncContextManager[Any] = _NO_GATE
+        # A caller's client gets the headers with every request; one the seam creates
+        # holds them as its defaults (merging a dict into Headers costs ~30 kinstr a call).
+        self._request_headers: dict[str, str] | None = self._headers
         if http_client is None:
             to = DEFAULT_TIMEOUT if timeout is None else _timeout(timeout)
-            http_client = default_client(to)
+            http_client = default_client(to, self._headers)
             self._gate = asyncio.Semaphore(_max_connections())
+            self._request_headers = None
         self._client: Any = http_client
 
     def __repr__(self) -> str:
@@ -319,7 +328,7 @@ class HttpSeam:
             async with (
                 self._gate,
                 self._client.stream(
-                    "POST", self.endpoint(path), json=body, headers=self._headers
+                    "POST", self.endpoint(path), json=body, headers=self._request_headers
                 ) as response,
             ):
                 await self._check_status(response)
@@ -443,7 +452,7 @@ def _max_connections() -> int:
     return DEFAULT_LIMITS.max_connections or 100
 
 
-def default_client(timeout: httpx.Timeout) -> Any:
+def default_client(timeout: httpx.Timeout, headers: Mapping[str, str] | None = None) -> Any:
     """The client a provider creates when given none: ``httpx2`` when it is installed.
 
     httpx2 has httpx's API (errors are matched by class name, see
@@ -454,9 +463,10 @@ def default_client(timeout: httpx.Timeout) -> Any:
     try:
         import httpx2  # pyright: ignore[reportMissingImports] -- the optional extra "fast": absent unless installed
     except ImportError:
-        return httpx.AsyncClient(timeout=timeout, limits=DEFAULT_LIMITS)
+        return httpx.AsyncClient(timeout=timeout, limits=DEFAULT_LIMITS, headers=headers)
     fast: Any = httpx2
     return fast.AsyncClient(
+        headers=headers,
         timeout=fast.Timeout(
             connect=timeout.connect, read=timeout.read, write=timeout.write, pool=timeout.pool
         ),
