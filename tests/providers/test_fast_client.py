@@ -126,3 +126,36 @@ async def test_runs_beyond_the_pool_wait_in_lovias_queue_not_in_the_pool() -> No
     assert [a.entries[0].text for a in answers] == ["ok"] * 300  # type: ignore[union-attr]
     assert arrived == 300
     assert most <= 100
+
+
+@pytest.mark.parametrize("given", [False, True])
+async def test_the_key_and_extra_headers_reach_the_server_on_either_kind_of_client(
+    given: bool,
+) -> None:
+    """A client lovia creates holds the headers as its defaults (not re-merged per call);
+    a caller's client gets them with every request and is not changed."""
+    seen: list[httpx2.Headers] = []
+
+    def answer(request: httpx2.Request) -> httpx2.Response:
+        seen.append(request.headers)
+        return httpx2.Response(200, content=ANSWER)
+
+    mine = httpx2.AsyncClient(transport=httpx2.MockTransport(answer))
+    provider = OpenAIChat(
+        "m",
+        base_url="http://127.0.0.1:9/v1",
+        api_key="sk-test",
+        headers={"X-Extra": "1"},
+        stream=False,
+        http_client=mine if given else None,
+    )
+    if not given:
+        provider._seam._client._transport = httpx2.MockTransport(answer)
+    async with provider:
+        for _ in range(2):
+            items = await collect(provider.stream(REQUEST))
+            assert isinstance(items[-1], ModelResponse)
+    assert [(h["authorization"], h["x-extra"]) for h in seen] == [("Bearer sk-test", "1")] * 2
+    assert "authorization" not in mine.headers
+    assert "sk-test" not in repr(provider) and "sk-test" not in repr(provider._seam)
+    await mine.aclose()

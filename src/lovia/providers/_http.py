@@ -1,14 +1,9 @@
-"""HTTP for every adapter: the shared client, error mapping, retries, and the stream driver.
+"""HTTP for every adapter: the shared client, retries, and the stream driver.
 
-This is the one place where transport and HTTP failures become lovia errors
-(most specific first, always chained) and the one place that retries:
+This is the one place that retries and the one place where a call's transport and HTTP
+failures become lovia errors (most specific first, always chained; the mapping itself
+is :mod:`._error_map`, re-exported here):
 
-- :func:`error_from_response` maps a non-2xx answer (status, headers, body) to a
-  :class:`~lovia.errors.ProviderError` subclass; :func:`error_from_payload` maps an error
-  object that arrived *inside* a stream (Anthropic ``event: error``, Responses
-  ``response.failed``, a chat ``{"error": ...}`` chunk).
-- :func:`error_from_transport` maps httpx (or an httpx-compatible client's) exceptions by
-  class name, so ``httpx2`` and friends work too.
 - :class:`RetryPolicy` and :func:`retrying` retry retryable errors with exponential backoff
   and full jitter, honouring ``retry-after``; never after a content chunk was yielded.
 - :class:`HttpSeam` owns the client (``httpx2`` when installed, extra ``fast``: the same
@@ -24,12 +19,9 @@ included, and every text is redacted before it is cut.
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import json
 import random
-import re
 import sys
-import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, aclosing, nullcontext
 from dataclasses import dataclass, field
@@ -38,19 +30,20 @@ from typing import Any, Protocol, cast
 import httpx
 
 from .._redact import excerpt, redact_error, remember
-from ..errors import (
-    AuthenticationError,
-    BadRequest,
-    ContextOverflow,
-    ModelNotFound,
-    ProviderError,
-    ProviderOverloaded,
-    ProviderServerError,
-    RateLimited,
-    StreamInterrupted,
-)
+from ..errors import ProviderError, ProviderServerError, StreamInterrupted
 from ..model import ModelResponse, ReasoningChunk, RetryNotice, StreamItem, TextChunk, ToolCallChunk
+from ..transcript import ReasoningEntry, TextEntry
 from ._deadline import StreamLimits, Watchdog
+from ._error_map import (
+    as_dict,
+    as_list,
+    error_from_payload,
+    error_from_response,
+    error_from_transport,
+    is_transport_error,
+    parse_duration,
+    parse_retry_after,
+)
 from ._sse import aiter_sse, parse_event_json
 
 __all__ = [
@@ -120,8 +113,11 @@ class RetryPolicy:
         return random.uniform(0, ceiling) if self.jitter else ceiling
 
 
+_CONTENT = (TextChunk, ReasoningChunk, ToolCallChunk)  # a tuple: ``A | B`` is rebuilt per call
+
+
 def _is_content(item: StreamItem) -> bool:
-    return isinstance(item, TextChunk | ReasoningChunk | ToolCallChunk)
+    return isinstance(item, _CONTENT)
 
 
 async def retrying(
@@ -177,315 +173,6 @@ async def _backoff(policy: RetryPolicy, wait: float, watch: Watchdog | None) -> 
         raise watch.error(reason) from None
 
 
-# --------------------------------------------------------------------------- retry-after
-
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
-_TRY_AGAIN = re.compile(r"try again in\s+((?:\d+(?:\.\d+)?(?:ms|h|m|s))+)", re.IGNORECASE)
-
-
-def parse_duration(text: str) -> float | None:
-    """Seconds in an OpenAI-style duration: ``6ms``, ``1s``, ``1.5s``, ``2m0s``, ``1h2m``."""
-    text = text.strip()
-    parts = _DURATION_PART.findall(text)
-    if not parts or "".join(n + u for n, u in parts) != text:
-        return None
-    scale = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
-    return sum(float(number) * scale[unit] for number, unit in parts)
-
-
-def _seconds_header(value: str) -> float | None:
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
-
-
-def parse_retry_after(headers: Mapping[str, str], message: str = "") -> float | None:
-    """How long the API asked us to wait, from headers or the error text, if it said."""
-    lower = {k.lower(): v for k, v in headers.items()}
-    if "retry-after-ms" in lower:
-        try:
-            return max(0.0, float(lower["retry-after-ms"]) / 1000)
-        except ValueError:
-            pass
-    if "retry-after" in lower:
-        seconds = _seconds_header(lower["retry-after"])
-        if seconds is not None:
-            return seconds
-    match = _TRY_AGAIN.search(message)
-    if match:
-        return parse_duration(match.group(1))
-    resets = [parse_duration(v) for k, v in lower.items() if k.startswith("x-ratelimit-reset-")]
-    known = [r for r in resets if r is not None]
-    return max(known) if known else None
-
-
-# --------------------------------------------------------------------------- error mapping
-
-_OVERFLOW_CODES = {"context_length_exceeded", "exceed_context_size_error", "request_too_large"}
-_OVERFLOW_TEXT = re.compile(
-    r"maximum context length|context[ _]length|context window|context size|prompt is too long"
-    r"|prompt too long|too many tokens|input is too long|exceeds? the (?:model's )?context"
-    r"|input length .* exceeds|reduce the length of the messages",
-    re.IGNORECASE,
-)
-_TOKEN_PATTERNS = (
-    # Anthropic: "prompt is too long: 208310 tokens > 200000 maximum"
-    re.compile(r"(?P<tokens>[\d,]+) tokens > (?P<limit>[\d,]+) maximum"),
-    # OpenAI / DeepSeek / vLLM: "maximum context length is 4097 tokens. However, you
-    # requested 4120 tokens" or "... and your request has 3500 input tokens"
-    re.compile(
-        r"maximum context length is (?P<limit>[\d,]+) tokens"
-        r".*?(?P<tokens>[\d,]+) (?:input )?tokens",
-        re.S,
-    ),
-    re.compile(
-        r"(?P<tokens>[\d,]+) tokens exceeds? .*?(?:limit|maximum|context)[^\d]*(?P<limit>[\d,]+)",
-        re.S,
-    ),
-)
-_TYPE_STATUS = {
-    "overloaded_error": 529,
-    "rate_limit_error": 429,
-    "rate_limit_exceeded": 429,
-    "api_error": 500,
-    "server_error": 500,
-    "internal_error": 500,
-    "invalid_request_error": 400,
-    "authentication_error": 401,
-    "permission_error": 403,
-    "not_found_error": 404,
-    "model_not_found": 404,
-    "request_too_large": 413,
-    "timeout_error": 504,
-}
-
-
-@dataclass(slots=True)
-class _ErrorInfo:
-    status: int | None
-    message: str
-    type: str | None
-    code: str | None
-    body: Mapping[str, Any]
-
-
-def as_dict(value: Any) -> dict[str, Any]:
-    """``value`` if it is a JSON object, else ``{}`` (typed access to parsed JSON)."""
-    return cast("dict[str, Any]", value) if isinstance(value, dict) else {}  # parsed JSON
-
-
-def as_list(value: Any) -> list[Any]:
-    """``value`` if it is a JSON array, else ``[]``."""
-    return cast("list[Any]", value) if isinstance(value, list) else []  # parsed JSON
-
-
-def _error_info(status: int | None, payload: Any, text: str) -> _ErrorInfo:
-    """Pull message/type/code out of any of the error shapes seen in the wild."""
-    top = as_dict(payload)
-    err: Any = top.get("error", top) if top else None
-    if isinstance(err, str):
-        return _ErrorInfo(status, excerpt(err, 1000), None, None, {})
-    if not isinstance(err, dict) or not err:
-        return _ErrorInfo(status, excerpt(text.strip(), 500) or "(empty body)", None, None, {})
-    body = as_dict(err)
-    message = excerpt(str(body.get("message") or top.get("message") or text.strip()), 1000)
-    etype = body.get("type")
-    code = body.get("code")
-    return _ErrorInfo(
-        status,
-        message,
-        str(etype) if etype is not None else None,
-        str(code) if code is not None else None,
-        body,
-    )
-
-
-def _as_int(text: str | None) -> int | None:
-    return int(text.replace(",", "")) if text else None
-
-
-def _overflow_numbers(info: _ErrorInfo) -> tuple[int | None, int | None]:
-    tokens, limit = info.body.get("n_prompt_tokens"), info.body.get("n_ctx")
-    if isinstance(tokens, int) and isinstance(limit, int):
-        return tokens, limit
-    for pattern in _TOKEN_PATTERNS:
-        match = pattern.search(info.message)
-        if match:
-            return _as_int(match.group("tokens")), _as_int(match.group("limit"))
-    return None, None
-
-
-def _is_overflow(info: _ErrorInfo) -> bool:
-    if info.code in _OVERFLOW_CODES or info.type in _OVERFLOW_CODES:
-        return True
-    if info.status not in (None, 400, 413, 422, 500):
-        return False
-    return bool(_OVERFLOW_TEXT.search(info.message))
-
-
-def _classify(
-    info: _ErrorInfo, provider: str, headers: Mapping[str, str], request_id: str | None
-) -> ProviderError:
-    status = info.status
-    effective = (
-        status
-        if status not in (None, 200)
-        else _TYPE_STATUS.get(info.type or "") or _TYPE_STATUS.get(info.code or "")
-    )
-    code = info.code or info.type
-    where = f" (request id {request_id})" if request_id else ""
-    what = f"{provider} API error{f' {status}' if status else ''}: {info.message}{where}"
-    common: dict[str, Any] = {"status": status, "provider": provider, "code": code}
-    if _is_overflow(info):
-        tokens, limit = _overflow_numbers(info)
-        return ContextOverflow(
-            what,
-            "The conversation no longer fits the model's context window: compact or trim "
-            "the history, lower max_tokens, or use a model with a larger window.",
-            tokens=tokens,
-            limit=limit,
-            **common,
-        )
-    if info.code == "model_not_found" or info.type == "not_found_error" or effective == 404:
-        return ModelNotFound(
-            what,
-            "Check the model name (and that your key has access to it) and the base_url.",
-            **common,
-        )
-    return _classify_status(what, effective, info, headers, common)
-
-
-def _classify_status(
-    what: str,
-    effective: int | None,
-    info: _ErrorInfo,
-    headers: Mapping[str, str],
-    common: dict[str, Any],
-) -> ProviderError:
-    if info.code == "insufficient_quota":
-        return RateLimited(
-            what, "Your account is out of quota: check billing and plan limits.", **common
-        )
-    if effective == 429:
-        return RateLimited(
-            what,
-            "Rate limited: lovia retries with backoff; lower concurrency or raise your limits.",
-            retryable=True,
-            retry_after=parse_retry_after(headers, info.message),
-            **common,
-        )
-    if effective in (503, 529) or info.type == "overloaded_error":
-        return ProviderOverloaded(
-            what,
-            "The provider is overloaded; it was retried with backoff. Try again later or "
-            "fall back to another model.",
-            retryable=True,
-            retry_after=parse_retry_after(headers, info.message),
-            **common,
-        )
-    if effective in (401, 403):
-        return AuthenticationError(
-            what,
-            "Check the API key (environment variable or api_key=) and its permissions.",
-            **common,
-        )
-    if effective in (400, 413, 422):
-        return BadRequest(
-            what, "The provider rejected the request; the message above says which part.", **common
-        )
-    retryable = effective is None or effective in (408, 409) or effective >= 500
-    if effective is not None and effective >= 500:
-        return ProviderServerError(
-            what,
-            "The provider failed on its side; lovia retried. Try again later.",
-            retryable=True,
-            retry_after=parse_retry_after(headers, info.message),
-            **common,
-        )
-    return ProviderError(
-        what, "Unexpected provider answer; see the message.", retryable=retryable, **common
-    )
-
-
-def _should_retry_override(error: ProviderError, headers: Mapping[str, str]) -> ProviderError:
-    flag = {k.lower(): v for k, v in headers.items()}.get("x-should-retry")
-    if flag == "true" and not isinstance(error, BadRequest):
-        error.retryable = True
-    elif flag == "false":
-        error.retryable = False
-    return error
-
-
-def error_from_response(
-    status: int, headers: Mapping[str, str], body: bytes | str, provider: str
-) -> ProviderError:
-    """Map a non-2xx HTTP answer to the most specific :class:`ProviderError`."""
-    text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
-    try:
-        payload: Any = json.loads(text)
-    except ValueError:
-        payload = None
-    info = _error_info(status, payload, text)
-    lower = {k.lower(): v for k, v in headers.items()}
-    request_id = lower.get("x-request-id") or lower.get("request-id")
-    return _should_retry_override(_classify(info, provider, headers, request_id), headers)
-
-
-def error_from_payload(payload: Mapping[str, Any], provider: str) -> ProviderError:
-    """Map an error object that arrived inside a 200 stream (status taken from its type)."""
-    info = _error_info(None, dict(payload), json.dumps(payload))
-    return _classify(info, provider, {}, None)
-
-
-_CONNECT = ("ConnectError", "ConnectTimeout", "PoolTimeout")
-_TIMEOUT = ("ReadTimeout", "WriteTimeout", "TimeoutException")
-_BROKEN = ("ReadError", "WriteError", "RemoteProtocolError", "NetworkError", "CloseError")
-
-
-def error_from_transport(exc: BaseException, provider: str, base_url: str) -> ProviderError:
-    """Map an httpx-like transport exception (matched by class name) or an ``OSError``."""
-    names = {cls.__name__ for cls in type(exc).__mro__}
-    detail = f"{type(exc).__name__}: {excerpt(str(exc), 300)}" if str(exc) else type(exc).__name__
-    if names & set(_CONNECT):
-        return ProviderError(
-            f"Could not connect to {provider} at {base_url} ({detail}).",
-            "Check base_url, your network and proxy settings; lovia retried.",
-            retryable=True,
-            provider=provider,
-            code="connect_error",
-        )
-    if names & set(_TIMEOUT):
-        return ProviderError(
-            f"{provider} did not answer in time ({detail}).",
-            "The request timed out and was retried; raise timeout= for long generations.",
-            retryable=True,
-            provider=provider,
-            code="timeout",
-        )
-    return StreamInterrupted(
-        f"The connection to {provider} broke ({detail}).",
-        "The connection was reset; lovia retries when nothing had arrived yet.",
-        retryable=True,
-        provider=provider,
-        code="connection_reset",
-    )
-
-
-def is_transport_error(exc: BaseException) -> bool:
-    names = {cls.__name__ for cls in type(exc).__mro__}
-    return (
-        "TransportError" in names
-        or bool(names & {*_CONNECT, *_TIMEOUT, *_BROKEN})
-        or (isinstance(exc, OSError))
-    )
-
-
 # --------------------------------------------------------------------------- the seam
 
 
@@ -508,8 +195,6 @@ class StreamDecoder(Protocol):
 
 def one_shot(response: ModelResponse) -> list[StreamItem]:
     """Present a finished response as a stream: its chunks, then the response."""
-    from ..transcript import ReasoningEntry, TextEntry
-
     items: list[StreamItem] = []
     call_index = 0
     for entry in response.entries:
@@ -528,7 +213,9 @@ def one_shot(response: ModelResponse) -> list[StreamItem]:
 class HttpSeam:
     """One provider instance's HTTP side: client, auth headers, retries, stream driver.
 
-    The secret lives only in ``_headers`` and is never shown by ``repr``; every error
+    The secret lives only in ``_headers`` (and, for a client the seam creates, in that
+    client's default headers, so they are not re-merged per request; httpx masks
+    ``authorization`` in a headers repr) and is never shown by ``repr``; every error
     leaving the seam, its cause chain included, went through :func:`~lovia._redact.redact`.
     """
 
@@ -538,6 +225,7 @@ class HttpSeam:
         "_gate",
         "_headers",
         "_owns_client",
+        "_request_headers",
         "_url",
         "base_url",
         "limits",
@@ -570,10 +258,14 @@ class HttpSeam:
         # and httpx2's pools rescan every queued request whenever one is added or done,
         # which costs O(waiting) per request (~10 ms each at 10,000 runs in flight).
         self._gate: AbstractAsyncContextManager[Any] = _NO_GATE
+        # A caller's client gets the headers with every request; one the seam creates
+        # holds them as its defaults (merging a dict into Headers costs ~30 kinstr a call).
+        self._request_headers: dict[str, str] | None = self._headers
         if http_client is None:
             to = DEFAULT_TIMEOUT if timeout is None else _timeout(timeout)
-            http_client = default_client(to)
+            http_client = default_client(to, self._headers)
             self._gate = asyncio.Semaphore(_max_connections())
+            self._request_headers = None
         self._client: Any = http_client
 
     def __repr__(self) -> str:
@@ -636,7 +328,7 @@ class HttpSeam:
             async with (
                 self._gate,
                 self._client.stream(
-                    "POST", self.endpoint(path), json=body, headers=self._headers
+                    "POST", self.endpoint(path), json=body, headers=self._request_headers
                 ) as response,
             ):
                 await self._check_status(response)
@@ -760,7 +452,7 @@ def _max_connections() -> int:
     return DEFAULT_LIMITS.max_connections or 100
 
 
-def default_client(timeout: httpx.Timeout) -> Any:
+def default_client(timeout: httpx.Timeout, headers: Mapping[str, str] | None = None) -> Any:
     """The client a provider creates when given none: ``httpx2`` when it is installed.
 
     httpx2 has httpx's API (errors are matched by class name, see
@@ -771,9 +463,10 @@ def default_client(timeout: httpx.Timeout) -> Any:
     try:
         import httpx2  # pyright: ignore[reportMissingImports] -- the optional extra "fast": absent unless installed
     except ImportError:
-        return httpx.AsyncClient(timeout=timeout, limits=DEFAULT_LIMITS)
+        return httpx.AsyncClient(timeout=timeout, limits=DEFAULT_LIMITS, headers=headers)
     fast: Any = httpx2
     return fast.AsyncClient(
+        headers=headers,
         timeout=fast.Timeout(
             connect=timeout.connect, read=timeout.read, write=timeout.write, pool=timeout.pool
         ),
