@@ -136,6 +136,8 @@ def serialize_result(value: Any) -> str:
     """
     if isinstance(value, str):
         return value
+    if type(value) is int and -(10**4000) < value < 10**4000:  # the common scalar, as dumps
+        return str(value)  # would give it (past str()'s digit limit: the path below says so)
     if isinstance(value, BaseModel):
         return value.model_dump_json()
     if value is None:
