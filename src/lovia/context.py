@@ -157,4 +157,16 @@ class RunContext(Generic[DepsT]):
 
     def for_call(self, call: ToolCallEntry) -> RunContext[DepsT]:
         """A copy of this context for one tool call (shares everything else)."""
-        return dataclasses.replace(self, tool_call=call)
+        cls = type(self)
+        names = _FIELD_NAMES.get(cls)
+        if names is None:
+            names = _FIELD_NAMES[cls] = tuple(f.name for f in dataclasses.fields(cls))
+        new = cls.__new__(cls)  # a field-by-field copy: dataclasses.replace re-runs __init__
+        for name in names:
+            object.__setattr__(new, name, getattr(self, name))
+        new.tool_call = call
+        return new
+
+
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+"""Field names of RunContext and its subclasses (for ``for_call``)."""

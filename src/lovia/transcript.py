@@ -128,7 +128,27 @@ class _Entry(BaseModel):
     @classmethod
     def _valid_unicode(cls, data: Any) -> Any:
         # the one place text is cleaned: every entry, whoever builds it (see clean_text)
-        return _clean(data) if isinstance(data, dict) else data
+        if not isinstance(data, dict):
+            return data
+        fields = cast(dict[Any, Any], data)
+        # nothing to clean (the common case): no copy, no walk
+        return fields if _plain(fields) else _clean(fields)
+
+
+_SCALARS = frozenset({int, float, bool, type(None)})
+
+
+def _plain(data: dict[Any, Any]) -> bool:
+    """True when every key and value is ASCII text or a scalar (nothing to clean)."""
+    for key, value in data.items():
+        if type(key) is not str or not key.isascii():
+            return False
+        if type(value) is str:
+            if not value.isascii():
+                return False
+        elif type(value) not in _SCALARS:
+            return False
+    return True
 
 
 class SystemEntry(_Entry):

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Generator, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
 
@@ -269,18 +269,45 @@ async def _close_quietly(stream: Any) -> None:
 
 class Relay:
     """Runs an awaited step (the strategy's ``build``) in its own task and yields the
-    events its model calls :meth:`send`, one at a time, to the loop's generator."""
+    events its model calls :meth:`send`, one at a time, to the loop's generator.
 
-    __slots__ = ("_queue",)
+    :meth:`run_inline` first steps a coroutine in the loop's own task: a build that needs
+    no model call (the common case) finishes there, with no task and no loop round-trips.
+    Only for steps whose one suspension point is the ``summarize`` callable, which calls
+    :meth:`detach` first: the step then moves to its own task before any I/O starts.
+    """
+
+    __slots__ = ("_inline", "_queue")
 
     def __init__(self) -> None:
         self._queue: asyncio.Queue[tuple[ev.Event, asyncio.Future[None]] | None] = asyncio.Queue()
+        self._inline = False
+
+    async def detach(self) -> None:
+        """Called by a step before its first model call: leaves the inline first step."""
+        if self._inline:
+            await asyncio.sleep(0)  # suspends: run_inline hands the step to a task
 
     async def send(self, event: ev.Event) -> None:
         """Hand ``event`` to the loop; return once the loop has emitted it."""
         emitted = asyncio.get_running_loop().create_future()
         self._queue.put_nowait((event, emitted))
         await emitted
+
+    async def run_inline(
+        self, step: Coroutine[Any, Any, T], out: Slot[T]
+    ) -> AsyncIterator[ev.Event]:
+        """:meth:`run`, first stepping ``step`` here until it finishes or detaches."""
+        self._inline = True
+        try:
+            first = step.send(None)
+        except StopIteration as stop:
+            out.set(stop.value)
+            return
+        finally:
+            self._inline = False
+        async for event in self.run(_resume(step, first), out):
+            yield event
 
     async def run(self, step: Awaitable[T], out: Slot[T]) -> AsyncIterator[ev.Event]:
         """Yield the events sent while ``step`` runs; then put its result in ``out``."""
@@ -298,3 +325,36 @@ class Relay:
             if not task.done():
                 task.cancel()
         out.set(task.result())
+
+
+class _Continue(Generic[T]):
+    """Awaits the rest of a coroutine that was stepped once (its first yield given)."""
+
+    __slots__ = ("_coro", "_first")
+
+    def __init__(self, coro: Coroutine[Any, Any, T], first: Any) -> None:
+        self._coro = coro
+        self._first = first
+
+    def __await__(self) -> Generator[Any, Any, T]:
+        coro, value = self._coro, self._first
+        while True:  # what ``yield from coro`` does, resumed after its first step
+            try:
+                sent = yield value
+            except GeneratorExit:
+                coro.close()
+                raise
+            except BaseException as exc:
+                try:
+                    value = coro.throw(exc)
+                except StopIteration as stop:
+                    return stop.value
+            else:
+                try:
+                    value = coro.send(sent)
+                except StopIteration as stop:
+                    return stop.value
+
+
+async def _resume(coro: Coroutine[Any, Any, T], first: Any) -> T:
+    return await _Continue(coro, first)

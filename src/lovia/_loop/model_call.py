@@ -20,7 +20,8 @@ from ..errors import ContextOverflow
 from ..model import ModelRequest, ModelResponse, Provider
 from ..stores.records import ViewNote
 from ..transcript import InputEntry, TextEntry, ToolCallEntry, TranscriptEntry
-from ..view.base import BuiltView, ViewInput, ViewRecord
+from ..view.base import BuiltView, FullView, ViewInput, ViewRecord
+from ..view.compaction import Compaction
 from ..view.record import view_parts
 from .call import ModelCall, Purpose, Relay, Slot, call_model
 from .checkpoint import save_progress
@@ -58,8 +59,9 @@ async def model_step(state: RunState) -> AsyncIterator[ev.Event]:
             attempt += 1
             continue
         break
-    async for event in save_progress(state):
-        yield event
+    if state.pending:  # no generator when there is nothing to write
+        async for event in save_progress(state):
+            yield event
 
 
 def _purpose(state: RunState) -> Purpose:
@@ -170,6 +172,10 @@ async def _summarize(
     return "".join(e.text for e in call.response.entries if isinstance(e, TextEntry))
 
 
+_INLINE: frozenset[type] = frozenset({Compaction, FullView})
+"""Strategies whose ``build`` suspends only in ``summarize`` (see ``Relay.run_inline``)."""
+
+
 @dataclass(frozen=True, slots=True)
 class PreparedView:
     """Phase 3's product: the request to send and the hash of its view."""
@@ -202,12 +208,15 @@ async def _build_view(
     async def summarize(
         entries: Sequence[TranscriptEntry], prompt: str, provider: Provider | None = None
     ) -> str:
+        await relay.detach()
         return await _summarize(state, relay, entries, prompt, provider)
 
     done: Slot[BuiltView] = Slot()
-    async for event in relay.run(
-        active.strategy.build(inp, active.strategy_state, summarize), done
-    ):
+    strategy = active.strategy
+    step = strategy.build(inp, active.strategy_state, summarize)
+    # lovia's own strategies await nothing but summarize: their build runs inline
+    run = relay.run_inline if type(strategy) in _INLINE and inspect.iscoroutine(step) else relay.run
+    async for event in run(step, done):
         yield event
     built = done.value
     for kind, ids in built.compactions:

@@ -107,8 +107,9 @@ async def tool_phase(state: RunState, calls: Sequence[ToolCallEntry]) -> AsyncIt
         planned = sum(1 for p in plans if p.will_run)
         plans.append(await _precheck(state, call, planned, waiting))
     if waiting:
-        async for event in save_progress(state):
-            yield event
+        if state.pending:  # no generator when there is nothing to write
+            async for event in save_progress(state):
+                yield event
         raise ApprovalPending(
             f"{len(waiting)} tool call(s) wait for approval: "
             + ", ".join(f"{c.name} ({c.call_id})" for c in waiting),
@@ -245,8 +246,9 @@ async def _run_one(state: RunState, plan: Plan) -> AsyncIterator[ev.Event]:
     started = _started(state, plan)
     yield started
     _ledger(state, plan, "started")
-    async for event in save_progress(state, "ledger"):
-        yield event
+    if state.pending:  # no generator when there is nothing to write
+        async for event in save_progress(state, "ledger"):
+            yield event
     assert state.guard is not None
     t0 = time.perf_counter()
     state.guard.arm()
@@ -271,16 +273,18 @@ async def _run_parallel(state: RunState, group: list[Plan]) -> AsyncIterator[ev.
             plan,
             time.perf_counter(),
         )
-    async for event in save_progress(state, "ledger"):
-        yield event
+    if state.pending:  # no generator when there is nothing to write
+        async for event in save_progress(state, "ledger"):
+            yield event
     order = {id(p): i for i, p in enumerate(group)}
     try:
         while tasks:
             done, first = await _wait(state, tasks)
             if first is not None:
                 yield first
-            async for event in _child_events(state):
-                yield event
+            if state.child_events is not None:
+                async for event in _child_events(state):
+                    yield event
             for task in sorted(done, key=lambda t: order[id(tasks[t][0])]):
                 plan, t0 = tasks.pop(task)
                 async for event in _complete(state, plan, task.result(), time.perf_counter() - t0):
@@ -377,14 +381,14 @@ async def _complete(
     """Append the result (and handoff), checkpoint it, and emit ToolCallCompleted."""
     assert state.active is not None
     is_error = outcome.is_error
-    result = stamp(
-        state,
-        ToolResultEntry(
-            call_id=plan.call.call_id,
-            name=plan.call.name,
-            content=outcome.content,
-            is_error=is_error,
-        ),
+    result = ToolResultEntry(  # stamped as built (what stamp() does, without a copy)
+        run_id=state.run_id,
+        turn=state.turn,
+        agent=state.active.agent.name,
+        call_id=plan.call.call_id,
+        name=plan.call.name,
+        content=outcome.content,
+        is_error=is_error,
     )
     new = [result]
     if plan.handoff is not None:
@@ -413,5 +417,6 @@ async def _complete(
         started=started,
         known=plan.call.name in state.active.tools or plan.call.name in state.active.handoffs,
     )
-    async for event in save_progress(state, "tool_result"):
-        yield event
+    if state.pending:  # no generator when there is nothing to write
+        async for event in save_progress(state, "tool_result"):
+            yield event

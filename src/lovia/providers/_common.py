@@ -349,6 +349,9 @@ class HttpProvider:
         self._stream = stream
         self._seam = seam
         self._turns = TurnCache()
+        url = seam.url  # read on every call (span attributes): parsed once here
+        self._address: str = url.host
+        self._port: int = url.port or (443 if url.scheme == "https" else 80)
 
     @property
     def name(self) -> str:
@@ -370,13 +373,12 @@ class HttpProvider:
     @property
     def server_address(self) -> str:
         """Host of the API (``server.address`` span attribute)."""
-        return self._seam.url.host
+        return self._address
 
     @property
     def server_port(self) -> int:
         """Port of the API (``server.port``), defaulting by scheme."""
-        url = self._seam.url
-        return url.port or (443 if url.scheme == "https" else 80)
+        return self._port
 
     @property
     def retry(self) -> RetryPolicy:

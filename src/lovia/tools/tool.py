@@ -127,6 +127,10 @@ class ResultNotSerializable(Exception):
     """A tool returned something that cannot be turned into text for the model."""
 
 
+_INT_BITS = 13_000
+"""Integers shorter than this many bits have < 4,000 digits (below str()'s limit)."""
+
+
 def serialize_result(value: Any) -> str:
     """Turn a tool's return value into the text the model sees.
 
@@ -136,6 +140,8 @@ def serialize_result(value: Any) -> str:
     """
     if isinstance(value, str):
         return value
+    if type(value) is int and value.bit_length() < _INT_BITS:  # the common scalar, as dumps
+        return str(value)  # would give it (past str()'s digit limit: the path below says so)
     if isinstance(value, BaseModel):
         return value.model_dump_json()
     if value is None:
