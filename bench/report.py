@@ -250,7 +250,8 @@ def scale_section(results: list[dict[str, Any]]) -> list[str]:
         "",
         "Every run is started at once (one untimed warm-up run first) on lovia's default "
         "client (httpx2, installed here; 100 connections, the other requests wait in lovia's "
-        "FIFO). *RSS per run* = (peak RSS at 10,000 − peak RSS at 1,000) / 9,000 runs.",
+        "FIFO); the driver calls `lovia.tune_gc()` first, as advised for a process of that "
+        "size. *RSS per run* = (peak RSS at 10,000 − peak RSS at 1,000) / 9,000 runs.",
         "",
         "| contender | runs in flight | ok | errors | wall s | CPU µs / round-trip "
         "| × at 1,000 | peak RSS MB | RSS per run KB |",

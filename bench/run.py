@@ -213,12 +213,15 @@ def run_scale(session: Session, sizes: tuple[int, ...]) -> None:
     """N concurrent runs in one process (SSE, T=5 C=2), one untimed warm-up run.
 
     Every run is started at once, on lovia's default client (httpx2 when installed, 100
-    connections): requests beyond the pool wait in lovia's FIFO gate, not in the pool.
+    connections): requests beyond the pool wait in lovia's FIFO gate, not in the pool. The
+    driver calls ``lovia.tune_gc()`` first, as the docs advise a process of that size.
     """
     scale = [
-        Contender("lovia", "lovia_driver.py", ("--contender", "lovia")),
+        Contender("lovia", "lovia_driver.py", ("--tune-gc", "--contender", "lovia")),
         Contender(
-            "lovia+sqlite", "lovia_driver.py", ("--store", "sqlite", "--contender", "lovia+sqlite")
+            "lovia+sqlite",
+            "lovia_driver.py",
+            ("--tune-gc", "--store", "sqlite", "--contender", "lovia+sqlite"),
         ),
     ]
     for size in sizes:

@@ -7,6 +7,7 @@ the session (a fresh SQLite file in a temporary directory, or a fresh schema on 
 PostgreSQL at ``$LOVIA_BENCH_PG``, dropped at the end). ``--client httpx|httpx2`` hands
 lovia that client explicitly (default: lovia's own choice). ``--per-turn`` hands lovia
 an ``httpx.AsyncClient`` whose request hook records process CPU per model call.
+``--tune-gc`` calls ``lovia.tune_gc()`` first, as a process carrying thousands of runs does.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from _common import (
 )
 
 elapsed = import_timer()
-from lovia import Agent, Runner, tool  # noqa: E402
+from lovia import Agent, Runner, tool, tune_gc  # noqa: E402
 from lovia.providers.openai_chat import OpenAIChat  # noqa: E402
 
 IMPORT_S = elapsed()
@@ -57,6 +58,9 @@ def _options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--store", choices=["none", "sqlite", "postgres"], default="none")
     parser.add_argument("--client", choices=["default", "httpx", "httpx2"], default="default")
     parser.add_argument("--contender", default=None, help="name in the result line")
+    parser.add_argument(
+        "--tune-gc", action="store_true", help="call lovia.tune_gc() first (thousands of runs)"
+    )
 
 
 PG_URL = os.environ.get("LOVIA_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/test")
@@ -147,10 +151,14 @@ async def main() -> None:
             sdk.flush()
             extra.update(sdk.summary())
 
+    if args.tune_gc:
+        tune_gc()
     marks: list[float] = []
     agent = build_agent(args, marks)
     contender = args.contender or ("lovia+otel" if sdk else "lovia")
-    extra.update(store=args.store, sync_tool=args.sync_tool, client=args.client)
+    extra.update(
+        store=args.store, sync_tool=args.sync_tool, client=args.client, tune_gc=args.tune_gc
+    )
     with tempfile.TemporaryDirectory() as tmp:
         db, schema = open_store(args.store, tmp)
         try:

@@ -7,7 +7,7 @@ run can resume after a crash, and ``lovia replay`` rebuilds exactly what the mod
 from typing import TYPE_CHECKING as _TYPE_CHECKING
 
 from . import events, transcript
-from ._defaults import configure, lease_ttl
+from ._defaults import configure, lease_ttl, tune_gc
 from ._lazy import lazy_exports as _lazy_exports
 from ._version import __version__
 from .agent import Agent, Handoff
@@ -122,4 +122,5 @@ __all__ = [
     "recall_tool_result",
     "tool",
     "transcript",
+    "tune_gc",
 ]
