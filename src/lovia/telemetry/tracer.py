@@ -339,10 +339,7 @@ class RunTracer:
             self._content(span, A.TOOL_RESULT, event.result.content)
         if self._m is not None:
             name = event.call.name if event.known else A.UNKNOWN_TOOL
-            agent = self._agent(event)
-            labels: Attrs = _cached(
-                ("tool", name, agent), lambda: {A.TOOL_NAME: name, A.AGENT_NAME: agent}
-            )
+            labels: Attrs = {A.TOOL_NAME: name, A.AGENT_NAME: self._agent(event)}
             self._m.tool_calls.add(1, labels)  # every call the model made, run or refused
             if event.is_error:
                 labels = {**labels, A.ERROR_TYPE: event.error_type or "ToolError"}
@@ -478,65 +475,30 @@ class RunTracer:
         )
 
 
-_TOKEN_KINDS = ("input", "output", "cache_read", "cache_write", "reasoning")
-_SPEND_KEYS = (A.AGENT_NAME, A.PROVIDER_NAME, A.REQUEST_MODEL, A.CALL_PURPOSE)
-_label_sets: dict[tuple[Any, ...], Any] = {}
-"""Metric label dicts built once per label combination (bounded: names only, no ids),
-handed to the SDK as they are (it copies what it keeps)."""
-
-
-def _cached(key: tuple[Any, ...], build: Any) -> Any:
-    found = _label_sets.get(key)
-    if found is None:
-        if len(_label_sets) >= 4096:  # a bound, should names ever be unbounded
-            _label_sets.clear()
-        found = _label_sets[key] = build()
-    return found
-
-
-def _chat_label_sets(
-    base: Attrs, response_model: str
-) -> tuple[Attrs, Attrs, Attrs, Attrs, dict[str, Attrs]]:
-    """(labels, input labels, output labels, spend labels, spend labels by token kind)."""
-
-    def build() -> tuple[Attrs, Attrs, Attrs, Attrs, dict[str, Attrs]]:
-        labels = {**base, A.RESPONSE_MODEL: response_model}
-        spend: Attrs = {k: base[k] for k in _SPEND_KEYS}
-        by_kind = {kind: {**spend, A.TOKEN_TYPE: kind} for kind in _TOKEN_KINDS}
-        return (
-            labels,
-            {**labels, A.TOKEN_TYPE: "input"},
-            {**labels, A.TOKEN_TYPE: "output"},
-            spend,
-            by_kind,
-        )
-
-    return _cached(("chat", *base.values(), response_model), build)
-
-
 def _chat_metrics(m: Instruments, base: Attrs, event: ev.ModelCallCompleted) -> None:
-    labels, tokens_in, tokens_out, spend, by_kind = _chat_label_sets(
-        base, event.response_model or event.model
-    )
+    labels = {**base, A.RESPONSE_MODEL: event.response_model or event.model}
     m.op_duration.record(event.duration_s, labels)
     if event.time_to_first_chunk_s is not None:
         m.ttfc.record(event.time_to_first_chunk_s, labels)
     u = event.usage
+    spend: Attrs = {
+        k: base[k] for k in (A.AGENT_NAME, A.PROVIDER_NAME, A.REQUEST_MODEL, A.CALL_PURPOSE)
+    }
     if u.cost_usd:
         m.cost.add(u.cost_usd, spend)
     if u.missing:
         return
-    m.token_usage.record(u.input_tokens, tokens_in)
-    m.token_usage.record(u.output_tokens, tokens_out)
-    m.tokens.add(u.input_tokens, by_kind["input"])
-    m.tokens.add(u.output_tokens, by_kind["output"])
+    m.token_usage.record(u.input_tokens, {**labels, A.TOKEN_TYPE: "input"})
+    m.token_usage.record(u.output_tokens, {**labels, A.TOKEN_TYPE: "output"})
     for kind, value in (
+        ("input", u.input_tokens),
+        ("output", u.output_tokens),
         ("cache_read", u.cache_read_tokens),
         ("cache_write", u.cache_write_tokens),
         ("reasoning", u.reasoning_tokens),
     ):
-        if value:
-            m.tokens.add(value, by_kind[kind])
+        if value or kind in ("input", "output"):
+            m.tokens.add(value, {**spend, A.TOKEN_TYPE: kind})
 
 
 def _links(trace_links: tuple[str, ...]) -> list[Link]:
