@@ -428,3 +428,42 @@ async def test_a_non_streaming_body_past_the_cap_is_a_clear_error() -> None:
     assert server.requests == 1  # not retried: the same server would send it again
     with pytest.raises(UserError):
         StreamLimits(max_body_size=0)
+
+
+def events_then_finish(count: int, interval: float) -> Behaviour:
+    """``count`` content events ``interval`` apart, then a finish and the end of the body."""
+
+    async def run(writer: asyncio.StreamWriter) -> None:
+        for _ in range(count):
+            writer.write(chunked(_chunk("tick ")))
+            await writer.drain()
+            await asyncio.sleep(interval)
+        writer.write(chunked(_chunk(finish="stop") + b"data: [DONE]\n\n") + chunked(b""))
+        await writer.drain()
+
+    return run
+
+
+async def test_waiting_for_a_connection_is_not_idle_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    # one connection: the second call waits at lovia's FIFO gate for the whole first stream
+    # (~0.6 s, live events every 0.1 s), longer than the 0.3 s idle limit; only silence on
+    # an open stream is idle, so both calls complete
+    import lovia.providers._http as http
+
+    monkeypatch.setattr(http, "_max_connections", lambda: 1)
+    server = HostileServer(events_then_finish(6, 0.1))
+    limits = StreamLimits(idle_timeout=0.3, call_timeout=None)
+
+    async def call(p: OpenAIChat) -> BaseException | None:
+        try:
+            async for _ in p.stream(REQ):
+                pass
+        except ProviderError as exc:
+            return exc
+        return None
+
+    async with server as url:
+        async with provider(url, limits, retries=0) as p:
+            errors = await asyncio.wait_for(asyncio.gather(call(p), call(p)), HANG_GUARD_S)
+    assert errors == [None, None]
+    assert server.requests == 2

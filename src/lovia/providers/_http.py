@@ -323,22 +323,21 @@ class HttpSeam:
     ) -> AsyncGenerator[StreamItem, None]:
         state = decoder()
         seen_content = False
-        watch.attempt(self.limits.idle_timeout if streaming else None)
+        watch.attempt(None)  # the call's clock runs while waiting at the gate; idle does not
         try:
-            async with (
-                self._gate,
-                self._client.stream(
+            async with self._gate:
+                watch.attempt(self.limits.idle_timeout if streaming else None)
+                async with self._client.stream(
                     "POST", self.endpoint(path), json=body, headers=self._request_headers
-                ) as response,
-            ):
-                await self._check_status(response)
-                if not streaming:
-                    for item in one_shot(parse(await self._read_json(response))):
+                ) as response:
+                    await self._check_status(response)
+                    if not streaming:
+                        for item in one_shot(parse(await self._read_json(response))):
+                            yield item
+                        return
+                    async for item in self._decode(response, state, watch):
+                        seen_content = seen_content or _is_content(item)
                         yield item
-                    return
-                async for item in self._decode(response, state, watch):
-                    seen_content = seen_content or _is_content(item)
-                    yield item
         except ProviderError as error:
             converted = _after_content(error, state, seen_content)
             self.redact(error)
