@@ -462,8 +462,7 @@ async def test_waiting_for_a_connection_is_not_idle_time(monkeypatch: pytest.Mon
             return exc
         return None
 
-    async with server as url:
-        async with provider(url, limits, retries=0) as p:
-            errors = await asyncio.wait_for(asyncio.gather(call(p), call(p)), HANG_GUARD_S)
+    async with server as url, provider(url, limits, retries=0) as p:
+        errors = await asyncio.wait_for(asyncio.gather(call(p), call(p)), HANG_GUARD_S)
     assert errors == [None, None]
     assert server.requests == 2

@@ -47,6 +47,20 @@ class FailingStore(MemoryStore):
         return await super().append(run_id, records, fence=fence)
 
 
+def _watch(
+    otel: Otel, live_type: type[events.Event] = events.CheckpointSaved
+) -> tuple[AgentHooks, list[Any], list[events.CheckpointSaved]]:
+    """Hooks on the agent (what a run emits live) and the same hooks as a span processor
+    (``CheckpointSaved`` rebuilt from the trace): (agent hooks, live, rebuilt)."""
+    live: list[Any] = []
+    rebuilt: list[events.CheckpointSaved] = []
+    hooks, span_hooks = AgentHooks(), AgentHooks()
+    hooks.on(live_type)(lambda e, ctx: live.append(e))
+    span_hooks.on(events.CheckpointSaved)(lambda e, ctx: rebuilt.append(e))
+    otel.tp.add_span_processor(span_hooks)
+    return hooks, live, rebuilt
+
+
 async def test_fast_writes_are_events_on_the_enclosing_span(otel: Otel) -> None:
     live: list[events.CheckpointSaved] = []
     hooks = AgentHooks()
@@ -87,12 +101,7 @@ async def test_a_slow_write_is_a_span_with_its_real_start_and_end(
     otel: Otel, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(A, "CHECKPOINT_SPAN_MIN_S", 0.0)  # every write counts as slow
-    live: list[events.CheckpointSaved] = []
-    rebuilt: list[events.CheckpointSaved] = []
-    hooks, span_hooks = AgentHooks(), AgentHooks()
-    hooks.on(events.CheckpointSaved)(lambda e, ctx: live.append(e))
-    span_hooks.on(events.CheckpointSaved)(lambda e, ctx: rebuilt.append(e))
-    otel.tp.add_span_processor(span_hooks)
+    hooks, live, rebuilt = _watch(otel)
     await Runner.run(_agent(hooks), "go", checkpointer=MemoryStore(), tracer_provider=otel.tp)
     spans = otel.spans()
     writes = [s for s in spans if s.name == A.SPAN_CHECKPOINT]
@@ -114,12 +123,7 @@ async def test_a_slow_write_is_a_span_with_its_real_start_and_end(
 
 @pytest.mark.lovia_unconsumed  # the run fails before the model's second answer
 async def test_a_failed_write_is_an_error_span_and_the_run_fails(otel: Otel) -> None:
-    live: list[events.Event] = []
-    rebuilt: list[events.CheckpointSaved] = []
-    hooks, span_hooks = AgentHooks(), AgentHooks()
-    hooks.on(events.Event)(lambda e, ctx: live.append(e))
-    span_hooks.on(events.CheckpointSaved)(lambda e, ctx: rebuilt.append(e))
-    otel.tp.add_span_processor(span_hooks)
+    hooks, live, rebuilt = _watch(otel, events.Event)
     store = FailingStore(fail_at=3)  # start, model turn, then the ledger write fails
     with pytest.raises(StoreError, match="disk full"):
         await Runner.run(_agent(hooks), "go", checkpointer=store, tracer_provider=otel.tp)
