@@ -37,7 +37,7 @@ class CancelToken:
 
     def __init__(self) -> None:
         self._reason: str | None = None
-        self._listeners: list[Callable[[], None]] = []
+        self._listeners: list[Callable[[], None]] | None = None  # made by the first add
         self._lock = threading.Lock()
 
     def add_listener(self, fn: Callable[[], None]) -> None:
@@ -45,13 +45,15 @@ class CancelToken:
         with self._lock:
             fire = self._reason is not None
             if not fire:
+                if self._listeners is None:
+                    self._listeners = []
                 self._listeners.append(fn)
         if fire:
             fn()
 
     def remove_listener(self, fn: Callable[[], None]) -> None:
         with self._lock:
-            if fn in self._listeners:
+            if self._listeners is not None and fn in self._listeners:
                 self._listeners.remove(fn)
 
     @property
@@ -68,7 +70,8 @@ class CancelToken:
             if self._reason is not None:
                 return
             self._reason = reason
-            listeners = list(self._listeners)
+            listeners = self._listeners or ()
+            self._listeners = None  # every later add_listener calls its fn at once
         for fn in listeners:
             fn()
 
@@ -100,24 +103,36 @@ class Mailbox:
     __slots__ = ("_queue",)
 
     def __init__(self) -> None:
-        self._queue: deque[InputEntry] = deque()
+        self._queue: deque[InputEntry] | None = None
+        """Made by the first ``put``: most runs get no message (a deque is ~600 bytes)."""
 
     def put(self, message: str | InputEntry) -> None:
         if isinstance(message, str):
             message = InputEntry(role="user", content=message, origin="mailbox")
         elif message.origin == "input":
             message = message.model_copy(update={"origin": "mailbox"})
-        self._queue.append(message)
+        queue = self._queue
+        if queue is None:
+            with _FIRST_PUT:  # two threads' first puts must not make two queues
+                if self._queue is None:
+                    self._queue = deque()
+                queue = self._queue
+        queue.append(message)
 
     def drain(self) -> list[InputEntry]:
         """Take every queued message (oldest first)."""
         out: list[InputEntry] = []
-        while self._queue:
-            out.append(self._queue.popleft())
+        queue = self._queue
+        while queue:
+            out.append(queue.popleft())
         return out
 
     def __len__(self) -> int:
-        return len(self._queue)
+        return 0 if self._queue is None else len(self._queue)
+
+
+_FIRST_PUT = threading.Lock()
+"""Guards only the creation of a mailbox's queue (once per mailbox that gets a message)."""
 
 
 @dataclass(slots=True, kw_only=True)

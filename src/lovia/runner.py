@@ -121,6 +121,8 @@ class RunStream(Generic[OutputT]):
     ``RunFailed``; the run's error is raised by ``result()``.
     """
 
+    __slots__ = ("_events", "_outcome", "cancel_token", "mailbox")  # no dict per run
+
     def __init__(self, params: RunParams) -> None:
         from ._loop import Outcome, run_events  # the engine loads on the first run
 

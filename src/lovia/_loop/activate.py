@@ -9,6 +9,11 @@ prompt in the seed's order: agent instructions (static, dynamic fragments,
 ``extra_instructions``), workspace instructions, plugin instructions, and the
 structured-output contract when the provider lacks native JSON schema.
 
+What is the same in every run of an agent (its own tools' and handoff tools' specs,
+the handoff tools, the output mode, the default settings and strategy) is built once
+per agent and shared by its runs, so thousands of runs in flight keep one copy; each run
+still gets its own tools dict (a run may add the recall tool) and strategy state.
+
 The prompt is rendered once per run (seed): a resumed run sets its agents up again
 (their tools, hooks and injectors are per-run objects) but gives each agent the system
 prompt its ``SystemEntry`` recorded, so a time- or counter-based instruction cannot make
@@ -19,18 +24,22 @@ resume (a new handoff target) is rendered, and its new ``SystemEntry`` records t
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
+import weakref
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from .. import events as ev
 from ..agent import Agent, Handoff, render_fragments
 from ..errors import UserError
-from ..guardrails import as_guardrail
-from ..model import ModelSettings, Provider
-from ..output import output_mode
-from ..plugins.base import Plugin, PluginInstance
+from ..guardrails import Guardrail, as_guardrail
+from ..hooks import AgentHooks
+from ..model import ModelSettings, Provider, ToolSpec
+from ..output import OutputMode, output_mode
+from ..plugins.base import Plugin, PluginInstance, ViewInjector
 from ..tools import Tool, tool
 from ..transcript import SystemEntry, clean_text
+from ..view.base import ContextStrategy
 from .state import ActiveAgent, RunState
 
 __all__ = ["activate", "resolve_provider"]
@@ -85,15 +94,79 @@ def _handoff_tool(h: Handoff) -> Tool:
         f"Hand the conversation over to the agent {target.name!r}"
         + (f": {target.description}" if target.description else ".")
     )
+    reply = f"Transferred to {target.name}."  # a string, not the agent: no cycle via a cache
 
     async def handoff() -> str:
-        return f"Transferred to {target.name}."
+        return reply
 
     return tool(name=h.name, description=desc)(handoff)
 
 
+_NO_SETTINGS = ModelSettings()
+
+
+@dataclass(slots=True, kw_only=True)
+class _Shared:
+    """What activating one agent yields in every run, built once and shared by its runs.
+
+    Holds no agent (only tools, specs, strings and output modes), so the weak cache
+    below frees it with its agent even when agents hand off to each other.
+    """
+
+    key: tuple[int, ...]
+    """``id`` of the agent fields it was built from (a replaced field rebuilds it)."""
+    tools: dict[str, Tool]
+    """The agent's tools, then its handoff tools: copied into each run's own dict."""
+    specs: Mapping[str, ToolSpec]
+    """Spec of each tool in ``tools``, by name."""
+    all_specs: tuple[ToolSpec, ...]
+    outputs: dict[bool, OutputMode] = field(default_factory=dict[bool, OutputMode])
+    """Output mode by ``native`` (the provider's JSON-schema support)."""
+    system: str = ""
+    """The last system prompt rendered: an equal one is replaced by it (one copy)."""
+
+
+_SHARED: weakref.WeakKeyDictionary[Agent[Any, Any], _Shared] = weakref.WeakKeyDictionary()
+_DEFAULT_STRATEGY: list[ContextStrategy[Any]] = []
+"""The ``Compaction()`` of agents that set no ``context`` (frozen: one for all runs)."""
+
+
+def _shared(agent: Agent[Any, Any]) -> _Shared:
+    """The shared part of ``agent``'s activation (a name clash raises ``UserError``)."""
+    key = (id(agent.tools), id(agent.handoffs))
+    shared = _SHARED.get(agent)
+    if shared is not None and shared.key == key:
+        return shared
+    tools: dict[str, Tool] = {}
+    for t in agent.tools:
+        _add_tool(tools, t, "agent")
+    for h in agent.handoff_targets():
+        _add_tool(tools, _handoff_tool(h), "handoff")
+    specs = {name: t.spec for name, t in tools.items()}
+    shared = _Shared(key=key, tools=tools, specs=specs, all_specs=tuple(specs.values()))
+    _SHARED[agent] = shared
+    return shared
+
+
+def _output(shared: _Shared, agent: Agent[Any, Any], native: bool) -> OutputMode:
+    mode = shared.outputs.get(native)
+    if mode is None:
+        mode = shared.outputs[native] = output_mode(agent.output_type, native=native)
+    return mode
+
+
+def _strategy(agent: Agent[Any, Any]) -> ContextStrategy[Any]:
+    if agent.context is not None:
+        return agent.context
+    if not _DEFAULT_STRATEGY:
+        from ..view import default_strategy
+
+        _DEFAULT_STRATEGY.append(default_strategy())
+    return _DEFAULT_STRATEGY[0]
+
+
 async def _setup_plugin(
-    state: RunState, plugin: Plugin, active: ActiveAgent, texts: dict[str, str]
+    state: RunState, plugin: Plugin, merged: _Merged, texts: dict[str, str]
 ) -> AsyncIterator[ev.Event]:
     t0 = time.perf_counter()
     try:
@@ -112,8 +185,8 @@ async def _setup_plugin(
             hint="setup(ctx) must return a PluginInstance.",
         )
     if instance.aclose is not None:
-        state.closers.append((plugin.name, instance.aclose))
-    _merge_instance(active, plugin.name, instance)
+        state.add_closer(plugin.name, instance.aclose)
+    merged.add(plugin.name, instance)
     if instance.instructions:
         texts[plugin.name] = instance.instructions
     yield ev.PluginSetup(
@@ -123,15 +196,29 @@ async def _setup_plugin(
     )
 
 
-def _merge_instance(active: ActiveAgent, name: str, inst: PluginInstance) -> None:
-    source = "workspace" if name == "workspace" else f"plugin {name!r}"
-    for t in inst.tools:
-        _add_tool(active.tools, t, source)
-    active.injectors.extend((name, inj) for inj in inst.view_injectors)
-    if inst.hooks is not None:
-        active.hooks.append((name, inst.hooks))
-    active.input_guardrails.extend(as_guardrail(g) for g in inst.input_guardrails)
-    active.output_guardrails.extend(as_guardrail(g) for g in inst.output_guardrails)
+@dataclass(slots=True)
+class _Merged:
+    """Plugin contributions gathered while the plugins are set up (lists, then tuples)."""
+
+    tools: dict[str, Tool]
+    injectors: list[tuple[str, ViewInjector]] = field(
+        default_factory=list[tuple[str, ViewInjector]]
+    )
+    hooks: list[tuple[str | None, AgentHooks]] = field(
+        default_factory=list[tuple[str | None, AgentHooks]]
+    )
+    input_guardrails: list[Guardrail] = field(default_factory=list[Guardrail])
+    output_guardrails: list[Guardrail] = field(default_factory=list[Guardrail])
+
+    def add(self, name: str, inst: PluginInstance) -> None:
+        source = "workspace" if name == "workspace" else f"plugin {name!r}"
+        for t in inst.tools:
+            _add_tool(self.tools, t, source)
+        self.injectors.extend((name, inj) for inj in inst.view_injectors)
+        if inst.hooks is not None:
+            self.hooks.append((name, inst.hooks))
+        self.input_guardrails.extend(as_guardrail(g) for g in inst.input_guardrails)
+        self.output_guardrails.extend(as_guardrail(g) for g in inst.output_guardrails)
 
 
 async def activate(state: RunState, agent: Agent[Any, Any]) -> AsyncIterator[ev.Event]:
@@ -147,38 +234,79 @@ async def activate(state: RunState, agent: Agent[Any, Any]) -> AsyncIterator[ev.
     if workspace is not None and callable(getattr(workspace, "setup", None)):
         plugins.insert(0, workspace)
     _check_plugin_names(agent, plugins)
+    shared = _shared(agent)
     active = ActiveAgent(agent=agent, provider=provider)
-    if agent.hooks is not None:
-        active.hooks.append((None, agent.hooks))
-    for t in agent.tools:
-        _add_tool(active.tools, t, "agent")
     state.ctx.agent = agent
     state.active = active
     instructions: dict[str, str] = {}
+    if plugins:
+        async for event in _setup_plugins(state, agent, plugins, shared, instructions):
+            yield event
+    else:
+        active.tools = dict(shared.tools)
+        active.specs = shared.all_specs
+        if agent.hooks is not None:
+            active.hooks = ((None, agent.hooks),)
+        active.input_guardrails = tuple(as_guardrail(g) for g in agent.input_guardrails)
+        active.output_guardrails = tuple(as_guardrail(g) for g in agent.output_guardrails)
+    if agent.handoffs:
+        active.handoffs = {h.name: h for h in agent.handoff_targets()}
+    active.output = _output(shared, agent, provider.profile.native_json_schema)
+    base = agent.model_settings or _NO_SETTINGS
+    active.settings = base.merged(state.params.settings)
+    recorded = _recorded_system(state, agent)
+    if recorded is None:
+        system = await _system_prompt(state, agent, plugins, instructions)
+        if system != shared.system:
+            shared.system = system
+        active.system = shared.system  # equal prompts: one string for all runs
+    else:
+        active.system = recorded
+    active.strategy = strategy = _strategy(agent)
+    active.strategy_state = strategy.new_state()
+    state.activated[id(agent)] = active
+
+
+async def _setup_plugins(
+    state: RunState,
+    agent: Agent[Any, Any],
+    plugins: list[Plugin],
+    shared: _Shared,
+    instructions: dict[str, str],
+) -> AsyncIterator[ev.Event]:
+    """Set the plugins up (seed order) and merge their tools, hooks and guardrails."""
+    active = state.active
+    assert active is not None
+    merged = _Merged({n: t for n, t in shared.tools.items() if t.source == "agent"})
+    if agent.hooks is not None:
+        merged.hooks.append((None, agent.hooks))
     live = state.ctx.entries
     if not state.activated:  # seed: at run start, setup() sees no entries
         state.ctx.entries = ()
     try:
         for plugin in plugins:
-            async for event in _setup_plugin(state, plugin, active, instructions):
+            async for event in _setup_plugin(state, plugin, merged, instructions):
                 yield event
     finally:
         state.ctx.entries = live
-    for h in agent.handoff_targets():
-        active.handoffs[h.name] = h
-        _add_tool(active.tools, _handoff_tool(h), "handoff")
-    active.specs = tuple(t.spec for t in active.tools.values())
-    active.input_guardrails[:0] = [as_guardrail(g) for g in agent.input_guardrails]
-    active.output_guardrails[:0] = [as_guardrail(g) for g in agent.output_guardrails]
-    active.output = output_mode(agent.output_type, native=provider.profile.native_json_schema)
-    active.settings = (agent.model_settings or ModelSettings()).merged(state.params.settings)
-    recorded = _recorded_system(state, agent)
-    if recorded is None:
-        active.system = await _system_prompt(state, agent, plugins, instructions)
-    else:
-        active.system = recorded
-    _set_strategy(active, agent)
-    state.activated[id(agent)] = active
+    tools = merged.tools
+    for t in shared.tools.values():
+        if t.source == "handoff":
+            _add_tool(tools, t, "handoff")
+    active.tools = tools
+    active.specs = tuple(
+        shared.specs[n] if shared.tools.get(n) is t else t.spec for n, t in tools.items()
+    )
+    active.injectors = tuple(merged.injectors)
+    active.hooks = tuple(merged.hooks)
+    active.input_guardrails = (
+        *(as_guardrail(g) for g in agent.input_guardrails),
+        *merged.input_guardrails,
+    )
+    active.output_guardrails = (
+        *(as_guardrail(g) for g in agent.output_guardrails),
+        *merged.output_guardrails,
+    )
 
 
 def _recorded_system(state: RunState, agent: Agent[Any, Any]) -> str | None:
@@ -187,16 +315,6 @@ def _recorded_system(state: RunState, agent: Agent[Any, Any]) -> str | None:
         if isinstance(entry, SystemEntry) and entry.agent == agent.name:
             return entry.content
     return None
-
-
-def _set_strategy(active: ActiveAgent, agent: Agent[Any, Any]) -> None:
-    strategy = agent.context
-    if strategy is None:
-        from ..view import default_strategy
-
-        strategy = default_strategy()
-    active.strategy = strategy
-    active.strategy_state = strategy.new_state()
 
 
 async def _system_prompt(

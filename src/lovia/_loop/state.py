@@ -118,23 +118,25 @@ class EndRun(Exception):
 
 @dataclass(slots=True, kw_only=True)
 class ActiveAgent:
-    """The active agent, resolved: provider, merged tools, prompt, plugin contributions."""
+    """The active agent, resolved: provider, merged tools, prompt, plugin contributions.
+
+    Tuples, not lists: empty ones cost nothing and the immutable parts of a plugin-less
+    agent are shared by all its runs (thousands in flight keep one copy).
+    """
 
     agent: Agent[Any, Any]
     provider: Provider
     system: str = ""
     tools: dict[str, Tool] = field(default_factory=dict[str, Tool])
+    """This run's own dict (a run may add the recall tool): never shared between runs."""
     specs: tuple[ToolSpec, ...] = ()
-    handoffs: dict[str, Handoff] = field(default_factory=dict[str, Handoff])
-    injectors: list[tuple[str, ViewInjector]] = field(
-        default_factory=list[tuple[str, ViewInjector]]
-    )
-    hooks: list[tuple[str | None, AgentHooks]] = field(
-        default_factory=list[tuple[str | None, AgentHooks]]
-    )
+    handoffs: Mapping[str, Handoff] = field(default_factory=dict[str, Handoff])
+    """Read-only: runs of a plugin-less agent share one."""
+    injectors: tuple[tuple[str, ViewInjector], ...] = ()
+    hooks: tuple[tuple[str | None, AgentHooks], ...] = ()
     """``(plugin name, hooks)``; None for the agent's own (the only ones that may be strict)."""
-    input_guardrails: list[Guardrail] = field(default_factory=list[Guardrail])
-    output_guardrails: list[Guardrail] = field(default_factory=list[Guardrail])
+    input_guardrails: tuple[Guardrail, ...] = ()
+    output_guardrails: tuple[Guardrail, ...] = ()
     output: OutputMode | None = None
     strategy: ContextStrategy[Any] | None = None
     strategy_state: Any = None
@@ -224,10 +226,9 @@ class RunState:
     checkpointer: Checkpointer | None = None
     session: SessionStore | None = None
     ledger: dict[str, LedgerStatus] = field(default_factory=dict[str, LedgerStatus])
-    closers: list[tuple[str, Callable[[], Awaitable[Any] | Any]]] = field(
-        default_factory=list[tuple[str, Callable[[], Awaitable[Any] | Any]]]
-    )
-    """``(plugin name, aclose)`` of the plugin instances set up in this run."""
+    closers: list[tuple[str, Callable[[], Awaitable[Any] | Any]]] | None = None
+    """``(plugin name, aclose)`` of the plugin instances set up in this run (None: none;
+    add through :meth:`add_closer`)."""
     activated: dict[int, ActiveAgent] = field(default_factory=dict[int, ActiveAgent])
     """Agents already set up in this run (plugins are set up once per run per agent)."""
     hasher: ViewHasher = field(default_factory=ViewHasher)
@@ -243,13 +244,14 @@ class RunState:
     output_raw: str = ""
     finish_reason: str = "stop"
     resumed: bool = False
-    resume_calls: list[ToolCallEntry] = field(default_factory=list[ToolCallEntry])
+    resume_calls: Sequence[ToolCallEntry] = ()
     """Resuming inside a turn's tool phase: the stored calls that have no result yet."""
     guard: CancelGuard | None = None
     trace_ids: tuple[str, str] | None = None
     trace_links: tuple[str, ...] = ()
     history: Sequence[TranscriptEntry] = ()
-    undelivered: list[InputEntry] = field(default_factory=list[InputEntry])
+    undelivered: Sequence[InputEntry] = ()
+    """Mailbox messages left when the run ended (set by the finish phase)."""
     lease_owner: str | None = None
     lease_token: int | None = None
     """The fencing token of this run's lease: every checkpoint write carries it."""
@@ -269,6 +271,12 @@ class RunState:
     child_events: asyncio.Queue[ev.Event] | None = None
     """Events of running child runs, for a ``nested=True`` stream (at most
     ``CHILD_EVENT_BUFFER``: a child waits while its parent's consumer is behind)."""
+
+    def add_closer(self, name: str, aclose: Callable[[], Awaitable[Any] | Any]) -> None:
+        """Register a plugin instance's ``aclose`` (called last-in, first-out at the end)."""
+        if self.closers is None:
+            self.closers = []
+        self.closers.append((name, aclose))
 
     def note(self, record: Record) -> None:
         """Queue a checkpoint record (dropped when the run has no checkpointer)."""
