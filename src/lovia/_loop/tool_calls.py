@@ -3,8 +3,9 @@
 First every call is pre-checked in the model's request order (budget, unknown tool,
 handoff, argument validation, approval). Only then do they run: consecutive
 concurrency-safe calls in parallel, the others one at a time, in order. Each result is
-appended as it completes and checkpointed, with a ledger entry before the call starts,
-so a crash never re-runs a completed call. A tool's ordinary exception becomes an
+appended as it completes and checkpointed (the results of a parallel group that are in
+together go out in one write, before anything else happens), with a ledger entry before
+the call starts, so a crash never re-runs a completed call. A tool's ordinary exception becomes an
 ``is_error`` result the model can react to; it does not end the run.
 """
 
@@ -285,15 +286,39 @@ async def _run_parallel(state: RunState, group: list[Plan]) -> AsyncIterator[ev.
             if state.child_events is not None:
                 async for event in _child_events(state):
                     yield event
-            for task in sorted(done, key=lambda t: order[id(tasks[t][0])]):
-                plan, t0 = tasks.pop(task)
-                async for event in _complete(state, plan, task.result(), time.perf_counter() - t0):
-                    yield event
+            async for event in _complete_group(state, done, tasks, order):
+                yield event
     finally:
         for task in tasks:
             task.cancel()
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def _complete_group(
+    state: RunState,
+    done: list[asyncio.Task[Outcome]],
+    tasks: dict[asyncio.Task[Outcome], tuple[Plan, float]],
+    order: dict[int, int],
+) -> AsyncIterator[ev.Event]:
+    """Group commit: the results that are in go out in ONE append, in the model's order,
+    written before the caller waits again (results that come in meanwhile make the next
+    group, so each is written as soon as the write before it returns)."""
+    for task in sorted(done, key=lambda t: order[id(tasks[t][0])]):
+        plan, t0 = tasks.pop(task)
+        try:
+            outcome = task.result()
+        except BaseException:  # the results before it are still made durable
+            if state.pending:
+                async for event in save_progress(state, "tool_result"):
+                    yield event
+            raise
+        duration = time.perf_counter() - t0
+        async for event in _complete(state, plan, outcome, duration, write=False):
+            yield event
+    if state.pending:  # no generator when there is nothing to write
+        async for event in save_progress(state, "tool_result"):
+            yield event
 
 
 async def _wait(
@@ -377,8 +402,10 @@ async def _complete(
     duration: float,
     *,
     started: bool = True,
+    write: bool = True,
 ) -> AsyncIterator[ev.Event]:
-    """Append the result (and handoff), checkpoint it, and emit ToolCallCompleted."""
+    """Append the result (and handoff), emit ToolCallCompleted, and checkpoint it
+    (``write=False``: the caller writes it, with the other results of its group)."""
     assert state.active is not None
     is_error = outcome.is_error
     result = ToolResultEntry(  # stamped as built (what stamp() does, without a copy)
@@ -417,6 +444,6 @@ async def _complete(
         started=started,
         known=plan.call.name in state.active.tools or plan.call.name in state.active.handoffs,
     )
-    if state.pending:  # no generator when there is nothing to write
+    if write and state.pending:  # no generator when there is nothing to write
         async for event in save_progress(state, "tool_result"):
             yield event
