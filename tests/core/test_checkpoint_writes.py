@@ -158,3 +158,75 @@ async def test_a_crash_after_the_first_of_two_results_does_not_rerun_it() -> Non
     by_call = {e.call_id: e for e in resumed.entries if e.type == "tool_result"}
     assert by_call["f"].content == "2" and not by_call["f"].is_error
     assert by_call["s"].is_error and "outcome of this tool call is unknown" in by_call["s"].content
+
+
+async def test_a_tool_turn_is_written_with_the_ledger_of_its_calls() -> None:
+    """The model turn rides with the ledger write: start, turn + ledger, results, answer."""
+    store = CountingStore()
+    agent = Agent(name="a", model=_two_adds(), tools=[add])
+    await Runner.run(agent, "go", run_id="r5", checkpointer=store)
+    assert len(store.appends) == 4  # was 6: the turn and each result were writes of their own
+    turn = store.appends[1]
+    entries = [e["type"] for r in turn if r.kind == "entries" for e in r.data["entries"]]
+    assert entries == ["tool_call", "tool_call"]
+    assert _ledger(turn) == [("c1", "started"), ("c2", "started")]
+    assert [r.kind for r in turn] == ["view", "entries", "state", "ledger", "ledger"]
+
+
+class YieldingStore(CountingStore):
+    """Its writes give the event loop a turn, as a store on a thread or a socket does."""
+
+    async def append(
+        self, run_id: str, records: Sequence[CheckpointRecord], *, fence: int | None = None
+    ) -> int:
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        return await super().append(run_id, records, fence=fence)
+
+
+@pytest.mark.parametrize("parallel", [True, False])
+async def test_no_tool_starts_before_its_call_and_ledger_are_stored(parallel: bool) -> None:
+    store = YieldingStore()
+    seen: list[tuple[list[str], list[tuple[str, str]]]] = []
+
+    @tool(concurrency_safe=parallel)
+    async def probe(n: int) -> int:
+        """Look at what is stored when the tool starts."""
+        snap = await store.load("r6")
+        assert snap is not None
+        calls = [e.call_id for e in snap.entries() if e.type == "tool_call"]
+        seen.append((calls, _ledger(snap.records)))
+        return n
+
+    model = ScriptedModel([[call("probe", n=1, id="p1"), call("probe", n=2, id="p2")], "done"])
+    agent = Agent(name="a", model=model, tools=[probe])
+    await Runner.run(agent, "go", run_id="r6", checkpointer=store)
+    assert len(seen) == 2
+    for calls, ledger in seen:
+        assert calls == ["p1", "p2"]
+        assert ("p1", "started") in ledger or ("p2", "started") in ledger
+    if parallel:
+        assert all(
+            ("p1", "started") in ledger and ("p2", "started") in ledger for _, ledger in seen
+        )
+
+
+@tool(requires_approval=True)
+def wire(amount: int) -> str:
+    """Send money."""
+    ran.append(f"wire:{amount}")
+    return "sent"
+
+
+async def test_a_turn_that_waits_for_approval_is_written_before_the_pause() -> None:
+    store = CountingStore()
+    model = ScriptedModel([call("wire", amount=5, id="w1"), "done"])
+    agent = Agent(name="a", model=model, tools=[wire])
+    seen = [e async for e in Runner.stream(agent, "go", run_id="r7", checkpointer=store)]
+    assert isinstance(seen[-1], events.RunFailed) and seen[-1].finish_reason == "approval_pending"
+    snap = await store.load("r7")
+    assert snap is not None and snap.info.status == "paused"
+    assert [e.call_id for e in snap.entries() if e.type == "tool_call"] == ["w1"]
+    assert not _ledger(snap.records) and ran == []
+    result = await Runner.run(agent, None, run_id="r7", checkpointer=store, approvals={"w1": True})
+    assert result.output == "done" and ran == ["wire:5"]

@@ -17,7 +17,14 @@ from ..transcript import ToolCallEntry, ToolResultEntry, TranscriptEntry
 from ..usage import Usage
 from .state import RunState
 
-__all__ = ["ResumePoint", "finish_info", "restore", "run_info", "save_progress"]
+__all__ = [
+    "ResumePoint",
+    "finish_info",
+    "restore",
+    "run_info",
+    "save_progress",
+    "turn_rides_with_tools",
+]
 
 
 def _store_name(state: RunState) -> str:
@@ -56,6 +63,30 @@ async def save_progress(state: RunState, kind: str = "progress") -> AsyncIterato
         store=_store_name(state),
         duration_s=time.perf_counter() - t0,
     )
+
+
+def turn_rides_with_tools(state: RunState) -> bool:
+    """True when the model turn just recorded may go out with the tool phase's first write
+    (one append instead of two).
+
+    That write comes before any tool starts and before anything that depends on the turn
+    being stored (the ledger of the first call to start, a refused call's result, the
+    stop at a budget), and nothing between the two waits on user code: every call is to
+    a known tool that needs no approval (an approval policy may take long, and a pause
+    for approval writes the turn anyway). A crash before that write is then a crash
+    during the model turn's own write: resume asks the model again, and no tool had run.
+    """
+    response, active = state.response, state.active
+    if response is None or active is None:
+        return False
+    calls = 0
+    for entry in response.entries:
+        if isinstance(entry, ToolCallEntry):
+            t = active.tools.get(entry.name)
+            if t is None or t.requires_approval:
+                return False
+            calls += 1
+    return calls > 0
 
 
 def run_info(state: RunState, status: RunStatus = "running") -> RunInfo:

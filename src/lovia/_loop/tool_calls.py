@@ -126,6 +126,9 @@ async def tool_phase(state: RunState, calls: Sequence[ToolCallEntry]) -> AsyncIt
         else:
             async for event in _run_parallel(state, group):
                 yield event
+    if state.pending:  # the model turn, when no call ran or was answered (none left)
+        async for event in save_progress(state):
+            yield event
 
 
 async def _precheck(
@@ -237,6 +240,9 @@ def _ledger(state: RunState, plan: Plan, status: LedgerStatus) -> None:
 
 async def _run_one(state: RunState, plan: Plan) -> AsyncIterator[ev.Event]:
     if plan.over_budget is not None:
+        if state.pending:  # the model turn (it rides with the tool phase's first write)
+            async for event in save_progress(state):
+                yield event
         check_budget(state, extra_tool_calls=0)  # the same limit, with the usage of now
         raise plan.over_budget
     if plan.refusal is not None or plan.handoff is not None:
@@ -266,17 +272,20 @@ async def _run_parallel(state: RunState, group: list[Plan]) -> AsyncIterator[ev.
     tasks: dict[asyncio.Task[Outcome], tuple[Plan, float]] = {}
     limit = asyncio.Semaphore(max(1, state.active.agent.max_parallel_tools))
     await confirm_lease(state)
+    spans: list[Any] = []
     for plan in group:
         started = _started(state, plan)
         yield started
         _ledger(state, plan, "started")
-        tasks[asyncio.ensure_future(_limited(limit, state, plan, started.span))] = (
-            plan,
-            time.perf_counter(),
-        )
+        spans.append(started.span)
     if state.pending:  # no generator when there is nothing to write
         async for event in save_progress(state, "ledger"):
             yield event
+    for plan, span in zip(group, spans, strict=True):  # no tool starts before its ledger
+        tasks[asyncio.ensure_future(_limited(limit, state, plan, span))] = (
+            plan,
+            time.perf_counter(),
+        )
     order = {id(p): i for i, p in enumerate(group)}
     try:
         while tasks:
