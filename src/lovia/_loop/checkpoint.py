@@ -24,6 +24,7 @@ __all__ = [
     "run_info",
     "save_progress",
     "turn_rides_with_tools",
+    "write_progress",
 ]
 
 
@@ -35,17 +36,34 @@ def _store_name(state: RunState) -> str:
 
 async def save_progress(state: RunState, kind: str = "progress") -> AsyncIterator[ev.Event]:
     """Write queued records (if a checkpointer is configured) and emit CheckpointSaved."""
-    cp = state.checkpointer
-    if cp is None or not state.pending:
+    if state.checkpointer is None or not state.pending:
         state.pending.clear()
         return
+    saved = await write_progress(state, kind)
+    yield saved
+    if saved.error is not None:
+        raise saved.error
+
+
+async def write_progress(state: RunState, kind: str) -> ev.CheckpointSaved:
+    """Write the queued records (``state.pending`` is not empty) in one append.
+
+    Returns the ``CheckpointSaved`` to emit; when its ``error`` is set the write failed,
+    and the caller raises that error once it emitted the event. A coroutine, not a
+    generator: the loop's hot paths write this way (``save_progress`` wraps it).
+    """
+    cp = state.checkpointer
+    assert cp is not None
     records, state.pending = state.pending, []
-    entries = sum(len(r.data.get("entries", ())) for r in records if r.kind == "entries")
+    entries = 0
+    for r in records:
+        if r.kind == "entries":
+            entries += len(r.data["entries"])
     t0 = time.perf_counter()
     try:
         written = await cp.append(state.run_id, records, fence=state.lease_token)
     except Exception as exc:  # the failed write is still reported (its own span), then raised
-        yield ev.CheckpointSaved(
+        return ev.CheckpointSaved(
             **state.base(),
             entries=entries,
             kind=kind,
@@ -53,9 +71,7 @@ async def save_progress(state: RunState, kind: str = "progress") -> AsyncIterato
             duration_s=time.perf_counter() - t0,
             error=exc,
         )
-        raise
-    assert state.active is not None
-    yield ev.CheckpointSaved(
+    return ev.CheckpointSaved(
         **state.base(),
         entries=entries,
         bytes=written,

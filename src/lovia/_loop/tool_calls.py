@@ -30,7 +30,7 @@ from ..tools import Tool, ToolArgumentsError, serialize_result
 from ..tools.tool import ResultNotSerializable
 from ..transcript import HandoffEntry, ToolCallEntry, ToolResultEntry
 from ..usage import Usage
-from .checkpoint import save_progress
+from .checkpoint import save_progress, write_progress
 from .lease import confirm_lease
 from .limits import check_budget
 from .model_call import stamp
@@ -109,8 +109,10 @@ async def tool_phase(state: RunState, calls: Sequence[ToolCallEntry]) -> AsyncIt
         plans.append(await _precheck(state, call, planned, waiting))
     if waiting:
         if state.pending:  # no generator when there is nothing to write
-            async for event in save_progress(state):
-                yield event
+            saved = await write_progress(state, "progress")
+            yield saved
+            if saved.error is not None:
+                raise saved.error
         raise ApprovalPending(
             f"{len(waiting)} tool call(s) wait for approval: "
             + ", ".join(f"{c.name} ({c.call_id})" for c in waiting),
@@ -127,8 +129,10 @@ async def tool_phase(state: RunState, calls: Sequence[ToolCallEntry]) -> AsyncIt
             async for event in _run_parallel(state, group):
                 yield event
     if state.pending:  # the model turn, when no call ran or was answered (none left)
-        async for event in save_progress(state):
-            yield event
+        saved = await write_progress(state, "progress")
+        yield saved
+        if saved.error is not None:
+            raise saved.error
 
 
 async def _precheck(
@@ -241,8 +245,10 @@ def _ledger(state: RunState, plan: Plan, status: LedgerStatus) -> None:
 async def _run_one(state: RunState, plan: Plan) -> AsyncIterator[ev.Event]:
     if plan.over_budget is not None:
         if state.pending:  # the model turn (it rides with the tool phase's first write)
-            async for event in save_progress(state):
-                yield event
+            saved = await write_progress(state, "progress")
+            yield saved
+            if saved.error is not None:
+                raise saved.error
         check_budget(state, extra_tool_calls=0)  # the same limit, with the usage of now
         raise plan.over_budget
     if plan.refusal is not None or plan.handoff is not None:
@@ -254,8 +260,10 @@ async def _run_one(state: RunState, plan: Plan) -> AsyncIterator[ev.Event]:
     yield started
     _ledger(state, plan, "started")
     if state.pending:  # no generator when there is nothing to write
-        async for event in save_progress(state, "ledger"):
-            yield event
+        saved = await write_progress(state, "ledger")
+        yield saved
+        if saved.error is not None:
+            raise saved.error
     assert state.guard is not None
     t0 = time.perf_counter()
     state.guard.arm()
@@ -279,8 +287,10 @@ async def _run_parallel(state: RunState, group: list[Plan]) -> AsyncIterator[ev.
         _ledger(state, plan, "started")
         spans.append(started.span)
     if state.pending:  # no generator when there is nothing to write
-        async for event in save_progress(state, "ledger"):
-            yield event
+        saved = await write_progress(state, "ledger")
+        yield saved
+        if saved.error is not None:
+            raise saved.error
     for plan, span in zip(group, spans, strict=True):  # no tool starts before its ledger
         tasks[asyncio.ensure_future(_limited(limit, state, plan, span))] = (
             plan,
@@ -326,8 +336,10 @@ async def _complete_group(
         async for event in _complete(state, plan, outcome, duration, write=False):
             yield event
     if state.pending:  # no generator when there is nothing to write
-        async for event in save_progress(state, "tool_result"):
-            yield event
+        saved = await write_progress(state, "tool_result")
+        yield saved
+        if saved.error is not None:
+            raise saved.error
 
 
 async def _wait(
@@ -454,5 +466,7 @@ async def _complete(
         known=plan.call.name in state.active.tools or plan.call.name in state.active.handoffs,
     )
     if write and state.pending:  # no generator when there is nothing to write
-        async for event in save_progress(state, "tool_result"):
-            yield event
+        saved = await write_progress(state, "tool_result")
+        yield saved
+        if saved.error is not None:
+            raise saved.error
