@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from lovia import Agent, Runner, events, tool
+from lovia import Agent, RunBudget, Runner, events, tool
 from lovia.stores import MemoryStore
 from lovia.stores.base import CheckpointRecord
 from lovia.testing import ScriptedModel, call
@@ -230,3 +230,57 @@ async def test_a_turn_that_waits_for_approval_is_written_before_the_pause() -> N
     assert not _ledger(snap.records) and ran == []
     result = await Runner.run(agent, None, run_id="r7", checkpointer=store, approvals={"w1": True})
     assert result.output == "done" and ran == ["wire:5"]
+
+
+async def test_results_that_come_in_during_a_write_go_out_together_in_the_next() -> None:
+    store = YieldingStore()
+    writing = asyncio.Event()
+
+    @tool(concurrency_safe=True)
+    async def later(n: int) -> int:
+        """Finish while the first result is being written."""
+        await asyncio.wait_for(writing.wait(), 5)
+        return n
+
+    async def append(run_id: str, records: Any, *, fence: int | None = None) -> int:
+        if "a" in _results(records):
+            writing.set()  # the other two finish while this write is in flight
+            for _ in range(5):
+                await asyncio.sleep(0)
+        return await YieldingStore.append(store, run_id, records, fence=fence)
+
+    store.append = append  # type: ignore[method-assign]
+    model = ScriptedModel(
+        [
+            [
+                call("add", a=1, b=1, id="a"),
+                call("later", n=2, id="b"),
+                call("later", n=3, id="c"),
+            ],
+            "done",
+        ]
+    )
+    agent = Agent(name="a", model=model, tools=[add, later])
+    result = await Runner.run(agent, "go", run_id="r8", checkpointer=store)
+    assert result.output == "done"
+    assert [_results(b) for b in store.appends if _results(b)] == [["a"], ["b", "c"]]
+
+
+@pytest.mark.lovia_unconsumed  # the budget stops the run before the model's answer
+async def test_a_turn_stopped_by_the_budget_is_written_before_the_run_fails() -> None:
+    store = CountingStore()
+    agent = Agent(name="a", model=_two_adds(), tools=[add])
+    budget = RunBudget(max_tool_calls=1)
+    seen = [
+        e async for e in Runner.stream(agent, "go", run_id="r9", checkpointer=store, budget=budget)
+    ]
+    assert isinstance(seen[-1], events.RunFailed) and seen[-1].error_type == "BudgetExceeded"
+    assert ran == ["add:1+2"]
+    snap = await store.load("r9")
+    assert snap is not None
+    assert [e.call_id for e in snap.entries() if e.type == "tool_call"] == ["c1", "c2"]
+    assert [e.call_id for e in snap.entries() if e.type == "tool_result"] == ["c1"]
+    assert _ledger(snap.records) == [("c1", "started"), ("c1", "completed")]
+    saved = [e for e in seen if isinstance(e, events.CheckpointSaved)]
+    assert [e.kind for e in saved] == ["start", "ledger", "tool_result"]
+    assert len(saved) == len([b for b in store.appends if b])  # the failure's is empty
