@@ -144,7 +144,6 @@ invoke_agent support  <dur>  tokens 12+8  finish=stop
 ├─ lovia.turn  <dur>  tokens 3+5
 │  ├─ lovia.view  <dur>  view=<view>
 │  ├─ chat gm-1  <dur>  tokens 3+5  finish=tool_calls  view=<view>
-│  ├─ lovia.checkpoint.write  <dur>
 │  ├─ execute_tool lookup  <dur>
 │  ├─ lovia.checkpoint.write  <dur>
 │  └─ lovia.checkpoint.write  <dur>

@@ -124,7 +124,7 @@ async def test_a_slow_write_is_a_span_with_its_real_start_and_end(
 @pytest.mark.lovia_unconsumed  # the run fails before the model's second answer
 async def test_a_failed_write_is_an_error_span_and_the_run_fails(otel: Otel) -> None:
     hooks, live, rebuilt = _watch(otel, events.Event)
-    store = FailingStore(fail_at=3)  # start, model turn, then the ledger write fails
+    store = FailingStore(fail_at=3)  # start, model turn + ledger, then the result fails
     with pytest.raises(StoreError, match="disk full"):
         await Runner.run(_agent(hooks), "go", checkpointer=store, tracer_provider=otel.tp)
     failed = [e for e in live if isinstance(e, events.CheckpointSaved) and e.error is not None]

@@ -17,7 +17,15 @@ from ..transcript import ToolCallEntry, ToolResultEntry, TranscriptEntry
 from ..usage import Usage
 from .state import RunState
 
-__all__ = ["ResumePoint", "finish_info", "restore", "run_info", "save_progress"]
+__all__ = [
+    "ResumePoint",
+    "finish_info",
+    "restore",
+    "run_info",
+    "save_progress",
+    "turn_rides_with_tools",
+    "write_progress",
+]
 
 
 def _store_name(state: RunState) -> str:
@@ -28,17 +36,34 @@ def _store_name(state: RunState) -> str:
 
 async def save_progress(state: RunState, kind: str = "progress") -> AsyncIterator[ev.Event]:
     """Write queued records (if a checkpointer is configured) and emit CheckpointSaved."""
-    cp = state.checkpointer
-    if cp is None or not state.pending:
+    if state.checkpointer is None or not state.pending:
         state.pending.clear()
         return
+    saved = await write_progress(state, kind)
+    yield saved
+    if saved.error is not None:
+        raise saved.error
+
+
+async def write_progress(state: RunState, kind: str) -> ev.CheckpointSaved:
+    """Write the queued records (``state.pending`` is not empty) in one append.
+
+    Returns the ``CheckpointSaved`` to emit; when its ``error`` is set the write failed,
+    and the caller raises that error once it emitted the event. A coroutine, not a
+    generator: the loop's hot paths write this way (``save_progress`` wraps it).
+    """
+    cp = state.checkpointer
+    assert cp is not None
     records, state.pending = state.pending, []
-    entries = sum(len(r.data.get("entries", ())) for r in records if r.kind == "entries")
+    entries = 0
+    for r in records:
+        if r.kind == "entries":
+            entries += len(r.data["entries"])
     t0 = time.perf_counter()
     try:
         written = await cp.append(state.run_id, records, fence=state.lease_token)
     except Exception as exc:  # the failed write is still reported (its own span), then raised
-        yield ev.CheckpointSaved(
+        return ev.CheckpointSaved(
             **state.base(),
             entries=entries,
             kind=kind,
@@ -46,9 +71,7 @@ async def save_progress(state: RunState, kind: str = "progress") -> AsyncIterato
             duration_s=time.perf_counter() - t0,
             error=exc,
         )
-        raise
-    assert state.active is not None
-    yield ev.CheckpointSaved(
+    return ev.CheckpointSaved(
         **state.base(),
         entries=entries,
         bytes=written,
@@ -56,6 +79,30 @@ async def save_progress(state: RunState, kind: str = "progress") -> AsyncIterato
         store=_store_name(state),
         duration_s=time.perf_counter() - t0,
     )
+
+
+def turn_rides_with_tools(state: RunState) -> bool:
+    """True when the model turn just recorded may go out with the tool phase's first write
+    (one append instead of two).
+
+    That write comes before any tool starts and before anything that depends on the turn
+    being stored (the ledger of the first call to start, a refused call's result, the
+    stop at a budget), and nothing between the two waits on user code: every call is to
+    a known tool that needs no approval (an approval policy may take long, and a pause
+    for approval writes the turn anyway). A crash before that write is then a crash
+    during the model turn's own write: resume asks the model again, and no tool had run.
+    """
+    response, active = state.response, state.active
+    if response is None or active is None:
+        return False
+    calls = 0
+    for entry in response.entries:
+        if isinstance(entry, ToolCallEntry):
+            t = active.tools.get(entry.name)
+            if t is None or t.requires_approval:
+                return False
+            calls += 1
+    return calls > 0
 
 
 def run_info(state: RunState, status: RunStatus = "running") -> RunInfo:

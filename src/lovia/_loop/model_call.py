@@ -24,7 +24,7 @@ from ..view.base import BuiltView, FullView, ViewInput, ViewRecord
 from ..view.compaction import Compaction
 from ..view.record import view_parts
 from .call import ModelCall, Purpose, Relay, Slot, call_model
-from .checkpoint import save_progress
+from .checkpoint import turn_rides_with_tools, write_progress
 from .state import ActiveAgent, RunState
 
 __all__ = ["MAX_OVERFLOW_RETRIES", "model_step", "stamp"]
@@ -59,9 +59,13 @@ async def model_step(state: RunState) -> AsyncIterator[ev.Event]:
             attempt += 1
             continue
         break
-    if state.pending:  # no generator when there is nothing to write
-        async for event in save_progress(state):
-            yield event
+    # no generator when there is nothing to write; a turn that asks for tools is written
+    # with the tool phase's first write (before any tool starts)
+    if state.pending and not turn_rides_with_tools(state):
+        saved = await write_progress(state, "progress")
+        yield saved
+        if saved.error is not None:
+            raise saved.error
 
 
 def _purpose(state: RunState) -> Purpose:

@@ -3,8 +3,9 @@
 First every call is pre-checked in the model's request order (budget, unknown tool,
 handoff, argument validation, approval). Only then do they run: consecutive
 concurrency-safe calls in parallel, the others one at a time, in order. Each result is
-appended as it completes and checkpointed, with a ledger entry before the call starts,
-so a crash never re-runs a completed call. A tool's ordinary exception becomes an
+appended as it completes and checkpointed (the results of a parallel group that are in
+together go out in one write, before anything else happens), with a ledger entry before
+the call starts, so a crash never re-runs a completed call. A tool's ordinary exception becomes an
 ``is_error`` result the model can react to; it does not end the run.
 """
 
@@ -29,7 +30,7 @@ from ..tools import Tool, ToolArgumentsError, serialize_result
 from ..tools.tool import ResultNotSerializable
 from ..transcript import HandoffEntry, ToolCallEntry, ToolResultEntry
 from ..usage import Usage
-from .checkpoint import save_progress
+from .checkpoint import save_progress, write_progress
 from .lease import confirm_lease
 from .limits import check_budget
 from .model_call import stamp
@@ -108,8 +109,10 @@ async def tool_phase(state: RunState, calls: Sequence[ToolCallEntry]) -> AsyncIt
         plans.append(await _precheck(state, call, planned, waiting))
     if waiting:
         if state.pending:  # no generator when there is nothing to write
-            async for event in save_progress(state):
-                yield event
+            saved = await write_progress(state, "progress")
+            yield saved
+            if saved.error is not None:
+                raise saved.error
         raise ApprovalPending(
             f"{len(waiting)} tool call(s) wait for approval: "
             + ", ".join(f"{c.name} ({c.call_id})" for c in waiting),
@@ -125,6 +128,11 @@ async def tool_phase(state: RunState, calls: Sequence[ToolCallEntry]) -> AsyncIt
         else:
             async for event in _run_parallel(state, group):
                 yield event
+    if state.pending:  # the model turn, when no call ran or was answered (none left)
+        saved = await write_progress(state, "progress")
+        yield saved
+        if saved.error is not None:
+            raise saved.error
 
 
 async def _precheck(
@@ -236,6 +244,11 @@ def _ledger(state: RunState, plan: Plan, status: LedgerStatus) -> None:
 
 async def _run_one(state: RunState, plan: Plan) -> AsyncIterator[ev.Event]:
     if plan.over_budget is not None:
+        if state.pending:  # the model turn (it rides with the tool phase's first write)
+            saved = await write_progress(state, "progress")
+            yield saved
+            if saved.error is not None:
+                raise saved.error
         check_budget(state, extra_tool_calls=0)  # the same limit, with the usage of now
         raise plan.over_budget
     if plan.refusal is not None or plan.handoff is not None:
@@ -247,8 +260,10 @@ async def _run_one(state: RunState, plan: Plan) -> AsyncIterator[ev.Event]:
     yield started
     _ledger(state, plan, "started")
     if state.pending:  # no generator when there is nothing to write
-        async for event in save_progress(state, "ledger"):
-            yield event
+        saved = await write_progress(state, "ledger")
+        yield saved
+        if saved.error is not None:
+            raise saved.error
     assert state.guard is not None
     t0 = time.perf_counter()
     state.guard.arm()
@@ -265,17 +280,22 @@ async def _run_parallel(state: RunState, group: list[Plan]) -> AsyncIterator[ev.
     tasks: dict[asyncio.Task[Outcome], tuple[Plan, float]] = {}
     limit = asyncio.Semaphore(max(1, state.active.agent.max_parallel_tools))
     await confirm_lease(state)
+    spans: list[Any] = []
     for plan in group:
         started = _started(state, plan)
         yield started
         _ledger(state, plan, "started")
-        tasks[asyncio.ensure_future(_limited(limit, state, plan, started.span))] = (
+        spans.append(started.span)
+    if state.pending:  # no generator when there is nothing to write
+        saved = await write_progress(state, "ledger")
+        yield saved
+        if saved.error is not None:
+            raise saved.error
+    for plan, span in zip(group, spans, strict=True):  # no tool starts before its ledger
+        tasks[asyncio.ensure_future(_limited(limit, state, plan, span))] = (
             plan,
             time.perf_counter(),
         )
-    if state.pending:  # no generator when there is nothing to write
-        async for event in save_progress(state, "ledger"):
-            yield event
     order = {id(p): i for i, p in enumerate(group)}
     try:
         while tasks:
@@ -285,15 +305,41 @@ async def _run_parallel(state: RunState, group: list[Plan]) -> AsyncIterator[ev.
             if state.child_events is not None:
                 async for event in _child_events(state):
                     yield event
-            for task in sorted(done, key=lambda t: order[id(tasks[t][0])]):
-                plan, t0 = tasks.pop(task)
-                async for event in _complete(state, plan, task.result(), time.perf_counter() - t0):
-                    yield event
+            async for event in _complete_group(state, done, tasks, order):
+                yield event
     finally:
         for task in tasks:
             task.cancel()
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def _complete_group(
+    state: RunState,
+    done: list[asyncio.Task[Outcome]],
+    tasks: dict[asyncio.Task[Outcome], tuple[Plan, float]],
+    order: dict[int, int],
+) -> AsyncIterator[ev.Event]:
+    """Group commit: the results that are in go out in ONE append, in the model's order,
+    written before the caller waits again (results that come in meanwhile make the next
+    group, so each is written as soon as the write before it returns)."""
+    for task in sorted(done, key=lambda t: order[id(tasks[t][0])]):
+        plan, t0 = tasks.pop(task)
+        try:
+            outcome = task.result()
+        except BaseException:  # the results before it are still made durable
+            if state.pending:
+                async for event in save_progress(state, "tool_result"):
+                    yield event
+            raise
+        duration = time.perf_counter() - t0
+        async for event in _complete(state, plan, outcome, duration, write=False):
+            yield event
+    if state.pending:  # no generator when there is nothing to write
+        saved = await write_progress(state, "tool_result")
+        yield saved
+        if saved.error is not None:
+            raise saved.error
 
 
 async def _wait(
@@ -377,8 +423,10 @@ async def _complete(
     duration: float,
     *,
     started: bool = True,
+    write: bool = True,
 ) -> AsyncIterator[ev.Event]:
-    """Append the result (and handoff), checkpoint it, and emit ToolCallCompleted."""
+    """Append the result (and handoff), emit ToolCallCompleted, and checkpoint it
+    (``write=False``: the caller writes it, with the other results of its group)."""
     assert state.active is not None
     is_error = outcome.is_error
     result = ToolResultEntry(  # stamped as built (what stamp() does, without a copy)
@@ -417,6 +465,8 @@ async def _complete(
         started=started,
         known=plan.call.name in state.active.tools or plan.call.name in state.active.handoffs,
     )
-    if state.pending:  # no generator when there is nothing to write
-        async for event in save_progress(state, "tool_result"):
-            yield event
+    if write and state.pending:  # no generator when there is nothing to write
+        saved = await write_progress(state, "tool_result")
+        yield saved
+        if saved.error is not None:
+            raise saved.error

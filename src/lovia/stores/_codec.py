@@ -21,7 +21,14 @@ import pydantic_core
 
 from ..errors import StoreError
 from ..transcript import TranscriptEntry, dump_entries, load_entries
-from .base import CheckpointRecord, RecordKind, RunInfo, check_version, damaged
+from .base import (
+    SCHEMA_VERSION,
+    CheckpointRecord,
+    RecordKind,
+    RunInfo,
+    check_version,
+    damaged,
+)
 
 __all__ = [
     "run_filter",
@@ -71,16 +78,23 @@ def dump_json(value: Any, what: str) -> str:
     return _dump_utf8(value, what).decode()
 
 
+_ENCODE_ERRORS = (pydantic_core.PydanticSerializationError, UnicodeError, ValueError)
+
+
 def _dump_utf8(value: Any, what: str) -> bytes:
     """``value`` as compact JSON, UTF-8 encoded (lone surrogates refused)."""
     try:
         return pydantic_core.to_json(value)
-    except (pydantic_core.PydanticSerializationError, UnicodeError, ValueError) as exc:
-        raise StoreError(
-            f"cannot store {what}: {exc}",
-            hint="Stored text must be valid Unicode (no lone surrogates) and data must "
-            "be JSON-serializable.",
-        ) from exc
+    except _ENCODE_ERRORS as exc:
+        raise _not_storable(what, exc) from exc
+
+
+def _not_storable(what: str, exc: Exception) -> StoreError:
+    return StoreError(
+        f"cannot store {what}: {exc}",
+        hint="Stored text must be valid Unicode (no lone surrogates) and data must "
+        "be JSON-serializable.",
+    )
 
 
 def load_json(text: str | bytes) -> Any:
@@ -113,11 +127,16 @@ def encode_records(
     """Check versions and encode records; return the rows and the payload bytes."""
     rows: list[EncodedRecord] = []
     size = 0
-    for record in records:
-        check_version(record.version, f"checkpoint record of run {run_id}")
-        data = _dump_utf8(record.data, f"a {record.kind} record of run {run_id}")
+    for record in records:  # the error texts are built only for an error (every write)
+        version = record.version
+        if version > SCHEMA_VERSION:
+            check_version(version, f"checkpoint record of run {run_id}")
+        try:
+            data = pydantic_core.to_json(record.data)
+        except _ENCODE_ERRORS as exc:
+            raise _not_storable(f"a {record.kind} record of run {run_id}", exc) from exc
         size += len(data)
-        rows.append((record.kind, record.version, data.decode()))
+        rows.append((record.kind, version, data.decode()))
     return rows, size
 
 
