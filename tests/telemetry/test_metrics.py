@@ -175,3 +175,78 @@ def test_prices_match_genai_prices_and_overrides_win() -> None:
     set_price("openai", "gpt-4o", input_per_mtok=1, output_per_mtok=1, cache_read_per_mtok=0)
     usage.input_tokens = 1000
     assert price_usage("openai", "gpt-4o", usage) == pytest.approx((800 + 500) / 1e6)
+
+
+def _sums(reader: Any, name: str) -> dict[frozenset[tuple[str, Any]], Any]:
+    data = reader.get_metrics_data()
+    out: dict[frozenset[tuple[str, Any]], Any] = {}
+    for rm in data.resource_metrics if data is not None else ():
+        for sm in rm.scope_metrics:
+            for m in sm.metrics:
+                if m.name == name:
+                    assert type(m.data).__name__ == "Sum" and m.data.is_monotonic
+                    for p in m.data.data_points:
+                        out[frozenset(p.attributes.items())] = p.value
+    return out
+
+
+@pytest.mark.parametrize("delta", [False, True])
+def test_counters_export_what_an_sdk_counter_exports(delta: bool) -> None:
+    """lovia's counters keep their sums and the SDK observes them at each collection:
+    the points equal those of an SDK ``Counter`` given the same adds, cumulative or delta."""
+    from opentelemetry.sdk.metrics import Counter, MeterProvider, ObservableCounter
+    from opentelemetry.sdk.metrics.export import AggregationTemporality, InMemoryMetricReader
+
+    from lovia.telemetry.metrics import instruments_for
+
+    kinds = (Counter, ObservableCounter)
+    temporality = dict.fromkeys(kinds, AggregationTemporality.DELTA) if delta else None
+    reader = InMemoryMetricReader(preferred_temporality=temporality)
+    mp = MeterProvider(metric_readers=[reader])
+    ours = instruments_for(mp).tool_calls
+    theirs = mp.get_meter("reference").create_counter(A.M_TOOL_CALLS)
+    a = {A.TOOL_NAME: "add", A.AGENT_NAME: "bench"}
+    b = {A.AGENT_NAME: "bench", A.TOOL_NAME: "mul"}
+    for batch in ([(1, a), (1, a), (2, b)], [(1, a)], [], [(3, b), (-1, b)]):
+        for amount, labels in batch:
+            ours.add(amount, labels)
+            theirs.add(amount, labels)
+        data = reader.get_metrics_data()
+        points: dict[str, dict[frozenset[tuple[str, Any]], Any]] = {}
+        for sm in data.resource_metrics[0].scope_metrics if data is not None else ():
+            for m in sm.metrics:
+                points[sm.scope.name] = {
+                    frozenset(p.attributes.items()): p.value for p in m.data.data_points
+                }
+        got, want = points.get(A.SCOPE_NAME, {}), points.get("reference", {})
+        if delta:  # an unchanged observed sum is a zero delta; the SDK counter omits it
+            got = {k: v for k, v in got.items() if v}
+        assert got == want
+    mp.shutdown()
+
+
+def test_a_provider_without_weakrefs_gets_one_set_of_instruments() -> None:
+    """Instruments are created once per provider even when it cannot be weakly referenced:
+    a second set would register no second callback and its counts would be lost."""
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+    from lovia.telemetry.metrics import instruments_for
+
+    class Slotted:
+        __slots__ = ("inner",)
+
+        def __init__(self, inner: MeterProvider) -> None:
+            self.inner = inner
+
+        def get_meter(self, *args: Any, **kwargs: Any) -> Any:
+            return self.inner.get_meter(*args, **kwargs)
+
+    reader = InMemoryMetricReader()
+    mp = MeterProvider(metric_readers=[reader])
+    provider: Any = Slotted(mp)
+    first, second = instruments_for(provider), instruments_for(provider)
+    assert first is second
+    second.runs.add(1, {A.AGENT_NAME: "x"})
+    assert list(_sums(reader, A.M_RUNS).values()) == [1]
+    mp.shutdown()

@@ -256,6 +256,16 @@ async def test_deltas_do_no_span_work(otel: Otel) -> None:
     assert otel.spans() == ()
 
 
+def test_the_tracers_delta_shortcut_agrees_with_the_mapping_table() -> None:
+    """``RunTracer`` returns the chat span for streamed chunks before the table lookup;
+    the table says the same for exactly those types (no other event is skipped)."""
+    from lovia.telemetry.mapping import EVENTS
+    from lovia.telemetry.tracer import _DELTAS  # pyright: ignore[reportPrivateUsage]
+
+    chunks = {t for t, p in EVENTS.items() if (p.action, p.slot) == ("attach", "chat")}
+    assert set(_DELTAS) == chunks - {events.ProviderRetry}
+
+
 async def test_run_span_links_from_trace_links(otel: Otel) -> None:
     tracer = make_run_tracer(otel.tp)
     assert tracer is not None

@@ -46,12 +46,15 @@ __all__ = ["RunTracer", "make_run_tracer"]
 logger = logging.getLogger("lovia.telemetry")
 
 _tracers: weakref.WeakKeyDictionary[Any, Tracer] = weakref.WeakKeyDictionary()
+_DELTAS = frozenset({ev.TextDelta, ev.ReasoningDelta, ev.ToolCallDelta})
+"""Streamed chunks: ``start`` returns the chat span (``mapping.EVENTS`` says the same)."""
 
 
 class RunTracer:
     """Opens and closes spans (and records metrics) from one run's events."""
 
     __slots__ = (
+        "_capture",
         "_chat",
         "_chat_content",
         "_chat_labels",
@@ -76,6 +79,7 @@ class RunTracer:
         self._tracer = tracer
         self._m = instruments
         self._policy = policy or C.ContentPolicy()
+        self._capture = self._policy.enabled  # content capture on: checked per span
         self._common: Attrs = {A.VERSION: A.TELEMETRY_VERSION}
         self._run: Span | None = None
         self._run_ctx: Any = None
@@ -94,7 +98,10 @@ class RunTracer:
 
     def start(self, event: ev.Event) -> Any:
         """Called before hooks see ``event``; returns the live span of its phase."""
-        phase = EVENTS.get(type(event))
+        kind = type(event)
+        if kind in _DELTAS:  # streamed chunks: no span work
+            return self._chat
+        phase = EVENTS.get(kind)
         if phase is None:
             return None
         action = phase.action
@@ -117,7 +124,10 @@ class RunTracer:
         span = event.span
         if span is None:
             return
-        phase = EVENTS.get(type(event))
+        kind = type(event)
+        if kind in _DELTAS:
+            return
+        phase = EVENTS.get(kind)
         if phase is None:
             return
         action = phase.action
@@ -187,7 +197,7 @@ class RunTracer:
             assert isinstance(event, ev.ToolCallStarted)
             call = event.call
             self._tools[call.call_id] = span
-            if self._policy.enabled:
+            if self._capture:
                 self._content(span, A.TOOL_ARGUMENTS, C.parse_args(call.arguments))
         else:
             assert isinstance(event, ev.GuardrailStarted)
@@ -335,7 +345,7 @@ class RunTracer:
                 kind=phase.kind,
                 attributes=self._attrs(phase, event),
             )
-        if self._policy.enabled and not event.is_error:
+        if self._capture and not event.is_error:
             self._content(span, A.TOOL_RESULT, event.result.content)
         if self._m is not None:
             name = event.call.name if event.known else A.UNKNOWN_TOOL
@@ -409,16 +419,16 @@ class RunTracer:
             span.set_attribute(A.CONVERSATION_COMPACTED, True)
             self._compacted = False
         request = event.request
-        if self._policy.enabled and request is not None:
+        if self._capture and request is not None:
             self._content(span, A.SYSTEM_INSTRUCTIONS, C.system_instructions(request.system))
             self._content(span, A.INPUT_MESSAGES, C.messages(request.messages))
 
     def _chat_closed(self, event: ev.Event, span: Span) -> None:
         if isinstance(event, ev.ModelCallCompleted):
-            if self._policy.enabled:
+            if self._capture:
                 out = C.output_messages(event.entries, event.finish_reason)
                 self._content(span, A.OUTPUT_MESSAGES, out)
-            if self._policy.on_event and self._chat_content:
+            if self._chat_content and self._policy.on_event:
                 span.add_event(A.EVENT_DETAILS, dict(self._chat_content))
             if self._m is not None:
                 _chat_metrics(self._m, self._chat_labels, event)
@@ -482,7 +492,10 @@ def _chat_metrics(m: Instruments, base: Attrs, event: ev.ModelCallCompleted) -> 
         m.ttfc.record(event.time_to_first_chunk_s, labels)
     u = event.usage
     spend: Attrs = {
-        k: base[k] for k in (A.AGENT_NAME, A.PROVIDER_NAME, A.REQUEST_MODEL, A.CALL_PURPOSE)
+        A.AGENT_NAME: base[A.AGENT_NAME],
+        A.PROVIDER_NAME: base[A.PROVIDER_NAME],
+        A.REQUEST_MODEL: base[A.REQUEST_MODEL],
+        A.CALL_PURPOSE: base[A.CALL_PURPOSE],
     }
     if u.cost_usd:
         m.cost.add(u.cost_usd, spend)
