@@ -115,17 +115,30 @@ class Watchdog:
             return
         self._task.cancel()
 
-    def attempt(self, idle: float | None) -> None:
-        """An attempt starts (the first one starts the call's clock); idle clock restarts."""
-        if self._loop is None:
-            self._loop = asyncio.get_running_loop()
+    def attempt(self, idle: float | None, *, queued: bool = False) -> None:
+        """An attempt starts (the first one starts the call's clock); idle clock restarts.
+
+        ``queued``: it waits for a connection first, so ``idle`` is not enforced yet, but
+        the timer is already set for it: when the wait is short (the usual case) the
+        attempt proper keeps that timer rather than cancelling it for a new one.
+        """
+        loop = self._loop
+        if loop is None:
+            loop = self._loop = asyncio.get_running_loop()
             timeout = self.limits.call_timeout
-            self.deadline = None if timeout is None else self._loop.time() + timeout
+            self.deadline = None if timeout is None else loop.time() + timeout
         self._task = asyncio.current_task()
-        self.idle, self._last = idle, self._loop.time()
-        if self._handle is not None:
-            self._handle.cancel()
-        self._schedule()
+        self._last = now = loop.time()
+        self.idle = None if queued else idle
+        due = self.deadline
+        if idle is not None:
+            due = now + idle if due is None else min(due, now + idle)
+        handle = self._handle
+        if handle is not None:
+            if due is not None and handle.when() <= due:
+                return  # it fires no later than needed; _fire re-arms if it is early
+            handle.cancel()
+        self._handle = None if due is None else loop.call_at(due, self._fire)
 
     def beat(self) -> None:
         """A complete event arrived."""

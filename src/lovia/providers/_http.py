@@ -323,13 +323,19 @@ class HttpSeam:
     ) -> AsyncGenerator[StreamItem, None]:
         state = decoder()
         seen_content = False
-        watch.attempt(None)  # the call's clock runs while waiting at the gate; idle does not
+        idle = self.limits.idle_timeout if streaming else None
+        # the call's clock runs while waiting at the gate; the idle clock does not
+        watch.attempt(idle, queued=True)
         try:
             async with self._gate:
-                watch.attempt(self.limits.idle_timeout if streaming else None)
-                async with self._client.stream(
+                watch.attempt(idle)
+                client = self._client
+                # what ``client.stream()`` does, without its context-manager generator
+                request = client.build_request(
                     "POST", self.endpoint(path), json=body, headers=self._request_headers
-                ) as response:
+                )
+                response = await client.send(request, stream=True)
+                try:
                     await self._check_status(response)
                     if not streaming:
                         for item in one_shot(parse(await self._read_json(response))):
@@ -338,6 +344,8 @@ class HttpSeam:
                     async for item in self._decode(response, state, watch):
                         seen_content = seen_content or _is_content(item)
                         yield item
+                finally:
+                    await response.aclose()
         except ProviderError as error:
             converted = _after_content(error, state, seen_content)
             self.redact(error)
