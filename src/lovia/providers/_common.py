@@ -15,7 +15,7 @@ import logging
 import os
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Self
+from typing import Any, Self, TypeVar
 
 import httpx
 
@@ -38,6 +38,7 @@ __all__ = [
     "HttpProvider",
     "InputTurn",
     "ToolResultsTurn",
+    "IdentityMemo",
     "Turn",
     "TurnCache",
     "anthropic_profile",
@@ -173,6 +174,35 @@ class TurnCache:
         if len(self._memo) >= self.memo_size:
             self._memo.clear()
         self._memo[id(turn)] = (turn, value)
+        return value
+
+
+_V = TypeVar("_V")
+
+
+class IdentityMemo:
+    """``make()`` computed once per key object, told apart by identity (never by content).
+
+    For what a provider renders from a request's parts that stay the same objects from
+    call to call (a run's tool specs, an agent's settings). The key is held with its
+    value, so an id is never reused while cached; bounded (cleared when full). Values are
+    shared: callers must not mutate them.
+    """
+
+    __slots__ = ("_items", "size")
+
+    def __init__(self, size: int = 64) -> None:
+        self.size = size
+        self._items: dict[int, tuple[object, Any]] = {}
+
+    def get(self, key: object, make: Callable[[], _V]) -> _V:
+        hit = self._items.get(id(key))
+        if hit is not None and hit[0] is key:
+            return hit[1]
+        value = make()
+        if len(self._items) >= self.size:
+            self._items.clear()
+        self._items[id(key)] = (key, value)
         return value
 
 
