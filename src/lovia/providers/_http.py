@@ -19,6 +19,7 @@ included, and every text is redacted before it is cut.
 from __future__ import annotations
 
 import asyncio
+import codecs
 import json
 import random
 import sys
@@ -44,7 +45,7 @@ from ._error_map import (
     parse_duration,
     parse_retry_after,
 )
-from ._sse import aiter_sse, parse_event_json
+from ._sse import SSEDecoder, SSEEvent, parse_event_json
 
 __all__ = [
     "HttpSeam",
@@ -392,9 +393,17 @@ class HttpSeam:
                 response = await self._send(path, body)
                 try:
                     await self._check_status(response)
-                    async for item in self._decode(response, state, watch):
-                        seen_content = seen_content or _is_content(item)
-                        yield item
+                    feed = _EventFeed(state, watch, self.limits.max_event_size, self.provider)
+                    async for chunk in response.aiter_bytes():
+                        for event in feed.events(chunk):
+                            for item in feed.items(event):
+                                seen_content = seen_content or _is_content(item)
+                                yield item
+                    for event in feed.events(None):  # what the end of the body completes
+                        for item in feed.items(event):
+                            seen_content = seen_content or _is_content(item)
+                            yield item
+                    yield feed.finish()
                 finally:
                     await response.aclose()
         except BaseException as exc:
@@ -473,22 +482,42 @@ class HttpSeam:
             )
         return cast("dict[str, Any]", data)  # a JSON object off the wire
 
-    async def _decode(
-        self, response: Any, state: StreamDecoder, watch: Watchdog
-    ) -> AsyncIterator[StreamItem]:
-        saw_done = False
-        async for event in aiter_sse(response.aiter_bytes(), self.limits.max_event_size):
-            watch.beat()
-            # read to the end of the body even after [DONE]: a response closed early
-            # cannot go back to the pool, and every call would open a new connection
-            if saw_done:
-                continue
-            if event.data.strip() == "[DONE]":
-                saw_done = True
-                continue
-            for item in state.feed(parse_event_json(event, self.provider)):
-                yield item
-        if not (saw_done or state.complete):
+
+class _EventFeed:
+    """One streamed attempt's SSE side, the seam's loop driving it chunk by chunk (no
+    generator layer per event): bytes to events, events to the adapter's decoder."""
+
+    __slots__ = ("_sse", "_utf8", "provider", "saw_done", "state", "watch")
+
+    def __init__(
+        self, state: StreamDecoder, watch: Watchdog, max_event_size: int, provider: str
+    ) -> None:
+        self._sse = SSEDecoder(max_event_size)
+        self._utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self.state = state
+        self.watch = watch
+        self.provider = provider
+        self.saw_done = False
+
+    def events(self, chunk: bytes | None) -> list[SSEEvent]:
+        """The events ``chunk`` completes; ``None`` at the end of the body (what is pending)."""
+        if chunk is not None:
+            return self._sse.feed(self._utf8.decode(chunk))
+        return [*self._sse.feed(self._utf8.decode(b"", final=True)), *self._sse.flush()]
+
+    def items(self, event: SSEEvent) -> list[StreamItem]:
+        self.watch.beat()
+        # read to the end of the body even after [DONE]: a response closed early
+        # cannot go back to the pool, and every call would open a new connection
+        if self.saw_done:
+            return []
+        if event.data.strip() == "[DONE]":
+            self.saw_done = True
+            return []
+        return self.state.feed(parse_event_json(event, self.provider))
+
+    def finish(self) -> ModelResponse:
+        if not (self.saw_done or self.state.complete):
             raise StreamInterrupted(
                 f"The {self.provider} stream ended before the response was complete.",
                 "The connection was closed early; what arrived is in .partial. Retry the call.",
@@ -496,7 +525,7 @@ class HttpSeam:
                 provider=self.provider,
                 code="stream_ended_early",
             )
-        yield state.finish()
+        return self.state.finish()
 
 
 def _after_content(
