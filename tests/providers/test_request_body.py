@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
+from lovia.errors import ProviderError
 from lovia.model import ModelRequest, ModelSettings, ToolSpec
 from lovia.providers import StreamLimits
 from lovia.providers.openai_chat import OpenAIChat
@@ -120,16 +121,17 @@ async def test_request_bodies_are_pinned_across_cached_calls(stream: bool) -> No
     ]
 
 
-async def test_a_non_streamed_call_sets_one_deadline_timer() -> None:
-    """The attempt keeps the timer set while it waited at the gate (was: one more timer
-    per attempt, cancelled at once, left in the event loop's heap)."""
+async def test_non_streamed_calls_share_one_deadline_timer() -> None:
+    """An attempt keeps the timer it set while waiting at the gate, and a finished call
+    hands its timer to the next call instead of cancelling it (was: two timers per call,
+    each left cancelled in the event loop's heap for the 30 minutes of the deadline)."""
     sent: list[bytes] = []
     loop = asyncio.get_running_loop()
     timers: list[float] = []
     call_at = loop.call_at
 
     def counting(when: float, callback: Any, *args: Any, **kwargs: Any) -> asyncio.TimerHandle:
-        if getattr(callback, "__name__", "") == "_fire":
+        if getattr(callback, "__qualname__", "") in ("_Alarm._ring", "Watchdog._fire"):
             timers.append(when)
         return call_at(when, callback, *args, **kwargs)
 
@@ -143,9 +145,42 @@ async def test_a_non_streamed_call_sets_one_deadline_timer() -> None:
         )
         loop.call_at = counting  # type: ignore[method-assign]
         try:
-            async for _ in provider.stream(ModelRequest(system="", messages=())):
-                pass
+            for _ in range(3):
+                async for _ in provider.stream(ModelRequest(system="", messages=())):
+                    pass
         finally:
             del loop.call_at  # type: ignore[method-assign]
-    assert len(sent) == 1
+    assert len(sent) == 3
     assert len(timers) == 1
+
+
+async def test_a_handed_on_timer_still_enforces_the_next_calls_deadline() -> None:
+    """The timer a fast call leaves rings early for the next, slow, call: it re-arms, and
+    that call still fails at its own deadline, not the first call's and not never."""
+    calls = 0
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        nonlocal calls
+        calls += 1
+        if calls > 1:
+            await asyncio.sleep(5)  # the second call hangs
+        return httpx.Response(200, json=REPLY)
+
+    client = httpx.AsyncClient(transport=httpx.MockTransport(handler))
+    limits = StreamLimits(call_timeout=0.4)
+    async with client:
+        provider = OpenAIChat(
+            "gpt-4o", api_key="sk-test", http_client=client, stream=False, limits=limits
+        )
+        request = ModelRequest(system="", messages=())
+        async for _ in provider.stream(request):
+            pass
+        await asyncio.sleep(0.2)  # the spare timer now rings 0.2 s into the next call
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        with pytest.raises(ProviderError) as caught:
+            async for _ in provider.stream(request):
+                pass
+        elapsed = loop.time() - started
+    assert caught.value.code == "call_timeout"
+    assert 0.4 <= elapsed < 2.0

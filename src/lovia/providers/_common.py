@@ -75,6 +75,9 @@ class ToolResultsTurn:
 Turn = InputTurn | AssistantTurn | ToolResultsTurn
 
 
+_MODEL_ENTRIES = (TextEntry, ReasoningEntry, ToolCallEntry)  # a tuple: ``A | B`` is rebuilt per use
+
+
 def _group(entries: Sequence[TranscriptEntry], start: int) -> tuple[list[Turn], list[int]]:
     """Group ``entries[start:]`` into turns; also return where each turn starts."""
     turns: list[Turn] = []
@@ -84,7 +87,7 @@ def _group(entries: Sequence[TranscriptEntry], start: int) -> tuple[list[Turn], 
         entry = entries[index]
         if isinstance(entry, InputEntry):
             last = InputTurn(entry.role, entry.content)
-        elif isinstance(entry, TextEntry | ReasoningEntry | ToolCallEntry):
+        elif isinstance(entry, _MODEL_ENTRIES):
             if isinstance(last, AssistantTurn) and last.message_id == entry.message_id:
                 last.entries.append(entry)
                 continue

@@ -34,7 +34,7 @@ from .._redact import excerpt, redact_error, remember
 from ..errors import ProviderError, ProviderServerError, StreamInterrupted
 from ..model import ModelResponse, ReasoningChunk, RetryNotice, StreamItem, TextChunk, ToolCallChunk
 from ..transcript import ReasoningEntry, TextEntry
-from ._deadline import StreamLimits, Watchdog
+from ._deadline import Alarms, StreamLimits, Watchdog
 from ._error_map import (
     as_dict,
     as_list,
@@ -251,6 +251,7 @@ class HttpSeam:
     """
 
     __slots__ = (
+        "_alarms",
         "_client",
         "_endpoints",
         "_gate",
@@ -284,6 +285,7 @@ class HttpSeam:
         remember(secret)
         self.retry = retry or RetryPolicy()
         self.limits = limits or StreamLimits()
+        self._alarms = Alarms()  # deadline timers handed from call to call
         self._owns_client = http_client is None
         # Requests wait for a connection here, in a FIFO, rather than in the pool: httpx's
         # and httpx2's pools rescan every queued request whenever one is added or done,
@@ -336,7 +338,7 @@ class HttpSeam:
         parse: Callable[[dict[str, Any]], ModelResponse],
     ) -> AsyncIterator[StreamItem]:
         """One model call with retries and deadlines: chunks, then one ModelResponse."""
-        watch = Watchdog(self.limits, self.provider)
+        watch = Watchdog(self.limits, self.provider, self._alarms)
         if not streaming:
 
             def fetch() -> Awaitable[list[StreamItem]]:
