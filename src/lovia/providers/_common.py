@@ -15,7 +15,7 @@ import logging
 import os
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Self
+from typing import Any, Self, TypeVar
 
 import httpx
 
@@ -38,6 +38,7 @@ __all__ = [
     "HttpProvider",
     "InputTurn",
     "ToolResultsTurn",
+    "IdentityMemo",
     "Turn",
     "TurnCache",
     "anthropic_profile",
@@ -74,6 +75,9 @@ class ToolResultsTurn:
 Turn = InputTurn | AssistantTurn | ToolResultsTurn
 
 
+_MODEL_ENTRIES = (TextEntry, ReasoningEntry, ToolCallEntry)  # a tuple: ``A | B`` is rebuilt per use
+
+
 def _group(entries: Sequence[TranscriptEntry], start: int) -> tuple[list[Turn], list[int]]:
     """Group ``entries[start:]`` into turns; also return where each turn starts."""
     turns: list[Turn] = []
@@ -83,7 +87,7 @@ def _group(entries: Sequence[TranscriptEntry], start: int) -> tuple[list[Turn], 
         entry = entries[index]
         if isinstance(entry, InputEntry):
             last = InputTurn(entry.role, entry.content)
-        elif isinstance(entry, TextEntry | ReasoningEntry | ToolCallEntry):
+        elif isinstance(entry, _MODEL_ENTRIES):
             if isinstance(last, AssistantTurn) and last.message_id == entry.message_id:
                 last.entries.append(entry)
                 continue
@@ -173,6 +177,35 @@ class TurnCache:
         if len(self._memo) >= self.memo_size:
             self._memo.clear()
         self._memo[id(turn)] = (turn, value)
+        return value
+
+
+_V = TypeVar("_V")
+
+
+class IdentityMemo:
+    """``make()`` computed once per key object, told apart by identity (never by content).
+
+    For what a provider renders from a request's parts that stay the same objects from
+    call to call (a run's tool specs, an agent's settings). The key is held with its
+    value, so an id is never reused while cached; bounded (cleared when full). Values are
+    shared: callers must not mutate them.
+    """
+
+    __slots__ = ("_items", "size")
+
+    def __init__(self, size: int = 64) -> None:
+        self.size = size
+        self._items: dict[int, tuple[object, Any]] = {}
+
+    def get(self, key: object, make: Callable[[], _V]) -> _V:
+        hit = self._items.get(id(key))
+        if hit is not None and hit[0] is key:
+            return hit[1]
+        value = make()
+        if len(self._items) >= self.size:
+            self._items.clear()
+        self._items[id(key)] = (key, value)
         return value
 
 

@@ -15,7 +15,7 @@ from typing import Any
 from ..errors import ProviderError, UserError
 from ._sse import DEFAULT_MAX_EVENT_SIZE
 
-__all__ = ["StreamLimits", "Watchdog"]
+__all__ = ["Alarms", "StreamLimits", "Watchdog"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -58,6 +58,69 @@ class StreamLimits:
                 )
 
 
+class _Alarm:
+    """A loop timer whose target can change: it calls ``target.fire()`` when it rings."""
+
+    __slots__ = ("handle", "loop", "target")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, when: float, target: Watchdog) -> None:
+        self.loop = loop
+        self.target: Watchdog | None = target
+        self.handle: asyncio.TimerHandle | None = loop.call_at(when, self._ring)
+
+    def _ring(self) -> None:
+        self.handle = None
+        target, self.target = self.target, None
+        if target is not None:
+            target.fire()
+
+    def when(self) -> float:
+        return self.handle.when() if self.handle is not None else 0.0
+
+    def cancel(self) -> None:
+        self.target = None
+        if self.handle is not None:
+            self.handle.cancel()
+            self.handle = None
+
+
+class Alarms:
+    """Timers handed on from a finished call to the next one instead of cancelled.
+
+    A cancelled timer stays in the event loop's heap until its time comes (or until more
+    than half the heap is cancelled): with a 30-minute call deadline each call left one
+    behind, and every timer of the loop (the HTTP client's too) paid for the longer heap.
+    A finished call's timer waits here, without a target; the next call on the same loop
+    takes it over when it rings no later than that call needs (it then re-arms lazily, as
+    after an event). One per provider; ``size`` spares at most, the rest are cancelled.
+    """
+
+    __slots__ = ("_spares", "size")
+
+    def __init__(self, size: int = 64) -> None:
+        self.size = size
+        self._spares: list[_Alarm] = []
+
+    def take(self, loop: asyncio.AbstractEventLoop, when: float, target: Watchdog) -> _Alarm:
+        spares = self._spares
+        while spares:
+            alarm = spares.pop()
+            if alarm.handle is None or alarm.loop is not loop:
+                continue  # it rang, or belongs to another loop: let it go
+            if alarm.when() <= when:
+                alarm.target = target
+                return alarm
+            alarm.cancel()
+        return _Alarm(loop, when, target)
+
+    def give(self, alarm: _Alarm) -> None:
+        if len(self._spares) < self.size and alarm.handle is not None:
+            alarm.target = None
+            self._spares.append(alarm)
+        else:
+            alarm.cancel()
+
+
 class Watchdog:
     """One call's two deadlines on ONE timer: the call deadline and the idle deadline.
 
@@ -69,6 +132,7 @@ class Watchdog:
     """
 
     __slots__ = (
+        "_alarms",
         "_fired",
         "_handle",
         "_last",
@@ -81,8 +145,9 @@ class Watchdog:
         "provider",
     )
 
-    def __init__(self, limits: StreamLimits, provider: str) -> None:
+    def __init__(self, limits: StreamLimits, provider: str, alarms: Alarms | None = None) -> None:
         self.limits = limits
+        self._alarms = alarms or Alarms(0)
         self.provider = provider
         self._loop: asyncio.AbstractEventLoop | None = None  # set by the first attempt
         self._task: asyncio.Task[Any] | None = None
@@ -91,7 +156,7 @@ class Watchdog:
         self._last = 0.0
         self.armed = True
         self._fired: str | None = None
-        self._handle: asyncio.TimerHandle | None = None
+        self._handle: _Alarm | None = None
 
     def _schedule(self) -> None:
         assert self._loop is not None
@@ -99,9 +164,10 @@ class Watchdog:
         if self.idle is not None:
             idle_due = self._last + self.idle
             due = idle_due if due is None else min(due, idle_due)
-        self._handle = None if due is None else self._loop.call_at(due, self._fire)
+        self._handle = None if due is None else self._alarms.take(self._loop, due, self)
 
-    def _fire(self) -> None:
+    def fire(self) -> None:
+        """The timer rang: cancel the task if a deadline passed, else re-arm."""
         self._handle = None
         if not self.armed or self._task is None or self._loop is None:
             return  # the caller holds an item: resume() re-arms
@@ -115,17 +181,30 @@ class Watchdog:
             return
         self._task.cancel()
 
-    def attempt(self, idle: float | None) -> None:
-        """An attempt starts (the first one starts the call's clock); idle clock restarts."""
-        if self._loop is None:
-            self._loop = asyncio.get_running_loop()
+    def attempt(self, idle: float | None, *, queued: bool = False) -> None:
+        """An attempt starts (the first one starts the call's clock); idle clock restarts.
+
+        ``queued``: it waits for a connection first, so ``idle`` is not enforced yet, but
+        the timer is already set for it: when the wait is short (the usual case) the
+        attempt proper keeps that timer rather than cancelling it for a new one.
+        """
+        loop = self._loop
+        if loop is None:
+            loop = self._loop = asyncio.get_running_loop()
             timeout = self.limits.call_timeout
-            self.deadline = None if timeout is None else self._loop.time() + timeout
+            self.deadline = None if timeout is None else loop.time() + timeout
         self._task = asyncio.current_task()
-        self.idle, self._last = idle, self._loop.time()
-        if self._handle is not None:
-            self._handle.cancel()
-        self._schedule()
+        self._last = now = loop.time()
+        self.idle = None if queued else idle
+        due = self.deadline
+        if idle is not None:
+            due = now + idle if due is None else min(due, now + idle)
+        handle = self._handle
+        if handle is not None:
+            if due is not None and handle.when() <= due:
+                return  # it rings no later than needed; fire() re-arms if it is early
+            handle.cancel()
+        self._handle = None if due is None else self._alarms.take(loop, due, self)
 
     def beat(self) -> None:
         """A complete event arrived."""
@@ -154,7 +233,7 @@ class Watchdog:
 
     def stop(self) -> None:
         if self._handle is not None:
-            self._handle.cancel()
+            self._alarms.give(self._handle)
             self._handle = None
 
     def error(self, reason: str) -> ProviderError:

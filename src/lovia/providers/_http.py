@@ -19,6 +19,7 @@ included, and every text is redacted before it is cut.
 from __future__ import annotations
 
 import asyncio
+import codecs
 import json
 import random
 import sys
@@ -33,7 +34,7 @@ from .._redact import excerpt, redact_error, remember
 from ..errors import ProviderError, ProviderServerError, StreamInterrupted
 from ..model import ModelResponse, ReasoningChunk, RetryNotice, StreamItem, TextChunk, ToolCallChunk
 from ..transcript import ReasoningEntry, TextEntry
-from ._deadline import StreamLimits, Watchdog
+from ._deadline import Alarms, StreamLimits, Watchdog
 from ._error_map import (
     as_dict,
     as_list,
@@ -44,7 +45,7 @@ from ._error_map import (
     parse_duration,
     parse_retry_after,
 )
-from ._sse import aiter_sse, parse_event_json
+from ._sse import SSEDecoder, SSEEvent, parse_event_json
 
 __all__ = [
     "HttpSeam",
@@ -59,6 +60,7 @@ __all__ = [
     "parse_duration",
     "parse_retry_after",
     "retrying",
+    "retrying_fetch",
 ]
 
 
@@ -163,6 +165,35 @@ async def retrying(
             watch.stop()
 
 
+async def retrying_fetch(
+    fetch: Callable[[], Awaitable[list[StreamItem]]], policy: RetryPolicy, watch: Watchdog
+) -> AsyncGenerator[StreamItem, None]:
+    """:func:`retrying` for a non-streamed call: ``fetch`` returns the whole response as
+    items, so nothing is yielded while the server is awaited (no per-item re-arming, one
+    generator layer fewer). Its retries and notices are :func:`retrying`'s."""
+    tries = 0
+    try:
+        while True:
+            try:
+                items = await fetch()
+            except ProviderError as error:
+                if not error.retryable or tries >= policy.max_retries:
+                    raise
+                tries += 1
+                wait = policy.delay(tries, error.retry_after)
+                watch.armed = False
+                yield RetryNotice(attempt=tries, error=error, delay=wait)
+                watch.resume()
+                await _backoff(policy, wait, watch)
+                continue
+            watch.stop()  # the server is done: the caller holds the items, no deadline runs
+            for item in items:
+                yield item
+            return
+    finally:
+        watch.stop()
+
+
 async def _backoff(policy: RetryPolicy, wait: float, watch: Watchdog | None) -> None:
     try:
         await policy.sleep(wait)
@@ -220,6 +251,7 @@ class HttpSeam:
     """
 
     __slots__ = (
+        "_alarms",
         "_client",
         "_endpoints",
         "_gate",
@@ -253,6 +285,7 @@ class HttpSeam:
         remember(secret)
         self.retry = retry or RetryPolicy()
         self.limits = limits or StreamLimits()
+        self._alarms = Alarms()  # deadline timers handed from call to call
         self._owns_client = http_client is None
         # Requests wait for a connection here, in a FIFO, rather than in the pool: httpx's
         # and httpx2's pools rescan every queued request whenever one is added or done,
@@ -305,55 +338,107 @@ class HttpSeam:
         parse: Callable[[dict[str, Any]], ModelResponse],
     ) -> AsyncIterator[StreamItem]:
         """One model call with retries and deadlines: chunks, then one ModelResponse."""
-        watch = Watchdog(self.limits, self.provider)
+        watch = Watchdog(self.limits, self.provider, self._alarms)
+        if not streaming:
+
+            def fetch() -> Awaitable[list[StreamItem]]:
+                return self._fetch(path, body, parse, watch)
+
+            return retrying_fetch(fetch, self.retry, watch)
 
         def attempt() -> AsyncGenerator[StreamItem, None]:
-            return self._attempt(path, body, streaming, decoder, parse, watch)
+            return self._attempt(path, body, decoder(), watch)
 
         return retrying(attempt, self.retry, watch)
 
-    async def _attempt(
+    async def _send(self, path: str, body: dict[str, Any]) -> Any:
+        """POST ``body``; the response with its body unread (what ``client.stream()`` does,
+        without its context-manager generator): the caller closes it."""
+        client = self._client
+        request = client.build_request(
+            "POST", self.endpoint(path), json=body, headers=self._request_headers
+        )
+        return await client.send(request, stream=True)
+
+    async def _fetch(
         self,
         path: str,
         body: dict[str, Any],
-        streaming: bool,
-        decoder: Callable[[], StreamDecoder],
         parse: Callable[[dict[str, Any]], ModelResponse],
         watch: Watchdog,
-    ) -> AsyncGenerator[StreamItem, None]:
-        state = decoder()
-        seen_content = False
-        watch.attempt(None)  # the call's clock runs while waiting at the gate; idle does not
+    ) -> list[StreamItem]:
+        """One non-streamed attempt: the whole response, presented as a stream."""
+        watch.attempt(None, queued=True)  # the call's clock runs while waiting at the gate
         try:
             async with self._gate:
-                watch.attempt(self.limits.idle_timeout if streaming else None)
-                async with self._client.stream(
-                    "POST", self.endpoint(path), json=body, headers=self._request_headers
-                ) as response:
+                watch.attempt(None)
+                response = await self._send(path, body)
+                try:
                     await self._check_status(response)
-                    if not streaming:
-                        for item in one_shot(parse(await self._read_json(response))):
+                    return one_shot(parse(await self._read_json(response)))
+                finally:
+                    await response.aclose()
+        except BaseException as exc:
+            raise self._failure(exc, None, False, watch)  # noqa: B904 -- chained in _failure
+
+    async def _attempt(
+        self, path: str, body: dict[str, Any], state: StreamDecoder, watch: Watchdog
+    ) -> AsyncGenerator[StreamItem, None]:
+        """One streamed attempt: SSE events through the adapter's decoder as they arrive."""
+        seen_content = False
+        idle = self.limits.idle_timeout
+        # the call's clock runs while waiting at the gate; the idle clock does not
+        watch.attempt(idle, queued=True)
+        try:
+            async with self._gate:
+                watch.attempt(idle)
+                response = await self._send(path, body)
+                try:
+                    await self._check_status(response)
+                    feed = _EventFeed(state, watch, self.limits.max_event_size, self.provider)
+                    async for chunk in response.aiter_bytes():
+                        for event in feed.events(chunk):
+                            for item in feed.items(event):
+                                seen_content = seen_content or _is_content(item)
+                                yield item
+                    for event in feed.events(None):  # what the end of the body completes
+                        for item in feed.items(event):
+                            seen_content = seen_content or _is_content(item)
                             yield item
-                        return
-                    async for item in self._decode(response, state, watch):
-                        seen_content = seen_content or _is_content(item)
-                        yield item
-        except ProviderError as error:
-            converted = _after_content(error, state, seen_content)
-            self.redact(error)
-            if converted is error:
-                raise
-            raise self.redact(converted) from error
-        except asyncio.CancelledError:
+                    yield feed.finish()
+                finally:
+                    await response.aclose()
+        except BaseException as exc:
+            raise self._failure(exc, state, seen_content, watch)  # noqa: B904 -- chained in _failure
+
+    def _failure(
+        self,
+        exc: BaseException,
+        state: StreamDecoder | None,
+        seen_content: bool,
+        watch: Watchdog,
+    ) -> BaseException:
+        """What an attempt's failure leaves the seam as: a redacted lovia error, chained
+        (``__cause__``) as ``raise ... from`` would; anything else unchanged."""
+        if isinstance(exc, ProviderError):
+            converted = _after_content(exc, state, seen_content)
+            self.redact(exc)
+            if converted is not exc:
+                self.redact(converted).__cause__ = exc
+            return converted
+        if isinstance(exc, asyncio.CancelledError):
             reason = watch.take()
             if reason is None:
-                raise
-            raise self.redact(_after_content(watch.error(reason), state, seen_content)) from None
-        except Exception as exc:
-            if not is_transport_error(exc):
-                raise
-            error = error_from_transport(exc, self.provider, self.base_url)
-            raise self.redact(_after_content(error, state, seen_content)) from redact_error(exc)
+                return exc
+            error = self.redact(_after_content(watch.error(reason), state, seen_content))
+            error.__cause__ = None  # ``from None``: the cancellation was only the messenger
+            return error
+        if not isinstance(exc, Exception) or not is_transport_error(exc):
+            return exc
+        error = error_from_transport(exc, self.provider, self.base_url)
+        converted = self.redact(_after_content(error, state, seen_content))
+        converted.__cause__ = redact_error(exc)
+        return converted
 
     async def _check_status(self, response: Any) -> None:
         status: int = response.status_code
@@ -399,22 +484,42 @@ class HttpSeam:
             )
         return cast("dict[str, Any]", data)  # a JSON object off the wire
 
-    async def _decode(
-        self, response: Any, state: StreamDecoder, watch: Watchdog
-    ) -> AsyncIterator[StreamItem]:
-        saw_done = False
-        async for event in aiter_sse(response.aiter_bytes(), self.limits.max_event_size):
-            watch.beat()
-            # read to the end of the body even after [DONE]: a response closed early
-            # cannot go back to the pool, and every call would open a new connection
-            if saw_done:
-                continue
-            if event.data.strip() == "[DONE]":
-                saw_done = True
-                continue
-            for item in state.feed(parse_event_json(event, self.provider)):
-                yield item
-        if not (saw_done or state.complete):
+
+class _EventFeed:
+    """One streamed attempt's SSE side, the seam's loop driving it chunk by chunk (no
+    generator layer per event): bytes to events, events to the adapter's decoder."""
+
+    __slots__ = ("_sse", "_utf8", "provider", "saw_done", "state", "watch")
+
+    def __init__(
+        self, state: StreamDecoder, watch: Watchdog, max_event_size: int, provider: str
+    ) -> None:
+        self._sse = SSEDecoder(max_event_size)
+        self._utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self.state = state
+        self.watch = watch
+        self.provider = provider
+        self.saw_done = False
+
+    def events(self, chunk: bytes | None) -> list[SSEEvent]:
+        """The events ``chunk`` completes; ``None`` at the end of the body (what is pending)."""
+        if chunk is not None:
+            return self._sse.feed(self._utf8.decode(chunk))
+        return [*self._sse.feed(self._utf8.decode(b"", final=True)), *self._sse.flush()]
+
+    def items(self, event: SSEEvent) -> list[StreamItem]:
+        self.watch.beat()
+        # read to the end of the body even after [DONE]: a response closed early
+        # cannot go back to the pool, and every call would open a new connection
+        if self.saw_done:
+            return []
+        if event.data.strip() == "[DONE]":
+            self.saw_done = True
+            return []
+        return self.state.feed(parse_event_json(event, self.provider))
+
+    def finish(self) -> ModelResponse:
+        if not (self.saw_done or self.state.complete):
             raise StreamInterrupted(
                 f"The {self.provider} stream ended before the response was complete.",
                 "The connection was closed early; what arrived is in .partial. Retry the call.",
@@ -422,16 +527,20 @@ class HttpSeam:
                 provider=self.provider,
                 code="stream_ended_early",
             )
-        yield state.finish()
+        return self.state.finish()
 
 
-def _after_content(error: ProviderError, state: StreamDecoder, seen_content: bool) -> ProviderError:
-    """Once content was yielded an error may not be retried: turn it into StreamInterrupted."""
-    if isinstance(error, StreamInterrupted):
-        error.partial = state.partial() if seen_content else error.partial
-        error.retryable = error.retryable and not seen_content
+def _after_content(
+    error: ProviderError, state: StreamDecoder | None, seen_content: bool
+) -> ProviderError:
+    """Once content was yielded an error may not be retried: turn it into StreamInterrupted.
+
+    Content is only ever seen in a streamed attempt, which has a ``state``."""
+    if not seen_content or state is None:
         return error
-    if not seen_content:
+    if isinstance(error, StreamInterrupted):
+        error.partial = state.partial()
+        error.retryable = False
         return error
     return StreamInterrupted(
         f"{error.message} (after partial output)",

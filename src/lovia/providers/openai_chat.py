@@ -41,6 +41,7 @@ from ..usage import Usage
 from ._common import (
     AssistantTurn,
     HttpProvider,
+    IdentityMemo,
     InputTurn,
     ToolResultsTurn,
     Turn,
@@ -457,6 +458,9 @@ class OpenAIChat(HttpProvider):
         )
         default = openai_profile(model) if self._official else compat_profile(model)
         super().__init__(model, name=name, profile=profile or default, stream=stream, seam=seam)
+        self._tools = IdentityMemo()  # request.tools (a run's tuple) -> its rendering
+        self._with_tools = IdentityMemo()  # ModelSettings -> what it adds to a body
+        self._without_tools = IdentityMemo()
 
     def render_request(self, request: ModelRequest) -> dict[str, Any]:
         """The exact JSON body for ``request`` (no headers, so no key)."""
@@ -464,8 +468,9 @@ class OpenAIChat(HttpProvider):
             "model": self.model,
             "messages": chat_messages(request, self._turns),
         }
-        if request.tools:
-            body["tools"] = chat_tools(request.tools)
+        tools = request.tools
+        if tools:
+            body["tools"] = self._tools.get(tools, lambda: chat_tools(tools))
         if request.output_schema is not None:
             schema = request.output_schema
             body["response_format"] = {
@@ -482,9 +487,21 @@ class OpenAIChat(HttpProvider):
                 body["stream_options"] = {"include_usage": True}
         # OpenAI itself wants max_completion_tokens (reasoning models reject max_tokens);
         # compatible servers widely understand only max_tokens.
-        key = "max_completion_tokens" if self._official else "max_tokens"
-        apply_settings(body, request.settings, max_tokens_key=key, has_tools=bool(request.tools))
+        body.update(self._settings_part(request.settings, bool(tools)))
         return body
+
+    def _settings_part(self, settings: ModelSettings, has_tools: bool) -> dict[str, Any]:
+        """What :func:`apply_settings` adds to a body, once per settings object: merged
+        into the body in one ``update``, the keys land in the same order and places."""
+        memo = self._with_tools if has_tools else self._without_tools
+        key = "max_completion_tokens" if self._official else "max_tokens"
+
+        def make() -> dict[str, Any]:
+            part: dict[str, Any] = {}
+            apply_settings(part, settings, max_tokens_key=key, has_tools=has_tools)
+            return part
+
+        return memo.get(settings, make)
 
     def _decoder(self) -> ChatStreamDecoder:
         return ChatStreamDecoder(self.name)
