@@ -19,7 +19,7 @@ from .. import events as ev
 from ..errors import ContextOverflow
 from ..model import ModelRequest, ModelResponse, Provider
 from ..stores.records import ViewNote
-from ..transcript import InputEntry, TextEntry, ToolCallEntry, TranscriptEntry
+from ..transcript import InputEntry, TextEntry, ToolCallEntry, TranscriptEntry, stamped
 from ..view.base import BuiltView, FullView, ViewInput, ViewRecord
 from ..view.compaction import Compaction
 from ..view.record import view_parts
@@ -35,11 +35,9 @@ MAX_OVERFLOW_RETRIES = 1
 
 
 def stamp(state: RunState, entry: Any) -> Any:
-    """Give an entry this run's id, turn and active agent."""
+    """Give an entry this run's id, turn and active agent (a copy: entries are frozen)."""
     assert state.active is not None
-    return entry.model_copy(
-        update={"run_id": state.run_id, "turn": state.turn, "agent": state.active.agent.name}
-    )
+    return stamped(entry, state.run_id, state.turn, state.active.agent.name)
 
 
 async def model_step(state: RunState) -> AsyncIterator[ev.Event]:
