@@ -15,10 +15,11 @@ see ``lovia.telemetry`` for the single table that maps events to spans.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ._lazy import lazy_exports
+from ._slots import slot_inits
 from .transcript import ToolCallEntry, ToolResultEntry, TranscriptEntry
 from .usage import Usage
 
@@ -370,66 +371,13 @@ class ChildRunEvent(Event):
     event: Event
 
 
-class _Factory:
-    """The default of a field with a ``default_factory`` (shown as dataclasses shows it)."""
-
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        return "<factory>"
-
-
-_FACTORY = _Factory()
-
-
-def _slot_inits(classes: Sequence[type[Event]]) -> None:
-    """Give each event class the ``__init__`` its dataclass has, setting each field
-    through its slot descriptor instead of ``object.__setattr__`` (the frozen dataclass
-    way: about a third of the cost of building an event, and the loop builds ~10 per
-    model call). Same keyword-only parameters, defaults, factories and field order; the
-    classes stay frozen (``FrozenInstanceError`` on assignment). One ``exec`` for all."""
-    src: list[str] = []
-    ns: dict[str, Any] = {"_FACTORY": _FACTORY}
-    for k, cls in enumerate(classes):
-        params: list[str] = []
-        body: list[str] = []
-        for f in fields(cls):
-            name = f.name
-            ns[f"_s{k}_{name}"] = getattr(cls, name).__set__  # the slot's member descriptor
-            if f.default is not MISSING:
-                ns[f"_d{k}_{name}"] = f.default
-                params.append(f"{name}=_d{k}_{name}")
-            elif f.default_factory is not MISSING:
-                ns[f"_f{k}_{name}"] = f.default_factory
-                params.append(f"{name}=_FACTORY")
-                body.append(f"    if {name} is _FACTORY: {name} = _f{k}_{name}()")
-            else:
-                params.append(name)
-            body.append(f"    _s{k}_{name}(self, {name})")
-        src.append(f"def _init{k}(self, *, {', '.join(params)}):\n" + "\n".join(body))
-    exec("\n".join(src), ns)  # generated from the dataclass fields only
-    for k, cls in enumerate(classes):
-        init = ns[f"_init{k}"]
-        old = cls.__init__
-        init.__qualname__ = f"{cls.__qualname__}.__init__"
-        init.__module__ = old.__module__
-        init.__annotations__ = dict(old.__annotations__)
-        setattr(cls, "__init__", init)  # noqa: B010
-
-
-def _event_classes() -> list[type[Event]]:
+def _event_classes() -> list[type]:
     """This module's event classes (``__subclasses__`` would also list the classes
     ``dataclass(slots=True)`` replaced, until they are collected)."""
-    return [
-        v
-        for v in globals().values()
-        if isinstance(v, type)
-        and issubclass(v, Event)
-        and all(f.init and f.kw_only for f in fields(v))  # what _slot_inits generates
-    ]
+    return [v for v in globals().values() if isinstance(v, type) and issubclass(v, Event)]
 
 
-_slot_inits(_event_classes())
+slot_inits(_event_classes())
 
 # the error that ends a tripped run is lovia.errors.GuardrailTripped; this event was renamed
 __getattr__, __dir__ = lazy_exports(

@@ -17,6 +17,7 @@ from functools import partial
 from typing import Any, cast, get_args
 
 from .. import events as ev
+from .._slots import slot_inits
 from ..errors import ContextOverflow
 from ..model import ModelRequest, ModelResponse, Provider
 from ..stores.records import ViewNote
@@ -183,6 +184,9 @@ class PreparedView:
 
     request: ModelRequest
     view_hash: str
+
+
+slot_inits([PreparedView])
 
 
 async def _build_view(
