@@ -20,7 +20,10 @@ REPO = Path(__file__).resolve().parents[1]
 SRC = REPO / "src" / "lovia"
 
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("core types", ("_version", "_lazy", "errors", "_redact", "_imports", "usage", "pricing")),
+    (
+        "core types",
+        ("_version", "_lazy", "_slots", "errors", "_redact", "_imports", "usage", "pricing"),
+    ),
     ("core types", ("transcript", "events", "_observers", "_display", "model")),
     ("building blocks", ("context", "output", "guardrails", "telemetry", "hooks", "tools")),
     ("building blocks", ("providers", "stores", "_defaults", "view", "plugins", "result", "agent")),

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ._lazy import lazy_exports
+from ._slots import slot_inits
 from .transcript import ToolCallEntry, ToolResultEntry, TranscriptEntry
 from .usage import Usage
 
@@ -369,6 +370,14 @@ class ChildRunEvent(Event):
     child_run_id: str
     event: Event
 
+
+def _event_classes() -> list[type]:
+    """This module's event classes (``__subclasses__`` would also list the classes
+    ``dataclass(slots=True)`` replaced, until they are collected)."""
+    return [v for v in globals().values() if isinstance(v, type) and issubclass(v, Event)]
+
+
+slot_inits(_event_classes())
 
 # the error that ends a tripped run is lovia.errors.GuardrailTripped; this event was renamed
 __getattr__, __dir__ = lazy_exports(

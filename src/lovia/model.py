@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal, Protocol, cast, runtime_checkable
 
+from ._slots import slot_inits
 from .transcript import ReasoningEntry, TextEntry, ToolCallEntry, TranscriptEntry
 from .usage import Usage
 
@@ -181,6 +182,9 @@ class ModelResponse:
 
 
 StreamItem = TextChunk | ReasoningChunk | ToolCallChunk | RetryNotice | ModelResponse
+
+# built per call or per streamed chunk: set their fields through the slot descriptors
+slot_inits([ModelRequest, ModelResponse, TextChunk, ReasoningChunk, ToolCallChunk, RetryNotice])
 
 
 @runtime_checkable

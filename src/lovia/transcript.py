@@ -21,7 +21,7 @@ import os
 import re
 import time
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Annotated, Any, Literal, cast, overload
+from typing import Annotated, Any, Literal, TypeVar, cast, overload
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
@@ -133,6 +133,27 @@ class _Entry(BaseModel):
         fields = cast(dict[Any, Any], data)
         # nothing to clean (the common case): no copy, no walk
         return fields if _plain(fields) else _clean(fields)
+
+
+_E = TypeVar("_E", bound=_Entry)
+_STAMP_FIELDS = frozenset({"run_id", "turn", "agent"})
+
+
+def stamped(entry: _E, run_id: str, turn: int, agent: str) -> _E:
+    """``entry.model_copy(update={"run_id": ..., "turn": ..., "agent": ...})``, the
+    same copy (``__dict__``, fields set) without pydantic's generic copy path: the loop
+    stamps every entry it appends."""
+    data = entry.__dict__.copy()
+    data["run_id"] = run_id
+    data["turn"] = turn
+    data["agent"] = agent
+    copy = type(entry).__new__(type(entry))
+    _set = object.__setattr__
+    _set(copy, "__dict__", data)
+    _set(copy, "__pydantic_fields_set__", entry.__pydantic_fields_set__ | _STAMP_FIELDS)
+    _set(copy, "__pydantic_extra__", None)  # extra="forbid": never any
+    _set(copy, "__pydantic_private__", None)  # no private attributes
+    return copy
 
 
 _SCALARS = frozenset({int, float, bool, type(None)})

@@ -14,6 +14,7 @@ from lovia.transcript import (
     Transcript,
     dump_entries,
     load_entries,
+    stamped,
 )
 
 text = st.text(max_size=200)
@@ -54,6 +55,33 @@ def test_entries_round_trip_losslessly(items: list) -> None:  # type: ignore[typ
     back = load_entries(data)
     assert back == items
     assert dump_entries(back) == data
+
+
+@settings(max_examples=100, deadline=None)
+@given(entries, st.text(max_size=10), st.integers(0, 1000), st.text(max_size=10))
+def test_stamped_is_model_copy_with_the_three_fields(
+    entry: object, run_id: str, turn: int, agent: str
+) -> None:
+    want = entry.model_copy(update={"run_id": run_id, "turn": turn, "agent": agent})  # type: ignore[attr-defined]
+    got = stamped(entry, run_id, turn, agent)  # type: ignore[type-var]
+    assert type(got) is type(want) and got == want and got is not entry
+    assert got.__dict__ == want.__dict__ and list(got.__dict__) == list(want.__dict__)
+    assert got.model_fields_set == want.model_fields_set
+    assert got.model_dump_json() == want.model_dump_json()
+
+
+def test_stamped_leaves_the_original_entry_unchanged() -> None:
+    entry = TextEntry(text="hi", message_id="m")
+    copy = stamped(entry, "r1", 3, "a")
+    assert (entry.run_id, entry.turn, entry.agent) == ("", 0, "")
+    assert (copy.run_id, copy.turn, copy.agent, copy.id, copy.ts) == (
+        "r1",
+        3,
+        "a",
+        entry.id,
+        entry.ts,
+    )
+    assert "run_id" not in entry.model_fields_set
 
 
 def test_transcript_is_append_only_and_pairs_by_id() -> None:

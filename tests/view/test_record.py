@@ -193,3 +193,32 @@ async def test_handoff_input_filter_is_recorded_exactly() -> None:
     assert any(getattr(m, "text", "") == "CHECKING" for m in sent.messages)
     assert records[-1].replaced  # the rewritten entry is stored in full
     assert ViewHasher().hash(rebuilt[-1]) == records[-1].hash
+
+
+def test_incremental_hash_equals_a_fresh_hash_as_views_grow_shrink_and_fork() -> None:
+    """The hasher resumes from the previous view's end state (or a STRIDE state): every
+    hash must still equal the one of a hasher that never saw an earlier view."""
+    h = ViewHasher()
+    e = texts(40)
+    other = TextEntry(text="other", message_id="mx")
+    views = [e[:3], e[:5], e[:5], e[:4], [*e[:4], other], e[:35], e[:36], e[2:36], e[:40], []]
+    settings = ModelSettings()  # one head for every view (head bytes cached by identity)
+    for messages in views:
+        request = req(messages, settings=settings)
+        assert h.hash(request) == ViewHasher().hash(request), [m.text for m in messages]  # type: ignore[union-attr]
+
+
+def test_records_are_what_model_construct_builds() -> None:
+    """``record`` builds its ViewRecord without model_construct's walk: same result."""
+    h = ViewHasher()
+    t = texts(4)
+    meta: dict[str, Any] = {"run_id": "r", "turn": 2, "attempt": 1, "agent": "a", "model": "m"}
+    meta.update(summary=None, compacted=False)
+    for given in (meta, {**meta, "provider": "p"}):  # a default to fill in, then none
+        got = h.record(
+            request=req(t), order=[e.id for e in t], replaced={}, injected=t[:1], **given
+        )
+        want = ViewRecord.model_construct(**{k: got.__dict__[k] for k in got.model_fields_set})
+        assert got.__dict__ == want.__dict__ and list(got.__dict__) == list(want.__dict__)
+        assert got.model_fields_set == want.model_fields_set
+        assert got.to_data() == want.to_data() and got == want

@@ -294,20 +294,28 @@ class Relay:
         self._queue.put_nowait((event, emitted))
         await emitted
 
-    async def run_inline(
-        self, step: Coroutine[Any, Any, T], out: Slot[T]
-    ) -> AsyncIterator[ev.Event]:
-        """:meth:`run`, first stepping ``step`` here until it finishes or detaches."""
+    def step_inline(self, step: Coroutine[Any, Any, T], out: Slot[T]) -> Awaitable[T] | None:
+        """Step ``step`` here until it finishes (its result in ``out``; returns None) or
+        detaches (returns the rest of it, for :meth:`run`). No generator: the common
+        case costs the loop no async generator at all."""
         self._inline = True
         try:
             first = step.send(None)
         except StopIteration as stop:
             out.set(stop.value)
-            return
+            return None
         finally:
             self._inline = False
-        async for event in self.run(_resume(step, first), out):
-            yield event
+        return _resume(step, first)
+
+    async def run_inline(
+        self, step: Coroutine[Any, Any, T], out: Slot[T]
+    ) -> AsyncIterator[ev.Event]:
+        """:meth:`run`, first stepping ``step`` here until it finishes or detaches."""
+        rest = self.step_inline(step, out)
+        if rest is not None:
+            async for event in self.run(rest, out):
+                yield event
 
     async def run(self, step: Awaitable[T], out: Slot[T]) -> AsyncIterator[ev.Event]:
         """Yield the events sent while ``step`` runs; then put its result in ``out``."""

@@ -11,15 +11,17 @@ from __future__ import annotations
 import inspect
 import logging
 import reprlib
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, cast, get_args
 
 from .. import events as ev
+from .._slots import slot_inits
 from ..errors import ContextOverflow
 from ..model import ModelRequest, ModelResponse, Provider
 from ..stores.records import ViewNote
-from ..transcript import InputEntry, TextEntry, ToolCallEntry, TranscriptEntry
+from ..transcript import InputEntry, TextEntry, ToolCallEntry, TranscriptEntry, stamped
 from ..view.base import BuiltView, FullView, ViewInput, ViewRecord
 from ..view.compaction import Compaction
 from ..view.record import view_parts
@@ -35,11 +37,9 @@ MAX_OVERFLOW_RETRIES = 1
 
 
 def stamp(state: RunState, entry: Any) -> Any:
-    """Give an entry this run's id, turn and active agent."""
+    """Give an entry this run's id, turn and active agent (a copy: entries are frozen)."""
     assert state.active is not None
-    return entry.model_copy(
-        update={"run_id": state.run_id, "turn": state.turn, "agent": state.active.agent.name}
-    )
+    return stamped(entry, state.run_id, state.turn, state.active.agent.name)
 
 
 async def model_step(state: RunState) -> AsyncIterator[ev.Event]:
@@ -50,14 +50,16 @@ async def model_step(state: RunState) -> AsyncIterator[ev.Event]:
         view: Slot[PreparedView] = Slot()
         async for event in _build_view(state, attempt, view):
             yield event
-        try:
-            async for event in _call_model(state, view.value, attempt, purpose):
+        call = _main_call(state, view.value, attempt, purpose)
+        try:  # phases 4-5: stream the answer; record() appends it to the transcript
+            async for event in call_model(call, state, partial(_record_response, state, call)):
                 yield event
         except ContextOverflow as exc:
             if attempt > MAX_OVERFLOW_RETRIES or getattr(exc, "_lovia_partial", False):
                 raise _overflow_error(exc, attempt) from exc
             attempt += 1
             continue
+        state.response = call.response
         break
     # no generator when there is nothing to write; a turn that asks for tools is written
     # with the tool phase's first write (before any tool starts)
@@ -188,6 +190,9 @@ class PreparedView:
     view_hash: str
 
 
+slot_inits([PreparedView])
+
+
 async def _build_view(
     state: RunState, attempt: int, out: Slot[PreparedView]
 ) -> AsyncIterator[ev.Event]:
@@ -217,11 +222,13 @@ async def _build_view(
 
     done: Slot[BuiltView] = Slot()
     strategy = active.strategy
-    step = strategy.build(inp, active.strategy_state, summarize)
+    step: Awaitable[BuiltView] | None = strategy.build(inp, active.strategy_state, summarize)
     # lovia's own strategies await nothing but summarize: their build runs inline
-    run = relay.run_inline if type(strategy) in _INLINE and inspect.iscoroutine(step) else relay.run
-    async for event in run(step, done):
-        yield event
+    if type(strategy) in _INLINE and inspect.iscoroutine(step):
+        step = relay.step_inline(step, done)
+    if step is not None:  # it awaits more than it did inline: events may come
+        async for event in relay.run(step, done):
+            yield event
     built = done.value
     for kind, ids in built.compactions:
         yield ev.CompactionApplied(**state.base(), kind=kind, entry_ids=ids)
@@ -312,13 +319,11 @@ def _record(
     return record
 
 
-async def _call_model(
-    state: RunState, view: PreparedView, attempt: int, purpose: Purpose
-) -> AsyncIterator[ev.Event]:
-    """Phases 4-5: stream the model's answer, append it to the transcript."""
+def _main_call(state: RunState, view: PreparedView, attempt: int, purpose: Purpose) -> ModelCall:
+    """The turn's model call for ``view`` (a retry after an overflow is ``compacted``)."""
     active = state.active
     assert active is not None
-    call = ModelCall(
+    return ModelCall(
         provider=active.provider,
         request=view.request,
         base=state.base(),
@@ -326,13 +331,6 @@ async def _call_model(
         view_hash=view.view_hash,
         compacted=attempt > 1,
     )
-
-    def record(response: ModelResponse) -> list[TranscriptEntry]:
-        return _record_response(state, call, response)
-
-    async for event in call_model(call, state, record):
-        yield event
-    state.response = call.response
 
 
 def _unique_call_ids(state: RunState, entries: Sequence[Any]) -> list[Any]:

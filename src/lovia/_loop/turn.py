@@ -10,7 +10,6 @@ from .._redact import excerpt
 from ..errors import ModelBehaviorError, OutputValidationError
 from ..output import OutputParseError
 from ..transcript import InputEntry, SystemEntry, TextEntry, ToolCallEntry, TranscriptEntry
-from ..usage import Usage
 from .activate import activate
 from .limits import check_cancel, check_limits
 from .model_call import model_step, stamp
@@ -27,52 +26,43 @@ def drain_mailbox(state: RunState) -> None:
         state.note_entries(mail)
 
 
-async def turn(state: RunState) -> AsyncIterator[ev.Event]:
-    """Run one full turn (phases 1–8)."""
-    check_limits(state)
-    state.turn += 1
-    state.ctx.turn = state.turn
-    before = state.usage.copy()
-    yield ev.TurnStarted(**state.base())
-    drain_mailbox(state)
-    async for event in model_step(state):
-        yield event
-    response = state.response
-    assert response is not None
-    start = len(state.transcript) - len(response.entries)
-    entries = [state.transcript[i] for i in range(start, len(state.transcript))]
-    calls = [e for e in entries if isinstance(e, ToolCallEntry)]
-    async for event in _after_response(state, entries, calls, before):
-        yield event
-
-
-async def resume_turn(state: RunState, calls: Sequence[ToolCallEntry]) -> AsyncIterator[ev.Event]:
-    """Finish a turn whose model response was stored before a crash or a pause."""
-    state.ctx.turn = state.turn
-    before = state.usage.copy()
-    yield ev.TurnStarted(**state.base())
-    async for event in _after_response(state, [], list(calls), before):
-        yield event
-
-
-async def _after_response(
-    state: RunState, entries: Sequence[TranscriptEntry], calls: list[ToolCallEntry], before: Usage
+async def turn(
+    state: RunState, resumed: Sequence[ToolCallEntry] | None = None
 ) -> AsyncIterator[ev.Event]:
+    """Run one full turn (phases 1–8); ``resumed``: finish the current turn, whose model
+    response (with these tool calls) was stored before a crash or a pause."""
+    if resumed is None:
+        check_limits(state)
+        state.turn += 1
+    state.ctx.turn = state.turn
+    before = state.usage.copy()
+    yield ev.TurnStarted(**state.base())
+    if resumed is None:
+        drain_mailbox(state)
+        async for event in model_step(state):
+            yield event
+        response = state.response
+        assert response is not None
+        start = len(state.transcript) - len(response.entries)
+        entries = [state.transcript[i] for i in range(start, len(state.transcript))]
+        calls = [e for e in entries if isinstance(e, ToolCallEntry)]
+    else:
+        entries, calls = [], list(resumed)
     if calls:
         async for event in tool_phase(state, calls):
             yield event
     else:
         finalize(state, entries)
     check_cancel(state)
-    turn_usage = state.usage.minus(before)
-    yield ev.TurnEnded(
-        **state.base(),
-        usage=turn_usage,
-        tool_calls=len(calls),
-    )
+    yield ev.TurnEnded(**state.base(), usage=state.usage.minus(before), tool_calls=len(calls))
     if state.pending_handoff is not None:
         async for event in switch_agent(state):
             yield event
+
+
+def resume_turn(state: RunState, calls: Sequence[ToolCallEntry]) -> AsyncIterator[ev.Event]:
+    """Finish a turn whose model response was stored before a crash or a pause."""
+    return turn(state, calls)
 
 
 def finalize(state: RunState, entries: Sequence[TranscriptEntry]) -> None:

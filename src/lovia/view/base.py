@@ -26,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, TypeVar, runtime_checkable
 
+from .._slots import slot_inits
 from ..model import ModelProfile, Provider
 from ..transcript import SystemEntry, TranscriptEntry
 from .record import (
@@ -84,6 +85,8 @@ class BuiltView:
     compacted: bool | None = None
     """The view differs from the transcript; ``None``: derive from replaced/summary."""
 
+
+slot_inits([ViewInput, BuiltView])  # one of each per model call
 
 StateT = TypeVar("StateT")
 

@@ -191,8 +191,9 @@ class ViewHasher:
     __slots__ = ("_cache", "_chain", "_head", "_last", "_states")
 
     STRIDE = 32
-    """Hash states are kept every STRIDE entries, so a view that shares a prefix with the
-    previous one rehashes only from the last state inside that prefix."""
+    """Hash states are kept every STRIDE entries and at the end of the view, so a view
+    that shares a prefix with the previous one rehashes only from the last state inside
+    that prefix (a view that extends the previous one: only its new entries)."""
 
     def __init__(self) -> None:
         self._cache: dict[int, tuple[TranscriptEntry, bytes]] = {}
@@ -262,6 +263,9 @@ class ViewHasher:
                 states[index] = h.copy()
             h.update(b"\n")
             h.update(self.entry_bytes(messages[index]))
+        # the state after the whole view: the next view (this one plus the answer and
+        # the tool results) continues from it; never updated again (resumes copy it)
+        states[len(messages)] = h
         digest = h.hexdigest()
         self._states = (head, list(messages), states)
         self._last = (request, digest)
@@ -323,7 +327,27 @@ class ViewHasher:
             hash=self.hash(request),
             injected=[entry_to_dict(e) for e in injected],
         )
-        return ViewRecord.model_construct(**fields)
+        return _construct(fields)
+
+
+_RECORD_FIELDS: tuple[str, ...] = tuple(ViewRecord.model_fields)
+_RECORD_SET = frozenset(_RECORD_FIELDS)
+
+
+def _construct(fields: dict[str, Any]) -> ViewRecord:
+    """``ViewRecord.model_construct(**fields)``: the same ``__dict__`` (in field order)
+    and fields set; for a complete set of fields (the loop's records) without pydantic's
+    per-field alias and default walk."""
+    if not fields.keys() >= _RECORD_SET:
+        return ViewRecord.model_construct(**fields)  # defaults to fill in
+    values = {name: fields[name] for name in _RECORD_FIELDS}
+    record = ViewRecord.__new__(ViewRecord)
+    _set = object.__setattr__
+    _set(record, "__dict__", values)
+    _set(record, "__pydantic_fields_set__", set(_RECORD_FIELDS))
+    _set(record, "__pydantic_extra__", None)  # extra="forbid"
+    _set(record, "__pydantic_private__", None)
+    return record
 
 
 def _full_body(

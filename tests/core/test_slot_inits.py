@@ -1,0 +1,107 @@
+"""Events and the model seam's per-call types get a generated ``__init__`` that sets
+slots through their descriptors (lovia._slots.slot_inits): it must behave exactly like
+the dataclass's own."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from typing import Any
+
+import pytest
+
+from lovia import events as ev
+from lovia import model
+from lovia._loop.model_call import PreparedView
+from lovia._slots import slot_inits
+from lovia.view import base
+
+EVENTS = [v for v in vars(ev).values() if isinstance(v, type) and issubclass(v, ev.Event)]
+OTHERS = [
+    model.ModelRequest,
+    model.ModelResponse,
+    model.TextChunk,
+    model.ReasoningChunk,
+    model.ToolCallChunk,
+    model.RetryNotice,
+    base.ViewInput,
+    base.BuiltView,
+    PreparedView,
+]
+CLASSES: list[type[Any]] = [*EVENTS, *OTHERS]
+
+
+def _reference(cls: type[Any]) -> type[Any]:
+    """The same fields as a plain frozen slotted dataclass (its own generated __init__)."""
+    spec = [
+        (
+            f.name,
+            f.type,
+            dataclasses.field(
+                default=f.default, default_factory=f.default_factory, kw_only=f.kw_only
+            ),
+        )
+        for f in dataclasses.fields(cls)
+    ]
+    return dataclasses.make_dataclass("Ref", spec, frozen=True, slots=True, eq=False)
+
+
+def _required(cls: type[Any]) -> dict[str, Any]:
+    return {
+        f.name: object()
+        for f in dataclasses.fields(cls)
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+    }
+
+
+@pytest.mark.parametrize("cls", CLASSES, ids=lambda c: c.__name__)
+def test_generated_init_matches_the_dataclass_init(cls: type[Any]) -> None:
+    assert "_FACTORY" in cls.__init__.__globals__  # the generated one, not dataclass's
+    ref = _reference(cls)
+    assert str(inspect.signature(cls)) == str(inspect.signature(ref))
+    names = [f.name for f in dataclasses.fields(cls)]
+    required = _required(cls)
+    got, want = cls(**required), ref(**required)
+    for name in names:  # defaults and factories as the dataclass gives them
+        assert getattr(got, name) == getattr(want, name), name
+    again = cls(**required)
+    for f in dataclasses.fields(cls):
+        if f.default_factory is not dataclasses.MISSING:  # a fresh object each time
+            assert getattr(again, f.name) is not getattr(got, f.name)
+    given = {name: object() for name in names}
+    full = cls(**given)
+    assert all(getattr(full, n) is given[n] for n in names)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        setattr(full, names[0], "x")
+    with pytest.raises(TypeError):
+        cls(**given, unknown=1)
+    if required:
+        with pytest.raises(TypeError):
+            cls(**dict(list(required.items())[1:]))
+    positional = [f.name for f in dataclasses.fields(cls) if not f.kw_only]
+    args = [given[n] for n in positional]
+    rest = {n: given[n] for n in names if n not in positional}
+    assert all(getattr(cls(*args, **rest), n) is given[n] for n in names)
+    with pytest.raises(TypeError):
+        cls(*args, object(), **rest)  # one positional too many
+
+
+def test_classes_it_cannot_handle_keep_their_own_init() -> None:
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Post:
+        a: int
+
+        def __post_init__(self) -> None:
+            pass
+
+    @dataclasses.dataclass(frozen=True)
+    class NoSlots:
+        a: int
+
+    @dataclasses.dataclass(slots=True)
+    class NotFrozen:
+        a: int
+
+    inits = [c.__init__ for c in (Post, NoSlots, NotFrozen)]
+    slot_inits([Post, NoSlots, NotFrozen])
+    assert [c.__init__ for c in (Post, NoSlots, NotFrozen)] == inits
