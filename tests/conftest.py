@@ -25,3 +25,19 @@ def _no_real_network() -> Iterator[None]:
 
 def in_ci() -> bool:
     return os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _otlp_retry_jitter_off_the_global_random() -> None:
+    """Tests of bounded shutdown leave OTLP exporter threads retrying after the test
+    (by design: shutdown returns, the abandoned export gives up later). Their back-off
+    jitter drew from the global ``random``, and a Hypothesis test running meanwhile
+    failed with "Inconsistent data generation" (it watches the global random). The
+    exporters get a private generator for the whole session."""
+    import random
+
+    try:
+        from opentelemetry.exporter.otlp.common import http as otlp_http
+    except ImportError:  # the exporter extra is not installed: nothing retries
+        return
+    otlp_http.random = random.Random()  # type: ignore[attr-defined]
