@@ -110,9 +110,9 @@ async def test_one_checkpoint_event_per_group_write() -> None:
     assert "ToolCallCompleted" not in names[first_write:]
 
 
-async def test_a_result_is_written_while_its_sibling_still_runs() -> None:
-    """Group commit does not wait for the group: each result is written once it is in."""
-    store = CountingStore()
+def _slow_after_f(store: CountingStore) -> Any:
+    """A parallel-safe, non-idempotent tool that finishes only once call ``f``'s result
+    has been appended to ``store``."""
     release = asyncio.Event()
 
     @tool(concurrency_safe=True)
@@ -123,6 +123,13 @@ async def test_a_result_is_written_while_its_sibling_still_runs() -> None:
         return n
 
     store.on_append = lambda batch: release.set() if "f" in _results(batch) else None
+    return slow
+
+
+async def test_a_result_is_written_while_its_sibling_still_runs() -> None:
+    """Group commit does not wait for the group: each result is written once it is in."""
+    store = CountingStore()
+    slow = _slow_after_f(store)
     model = ScriptedModel([[call("add", a=1, b=1, id="f"), call("slow", n=2, id="s")], "done"])
     agent = Agent(name="a", model=model, tools=[add, slow])
     result = await Runner.run(agent, "go", run_id="r3", checkpointer=store)
@@ -132,16 +139,7 @@ async def test_a_result_is_written_while_its_sibling_still_runs() -> None:
 
 async def test_a_crash_after_the_first_of_two_results_does_not_rerun_it() -> None:
     store = CountingStore()
-    release = asyncio.Event()
-
-    @tool(concurrency_safe=True)
-    async def slow(n: int) -> int:
-        """Not idempotent: its outcome is unknown after a crash."""
-        await asyncio.wait_for(release.wait(), 5)
-        ran.append(f"slow:{n}")
-        return n
-
-    store.on_append = lambda batch: release.set() if "f" in _results(batch) else None
+    slow = _slow_after_f(store)
     store.fail_when = lambda batch: "s" in _results(batch)  # the store dies on the second
     model = ScriptedModel([[call("add", a=1, b=1, id="f"), call("slow", n=2, id="s")]])
     agent = Agent(name="a", model=model, tools=[add, slow])
