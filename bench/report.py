@@ -465,59 +465,69 @@ def targets_section(report: dict[str, Any]) -> list[str]:
 
 PROFILE = """## Where the time goes (profiles)
 
-Sampled with `py-spy record --threads -r 400 -f raw` on the driver (same fake server),
-samples grouped by the deepest frame that names a library; 2026-12-01 04:20 UTC, load
-average 6-8 (other work on the machine).
+Measured 2026-12-01 11:15-11:35 UTC on the code of this run (load average under 1 for the
+CPU suites). Two views: instructions by configuration (deterministic: what each layer
+adds), and a sampled profile (what the process is busy with).
 
-**lovia+otel+sqlite** (`lovia_driver.py --otel --store sqlite --client httpx`, json, 1 in
-flight, 300 runs): the SQLite worker thread 22%; the store's calls on the event loop
-(encoding records, queueing the job, the wake-up hand-offs between the loop and the
-worker) 12%; event-loop polling 21%, much of it waking for those hand-offs; httpx and
-httpcore 19%; lovia's loop 13%; lovia's tracer with the OTel SDK's spans 5%; OTel metrics
-1%; the span export thread 1%. So once runs are recorded, the cost above the floor is the
-checkpoint writes, not the OTel SDK: about 4.8 writes per model round-trip (the model
-turn, the parallel group's "started" ledger, one per tool result), each awaited, each its
-own thread round-trip and `BEGIN IMMEDIATE … COMMIT` when one run is in flight (group
-commit only helps with many runs in flight).
+**What each layer adds** (the instruction table above, json ×1, thousands of instructions
+per round-trip): the httpx floor 2,994; lovia's own work +1,461 (4,455); the OTel SDK
++1,939 on top of lovia (6,394); recording on SQLite +1,431 on top of lovia (5,886); both
++3,615 (8,070: the two plus the checkpoint span events). On httpx2 the floor is 2,585 and
+lovia's own work +1,550 (json ×1), +1,686 at 50 in flight. So each target needs lovia's
+share cut to about: lovia ≤ 1.25× → its own work ≤ 749 (−49%); lovia+otel ≤ 1.5× → own +
+OTel ≤ 1,497 (−56%); lovia+otel+sqlite ≤ 1.8× → own + OTel + store ≤ 2,395 (−53%);
+lovia[fast] ≤ 1.3× at 50 in flight → own ≤ 1,108 (−34%). This run's changes took, from
+the same suite on the previous code: lovia −398, lovia+otel −571, lovia+sqlite −650,
+lovia+otel+sqlite −953, lovia[fast] json ×50 −457.
 
-- The `lovia.checkpoint.write` spans are 29 of the 58 spans of a run here. Taking them out
-  (a copy of `src` without the `CheckpointSaved` span mapping; 3 interleaved pairs of 30
-  runs, json ×1) moved lovia+otel+sqlite from 2509 / 3327 / 2555 to 2326 / 2489 / 2243 µs
-  per round-trip (floor: 763 / 849 / 761): 7-25% less, 3.0× instead of 3.3× the floor,
-  far from 1.8×. They stay spans for now: a checkpoint write is a phase that can be slow
-  or fail (a busy store, a full disk), and `lovia trace`, `lovia web` and the
-  hooks-as-span-processor path read `CheckpointSaved` from them.
-- Metric instruments are already created once per tracer provider; the OTel Python SDK
-  has no bound instruments (each record hashes its attribute set), and all of lovia's
-  metric recording is about 1% of the samples.
-- What would meet 1.8×: make a checkpoint write cheaper than a thread round-trip. With WAL
-  and `synchronous=NORMAL` a commit does not fsync, so a small append is tens of µs of
-  SQLite CPU, less than the hand-off to the worker thread and back; running short appends
-  on the loop thread (the worker kept for reads, pruning and long writes), or one write per
-  tool turn instead of one per tool result, would take most of the store's share away.
-  Then the checkpoint spans (about 10% here) become worth turning into span events.
+**Sampled** (`py-spy record --threads -r 400 -f raw`, 300 runs, json ×1; samples whose
+innermost frame is a wait, i.e. epoll, a condition or a queue, left out; grouped by the
+innermost frame that names a library). lovia on httpx: asyncio 45% (two thirds of it the
+socket `write` system call, which the floor pays alike), httpx + httpcore + h11 21%,
+anyio 11% (httpcore's timeouts), lovia's loop 6%, view 3%, provider mapping 2%, pydantic
+2.5% (transcript entries), json 2.6%. lovia+otel+sqlite: asyncio 34%, the store 11% (record
+encoding and the commit, on the loop thread), lovia's tracer with the OTel SDK 11% (plus
+the span export thread), HTTP 20%, lovia's loop 5%. lovia[fast] at 50 in flight: httpcore2
++ h11 + httpx2 37%, asyncio 24%, lovia's loop 10%, anyio 9%, json 6%, view 3%, providers 3%.
 
-**lovia[fast]** (`lovia_driver.py`, httpx2 by default, json, 50 in flight, 300 runs:
-1601 µs per round-trip against the httpx2 floor's 746 µs in the same minute): httpx2 and
-httpcore2 are 54% of lovia's samples, lovia's own code (loop, view, transcript, provider
-render/parse, tools, events) about 35%. httpx2's floor is so cheap (0.3-0.6× of httpx's)
-that lovia's fixed work per round-trip is a larger multiple of it; ≤ 1.3× needs that work
-about halved, not another HTTP change.
+**Why each unmet target is unmet, and what would meet it:**
+- *lovia, lovia[fast]*: no single hot spot is left; lovia's share is spread over the loop
+  phases, about 17 typed events per round-trip, transcript entries (pydantic models: the
+  provider's parse builds them, 16 field sets per run), the view (strategy, the
+  incremental sha256 view hash over each new entry's canonical JSON, the view record),
+  provider render/parse and the call's deadline timers. What would meet it: transcript
+  entries as slotted classes like the events (pydantic kept for validation at the edges),
+  the view record and hash computed only when a checkpointer or exporter will read them,
+  and fewer async-generator layers between the model call and the caller (about 11 per run).
+  Each is a change to a core type; none fits behind the current API in one step.
+- *lovia+otel*: about 5 spans per round-trip (turn, view, chat, two execute_tool) with ~65
+  attribute values, and ~5 histogram records (call duration, two token counts, tool
+  durations). The seven counters are no longer SDK records (lovia keeps the sums; the SDK
+  reads them at collection: −208), and spans get their attributes at start and one
+  `set_attributes` at the end. What is left is the SDK's own per-span and per-record work;
+  only fewer spans or attributes would cut it (e.g. `execute_tool` spans only for tools
+  that are slow or fail, or the view span folded into the turn span), which takes away
+  spans the docs promise for phases that can be slow or fail. Not done.
+- *lovia+otel+sqlite*: a run of the workload makes 22 appends (3.7 per round-trip, was
+  27): start, each model turn written together with the ledger of the calls it asks for,
+  one per tool result, the final answer. The bench's `add` is not marked
+  `concurrency_safe`, so its two calls run one after the other and each result is its own
+  write (a result must be stored before the next call starts, or a crash re-runs it);
+  concurrency-safe tools' results that finish together go out in one append. Each append
+  is ~390 thousand instructions of record encoding, the commit on the loop thread and the
+  `CheckpointSaved` event. What would meet it: a cheaper record encoding (each entry is encoded to
+  JSON twice: canonically for the view hash, and for the record) and one write for a
+  sequential result together with the next call's ledger, which needs a ledger state
+  that says "completed, next not started" in one record.
 
-**10,000 runs in flight**: lovia's requests used to queue inside the client's connection
-pool, which rescans every waiting request whenever one is added or done (httpx and httpx2
-alike): O(runs in flight) per request, so 10,000 runs cost several times more per
-round-trip than 1,000 (the previous report: 11 ms per round-trip at 1,000 runs on httpx).
-Requests beyond a provider's own pool now wait in lovia's FIFO (an `asyncio.Semaphore`
-sized to the pool) and the pool never holds more than its 100 connections' worth. What
-still grows at 10,000 (1.26× the 1,000-run figure for lovia, 1.42× with SQLite, in the
-table below) is, by the profile of a 10,000-run driver, Python's cyclic garbage collector
-walking a heap of ~10,000 live runs: 53% of the samples land in `json.dumps` of request
-bodies (C code that allocates, where the collector's full passes are charged), against
-about 1% at 50 in flight. What would fix it: less garbage-collector work per run in a process that
-carries 10,000 (`gc.freeze()` after start-up and a higher `gc.set_threshold` for a worker
-of that size, or fewer container objects kept per run), measured the same way; with
-SQLite, the one writer thread's group commits also grow with the runs waiting on them.
+**10,000 runs in flight** (targets met in this run: 1.03× and 1.15× the 1,000-run CPU per
+round-trip, 0 errors): requests beyond a provider's pool wait in lovia's FIFO, the garbage
+collector is tuned by `lovia.tune_gc()`, and a plugin-less agent's tool specs, settings,
+output mode and prompt are built once and shared by its runs (~63 KB per run in flight).
+With SQLite what still grows is the lease heartbeat: each run renews its lease every
+TTL/3, so a 10,000-run pass that takes minutes adds ~4 commits per round-trip (a run with
+`LOVIA_LEASE_TTL_S=3600` measured 1.06× instead of 1.13×); one lease keeper per process
+renewing all its runs in one statement would remove it.
 """
 
 NOTES = """## Notes on method
@@ -545,17 +555,27 @@ NOTES = """## Notes on method
   loop on httpx does. Earlier reports' httpx floor paid it and their lovia ratios on httpx
   were lower than a fair floor gives (lovia json ×1: 1.25× then, 1.64× against this floor
   by instructions, same code).
+- `import lovia` (target ≤ 150 ms): the previous report measured 135 ms on an AMD EPYC
+  machine; this run's machine (Intel Xeon, same package versions) imports httpx itself in
+  ~120 ms against 77 ms there, so the same import is ~1.5× slower here. lovia's net import
+  is ~1.4× httpx's here (1.75× there). Of lovia's own import (`-X importtime`), about a
+  quarter is lovia's modules (the ~60 slotted event dataclasses 16 ms, transcript entry
+  models 7 ms, the model seam 5.5 ms); the rest is pydantic, asyncio and the standard
+  library they need. The suite now lets Python write bytecode and imports once untimed
+  before the 7 timed samples (an installed package is byte-compiled by pip; with
+  `PYTHONDONTWRITEBYTECODE` set, as on this machine, every sample used to compile lovia's
+  source).
 - The workload's tool is pure CPU. lovia runs sync tools in a worker thread (so a blocking
   tool never stalls other runs), which costs a thread hop per call: the `sync-tool` rows,
   and the per-call figure in "What recording and sync tools cost". lovia's docs advise
   `async def` for tools that do not block.
 - `lovia+postgres` talks to PostgreSQL on 127.0.0.1 through asyncpg (no worker thread; the
   database server's own CPU is not counted, like the fake server's).
-- Where lovia+otel's time goes without a store (cProfile, json, 1 in flight): about 5 spans
-  per model round-trip (turn, view, chat, two execute_tool) at ~35-40 µs each in the
-  OpenTelemetry SDK and ~10 metric recordings at ~15-20 µs each. No span or metric work is
-  done for streamed deltas, zero-valued token types and unpriced costs are not recorded,
-  and the price-table version is read once.
+- Where lovia+otel's time goes without a store: about 5 spans per model round-trip (turn,
+  view, chat, two execute_tool) and ~5 histogram records in the OpenTelemetry SDK; the
+  seven counters are sums lovia keeps and the SDK reads at collection. No span or metric
+  work is done for streamed deltas, zero-valued token types and unpriced costs are not
+  recorded, and the price-table version is read once.
 - lovia's figures include everything the loop does per call with telemetry off: the view
   (Compaction, the default), its sha256 view hash and view record, events and the
   transcript. Those are incremental, so the per-turn cost stays flat as a run grows.
