@@ -517,8 +517,10 @@ the span export thread), HTTP 20%, lovia's loop 5%. lovia[fast] at 50 in flight:
   is ~390 thousand instructions of record encoding, the commit on the loop thread and the
   `CheckpointSaved` event. What would meet it: a cheaper record encoding (each entry is encoded to
   JSON twice: canonically for the view hash, and for the record) and one write for a
-  sequential result together with the next call's ledger, which needs a ledger state
-  that says "completed, next not started" in one record.
+  sequential result together with the next call's `started` ledger (the result is
+  then stored only once the next call's start has been handled, the trade the model-turn
+  fold already makes; not done: a crash in that
+  window would turn a completed call into one of unknown outcome).
 
 **10,000 runs in flight** (targets met in this run: 1.03× and 1.15× the 1,000-run CPU per
 round-trip, 0 errors): requests beyond a provider's pool wait in lovia's FIFO, the garbage
