@@ -17,6 +17,7 @@ from store_backends import BACKENDS, Backend
 
 from lovia.errors import LeaseLost, RunNotFound, SchemaVersionError, StoreError
 from lovia.stores import SCHEMA_VERSION, CheckpointRecord, RunInfo, Store
+from lovia.stores.base import renew_many
 from lovia.transcript import (
     InputEntry,
     TextEntry,
@@ -407,6 +408,25 @@ async def test_renewal_never_regrants_a_lease_taken_in_between(db: Store) -> Non
     assert await db.lease_holder("r1") == "w2"
     await db.release("r1", "w2")  # freed, but the stale token stays stale
     assert await db.renew("r1", "w1", stale, 30) is False
+
+
+async def test_renew_many_refuses_a_stale_fence_or_a_wrong_owner_for_that_run_only(
+    db: Store,
+) -> None:
+    """One call renews every lease still held; the others are returned, not renewed."""
+    tokens = {r: await db.acquire(r, "w1", 0.2) for r in ("ok", "taken", "stranger", "ok2")}
+    await asyncio.sleep(0.3)  # all expired; then another worker takes one run
+    taken = await db.acquire("taken", "w2", 30)
+    assert taken is not None and all(t is not None for t in tokens.values())
+    leases = [(r, "w1", t or 0) for r, t in tokens.items() if r != "stranger"]
+    leases.append(("stranger", "someone-else", tokens["stranger"] or 0))
+    assert hasattr(db, "renew_many")  # the store's own one-call version
+    assert await renew_many(db, leases, 30) == {"taken", "stranger"}
+    assert await db.lease_holder("ok") == "w1" and await db.lease_holder("ok2") == "w1"
+    assert await db.lease_holder("taken") == "w2"
+    assert await db.lease_holder("stranger") is None  # expired, not renewed by a stranger
+    assert await db.renew("taken", "w1", tokens["taken"] or 0, 30) is False
+    assert await renew_many(db, [], 30) == set()
 
 
 async def test_an_expired_lease_nobody_took_can_be_renewed(db: Store) -> None:

@@ -247,7 +247,7 @@ async def _mark_failed(state: RunState, error: BaseException) -> None:
 
 
 async def _release(state: RunState) -> None:
-    await stop_heartbeat(state.heartbeat)
+    await stop_heartbeat(state)
     if state.checkpointer is not None and state.lease_owner is not None:
         try:
             await state.checkpointer.release(state.run_id, state.lease_owner)

@@ -1,7 +1,9 @@
 """The run lease: exactly one worker runs a given run_id at a time, and only it writes.
 
 A worker takes the lease before it starts or resumes a run and renews it in the
-background (every third of the TTL) while the run goes on. A lease left by a worker that
+background (every third of the TTL) while the run goes on: one keeper task per event
+loop, store and TTL renews the leases of all its runs in one store call
+(``renew_many``), instead of a timer and a store commit per run. A lease left by a worker that
 died on this same host (its pid is gone) is taken over at once; elsewhere it expires
 after ``LOVIA_LEASE_TTL_S`` seconds (default 60).
 
@@ -19,15 +21,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 import os
 import secrets
 import socket
 import time
+from dataclasses import dataclass, field
 
 from .._defaults import lease_ttl
 from ..errors import LeaseLost, RunLeaseHeld
-from ..stores.base import lease_lost
+from ..stores.base import Checkpointer, lease_lost, renew_many
 from .state import RunState
 
 __all__ = [
@@ -128,23 +132,88 @@ async def confirm_lease(state: RunState) -> None:
         raise state.lease_lost
 
 
-async def _heartbeat(state: RunState, ttl: float) -> None:
-    while True:
-        await asyncio.sleep(ttl / 3)
-        if not await _renew_once(state, ttl):
-            logger.warning("run %s: lease lost to another worker; stopping", state.run_id)
-            state.lease_lost = _lost(state)
-            state.ctx.cancel_token.cancel("lease lost to another worker")
-            return
+@dataclass(eq=False)
+class _Keeper:
+    """Renews the lease of every run registered with it, in one store call per tick."""
+
+    cp: Checkpointer
+    ttl: float
+    runs: dict[int, RunState] = field(default_factory=dict[int, RunState])
+    task: asyncio.Task[None] | None = None
 
 
-def start_heartbeat(state: RunState) -> asyncio.Task[None]:
-    return asyncio.get_running_loop().create_task(_heartbeat(state, state.lease_ttl_s))
+_Key = tuple[asyncio.AbstractEventLoop, int, float]
+_keepers: dict[_Key, _Keeper] = {}
+"""One keeper per (event loop, checkpointer, TTL); an entry lives while runs use it."""
 
 
-async def stop_heartbeat(task: asyncio.Task[None] | None) -> None:
-    if task is None:
+async def _keep(key: _Key, keeper: _Keeper) -> None:
+    try:
+        while keeper.runs:
+            await asyncio.sleep(keeper.ttl / 3)
+            await _renew_all(keeper)
+    finally:
+        if _keepers.get(key) is keeper:
+            del _keepers[key]
+
+
+async def _renew_all(keeper: _Keeper) -> None:
+    """One tick: renew every registered run's lease; a run whose lease was taken is
+    told so and cancelled. A store error renews nobody this tick and is retried on the
+    next one (the runs go on; :func:`confirm_lease` still checks before side effects)."""
+    states = list(keeper.runs.values())
+    leases = [(s.run_id, s.lease_owner or "", s.lease_token or 0) for s in states]
+    sent = time.monotonic()
+    try:
+        lost = await renew_many(keeper.cp, leases, keeper.ttl)
+    except Exception as exc:
+        logger.warning(
+            "could not renew the leases of %d run(s) (%s: %s); retrying in %.3g s",
+            len(leases), type(exc).__name__, exc, keeper.ttl / 3,
+        )  # fmt: skip
         return
-    task.cancel()
-    with contextlib.suppress(asyncio.CancelledError, Exception):
-        await task
+    for state in states:
+        if keeper.runs.get(id(state)) is not state:
+            continue  # it ended while the renewal was in flight
+        if state.run_id not in lost:
+            state.lease_renewed = max(state.lease_renewed, sent)
+            continue
+        del keeper.runs[id(state)]
+        logger.warning("run %s: lease lost to another worker; stopping", state.run_id)
+        state.lease_lost = _lost(state)
+        state.ctx.cancel_token.cancel("lease lost to another worker")
+
+
+def _key(state: RunState) -> _Key:
+    return (asyncio.get_running_loop(), id(state.checkpointer), state.lease_ttl_s)
+
+
+def start_heartbeat(state: RunState) -> None:
+    """Have the process's keeper for this store and TTL renew the run's lease (every
+    third of the TTL) until :func:`stop_heartbeat`; starts the keeper when needed."""
+    assert state.checkpointer is not None and state.lease_token is not None
+    key = _key(state)
+    keeper = _keepers.get(key)
+    if keeper is None:
+        keeper = _keepers[key] = _Keeper(state.checkpointer, state.lease_ttl_s)
+    keeper.runs[id(state)] = state
+    if keeper.task is None:
+        # its own empty context: the keeper belongs to no run (no run's span or vars)
+        keeper.task = key[0].create_task(
+            _keep(key, keeper), name="lovia-lease-keeper", context=contextvars.Context()
+        )
+
+
+async def stop_heartbeat(state: RunState) -> None:
+    """Stop renewing the run's lease; the keeper ends with its last run."""
+    if state.checkpointer is None or state.lease_token is None:
+        return
+    key = _key(state)
+    keeper = _keepers.get(key)
+    if keeper is None or keeper.runs.pop(id(state), None) is None or keeper.runs:
+        return
+    del _keepers[key]
+    if keeper.task is not None:
+        keeper.task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await keeper.task

@@ -54,7 +54,7 @@ async def load_snapshot(state: RunState) -> RunSnapshot | None:
         if snapshot is not None and snapshot.info.status == "completed":
             return snapshot
         raise await lease_held(state)
-    state.heartbeat = start_heartbeat(state)
+    start_heartbeat(state)
     snapshot = await cp.load(state.run_id)
     if snapshot is not None and snapshot.info.status != "completed":
         first = snapshot.info.extra.get("first_agent", snapshot.info.agent)

@@ -261,7 +261,6 @@ class RunState:
     """``time.monotonic()`` when the lease was last granted or renewed (sent)."""
     lease_lost: Exception | None = None
     """Set (a LeaseLost) when the heartbeat found the lease taken over."""
-    heartbeat: asyncio.Task[None] | None = None
     completed_result: RunResult[Any] | None = None
     """Set when the run_id was already completed: the stored RunResult."""
     response: ModelResponse | None = None

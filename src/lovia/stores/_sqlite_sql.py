@@ -196,6 +196,18 @@ def exec_(conn: sqlite3.Connection, sql: str, params: Sequence[Any]) -> int:
     return conn.execute(sql, params).rowcount
 
 
+def renew_many(
+    conn: sqlite3.Connection, leases: Sequence[tuple[str, str, int]], expires: float
+) -> set[str]:
+    """Extend each ``(run_id, owner, token)`` lease still current; the run ids that are not."""
+    query = "UPDATE leases SET expires_at = ? WHERE run_id = ? AND owner = ? AND token = ?"
+    return {
+        run_id
+        for run_id, owner, token in leases
+        if conn.execute(query, (expires, run_id, owner, token)).rowcount == 0
+    }
+
+
 def fetch(conn: sqlite3.Connection, sql: str, params: Sequence[Any]) -> list[Any]:
     return conn.execute(sql, params).fetchall()
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, cast, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -44,6 +44,7 @@ __all__ = [
     "damaged",
     "lease_lost",
     "prune_statuses",
+    "renew_many",
 ]
 
 SCHEMA_VERSION = 1
@@ -170,6 +171,28 @@ def lease_lost(run_id: str, fence: int) -> LeaseLost:
     )
 
 
+Lease = tuple[str, str, int]
+"""``(run_id, owner, fence)`` of one lease to renew."""
+
+
+class _RenewsMany(Protocol):
+    async def renew_many(self, leases: Sequence[Lease], ttl_s: float) -> set[str]: ...
+
+
+async def renew_many(cp: Checkpointer, leases: Sequence[Lease], ttl_s: float) -> set[str]:
+    """Renew several leases; the run ids NOT renewed (a later grant replaced them).
+
+    Calls the store's optional ``renew_many`` (one statement / transaction for all of
+    them; SQLite, PostgreSQL and memory have it), else ``renew`` once per lease. An
+    exception from the store propagates: none of the leases is then known renewed.
+    """
+    if getattr(cp, "renew_many", None) is not None:
+        return await cast("_RenewsMany", cp).renew_many(leases, ttl_s)
+    return {
+        run_id for run_id, owner, fence in leases if not await cp.renew(run_id, owner, fence, ttl_s)
+    }
+
+
 @runtime_checkable
 class Checkpointer(Protocol):
     """Run progress, keyed by ``run_id``; append-only deltas."""
@@ -198,7 +221,12 @@ class Checkpointer(Protocol):
         ...
 
     async def renew(self, run_id: str, owner: str, fence: int, ttl_s: float) -> bool:
-        """Extend the lease granted with ``fence``; False when a later grant replaced it."""
+        """Extend the lease granted with ``fence``; False when a later grant replaced it.
+
+        A store may also define ``renew_many(leases, ttl_s) -> set[str]`` (optional,
+        see :func:`renew_many`): the same for many ``(run_id, owner, fence)`` in one call,
+        returning the run ids it could not renew. A process renews all its runs' leases
+        on one store with it, once per third of the TTL."""
         ...
 
     async def release(self, run_id: str, owner: str) -> None:

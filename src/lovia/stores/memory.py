@@ -139,6 +139,10 @@ class MemoryStore:
         self._leases[run_id] = (owner, time.time() + ttl_s, fence)
         return True
 
+    async def renew_many(self, leases: Sequence[tuple[str, str, int]], ttl_s: float) -> set[str]:
+        """``renew`` for each ``(run_id, owner, fence)``; the run ids not renewed."""
+        return {r for r, owner, fence in leases if not await self.renew(r, owner, fence, ttl_s)}
+
     async def lease_holder(self, run_id: str) -> str | None:
         """The owner of the unexpired lease on ``run_id``, if any."""
         held = self._leases.get(run_id)

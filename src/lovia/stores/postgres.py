@@ -255,6 +255,12 @@ class _Sql:
             f"UPDATE {leases} SET expires_at = {_NOW} + $4::float8 "
             "WHERE run_id = $1 AND owner = $2 AND token = $3"
         )
+        self.renew_many = (
+            f"UPDATE {leases} AS l SET expires_at = {_NOW} + $4::float8 "
+            "FROM unnest($1::text[], $2::text[], $3::bigint[]) AS r(run_id, owner, token) "
+            "WHERE l.run_id = r.run_id AND l.owner = r.owner AND l.token = r.token "
+            "RETURNING l.run_id"
+        )
         self.release = (
             f"UPDATE {leases} SET owner = '', expires_at = 0 WHERE run_id = $1 AND owner = $2"
         )
@@ -468,6 +474,19 @@ class PostgresStore:
         async with self._db() as db:
             status = await db.execute(self._sql.renew, run_id, owner, fence, float(ttl_s))
         return status.split()[-1] != "0"
+
+    async def renew_many(self, leases: Sequence[tuple[str, str, int]], ttl_s: float) -> set[str]:
+        """``renew`` for each ``(run_id, owner, fence)`` in one statement; the run ids
+        not renewed."""
+        if not leases:
+            return set()
+        runs = [lease[0] for lease in leases]
+        owners = [lease[1] for lease in leases]
+        fences = [lease[2] for lease in leases]
+        async with self._db() as db:
+            rows = await db.fetch(self._sql.renew_many, runs, owners, fences, float(ttl_s))
+        renewed = {str(row[0]) for row in rows}
+        return {run_id for run_id, _, _ in leases if run_id not in renewed}
 
     async def lease_holder(self, run_id: str) -> str | None:
         """The owner of the unexpired lease on ``run_id``, if any."""

@@ -172,6 +172,14 @@ class SQLiteStore:
         params = (time.time() + ttl_s, run_id, owner, fence)
         return await self._write(sql.exec_, query, params) > 0
 
+    async def renew_many(self, leases: Sequence[tuple[str, str, int]], ttl_s: float) -> set[str]:
+        """``renew`` for each ``(run_id, owner, fence)`` in one transaction; the run ids
+        not renewed."""
+        if not leases:
+            return set()
+        expires = time.time() + ttl_s
+        return await self._write(sql.renew_many, leases, expires, size=64 * len(leases))
+
     async def lease_holder(self, run_id: str) -> str | None:
         """The owner of the unexpired lease on ``run_id``, if any."""
         return await self._run(sql.lease_holder, run_id)
