@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal, Protocol, cast, runtime_checkable
 
-from ._slots import slot_inits
+from ._slots import slot_inits, slotted
 from .transcript import ReasoningEntry, TextEntry, ToolCallEntry, TranscriptEntry
 from .usage import Usage
 
@@ -128,7 +128,7 @@ class OutputSchema:
     strict: bool = True
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@slotted(frozen=True, slots=True, kw_only=True)
 class ModelRequest:
     """Everything one model call receives: the view, tools, settings."""
 
@@ -139,17 +139,17 @@ class ModelRequest:
     output_schema: OutputSchema | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@slotted(frozen=True, slots=True)
 class TextChunk:
     text: str
 
 
-@dataclass(frozen=True, slots=True)
+@slotted(frozen=True, slots=True)
 class ReasoningChunk:
     text: str
 
 
-@dataclass(frozen=True, slots=True)
+@slotted(frozen=True, slots=True)
 class ToolCallChunk:
     """A piece of a tool call; parallel calls are told apart by ``index``."""
 
@@ -159,7 +159,7 @@ class ToolCallChunk:
     arguments: str = ""
 
 
-@dataclass(frozen=True, slots=True)
+@slotted(frozen=True, slots=True)
 class RetryNotice:
     """The provider is retrying after ``error`` (before any content), in ``delay`` s."""
 
@@ -168,7 +168,7 @@ class RetryNotice:
     delay: float
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@slotted(frozen=True, slots=True, kw_only=True)
 class ModelResponse:
     """The complete answer of one model call."""
 

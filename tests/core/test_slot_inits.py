@@ -13,7 +13,7 @@ import pytest
 from lovia import events as ev
 from lovia import model
 from lovia._loop.model_call import PreparedView
-from lovia._slots import slot_inits
+from lovia._slots import slot_inits, slotted
 from lovia.view import base
 
 EVENTS = [v for v in vars(ev).values() if isinstance(v, type) and issubclass(v, ev.Event)]
@@ -105,3 +105,40 @@ def test_classes_it_cannot_handle_keep_their_own_init() -> None:
     inits = [c.__init__ for c in (Post, NoSlots, NotFrozen)]
     slot_inits([Post, NoSlots, NotFrozen])
     assert [c.__init__ for c in (Post, NoSlots, NotFrozen)] == inits
+
+
+@pytest.mark.parametrize("cls", CLASSES, ids=lambda c: c.__name__)
+def test_slotted_classes_look_like_plain_dataclasses(cls: type[Any]) -> None:
+    """``slotted`` builds them without dataclass's __init__; nothing else may show it."""
+    params = cls.__dataclass_params__
+    assert (params.init, params.repr, params.frozen) == (True, True, True)
+    ref = _reference(cls)
+    assert cls.__doc__
+    if cls.__doc__.startswith(f"{cls.__name__}("):  # no docstring: dataclass's own text
+        assert cls.__doc__ == cls.__name__ + (ref.__doc__ or "").removeprefix("Ref")
+    assert {"__repr__", "__setattr__", "__delattr__", "__match_args__"} <= set(vars(cls)) or (
+        "__slots__" not in vars(cls)  # an undecorated subclass (MessageCompleted...)
+    )
+
+
+def test_slotted_without_a_docstring_gets_the_dataclass_text() -> None:
+    @slotted(frozen=True, slots=True, kw_only=True)
+    class Bare:
+        a: int
+        b: str = "x"
+
+    slot_inits([Bare])
+    assert Bare.__doc__ == "Bare(*, a: 'int', b: 'str' = 'x')"
+    assert Bare(a=1).b == "x"
+
+
+def test_slotted_class_slot_inits_cannot_handle_raises() -> None:
+    @slotted(frozen=True, slots=True)
+    class Post:
+        a: int
+
+        def __post_init__(self) -> None:
+            pass
+
+    with pytest.raises(TypeError, match="Post"):
+        slot_inits([Post])
