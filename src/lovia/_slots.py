@@ -16,7 +16,9 @@ time it builds the dataclass without its own ``__init__`` (``init=False``), sinc
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import MISSING, Field, dataclass, fields, is_dataclass
+from dataclasses import MISSING, Field, FrozenInstanceError, dataclass, fields, is_dataclass
+from threading import get_ident
+from types import FunctionType
 from typing import TYPE_CHECKING, Any
 
 __all__ = ["slot_inits", "slotted"]
@@ -27,18 +29,84 @@ else:
 
     def slotted(**params: Any) -> Callable[[type], type]:
         """``dataclass(**params)`` without the generated ``__init__``: the module must
-        pass the class to :func:`slot_inits` (which raises if it cannot give it one)."""
+        pass the class to :func:`slot_inits` (which raises if it cannot give it one).
+        With ``eq=False`` (no ``__hash__`` to derive from frozenness) its ``__repr__``,
+        and if frozen its ``__setattr__``/``__delattr__``, are shared code, not compiled
+        per class: ``slot_inits`` then marks the class frozen and repr'd, as declared."""
 
         def wrap(cls: type) -> type:
             documented = cls.__dict__.get("__doc__") is not None
             if not documented:  # dataclass would build it from a signature without __init__
                 cls.__doc__ = "-"
-            new = dataclass(init=False, **params)(cls)
+            shared = params.get("eq") is False
+            frozen = shared and params.get("frozen", False)
+            rep = shared and params.get("repr", True)
+            opts = {**params, "init": False, "frozen": params.get("frozen", False) and not frozen}
+            new = dataclass(**{**opts, "repr": params.get("repr", True) and not rep})(cls)
             if not documented:  # slot_inits builds it, as dataclass does, once __init__ is in
                 new.__doc__ = None
+            if rep:
+                _method(new, _repr)
+            if frozen:  # pickling state as dataclass gives frozen slotted classes
+                _method(new, _frozen_setattr)
+                _method(new, _frozen_delattr)
+                new.__getstate__, new.__setstate__ = _getstate, _setstate
+            _DECLARED[new] = (frozen, rep)
             return new
 
         return wrap
+
+
+# slotted classes whose dataclass params slot_inits still has to set as declared
+_DECLARED: dict[type, tuple[bool, bool]] = {}
+_REPR_RUNNING: set[tuple[int, int]] = set()
+
+
+def _method(cls: type, func: Callable[..., Any]) -> None:
+    """Put a copy of ``func`` on ``cls`` (its code shared), named as dataclass names it."""
+    name = func.__name__.removeprefix("_frozen").removeprefix("_").strip("_")
+    copy = FunctionType(func.__code__, func.__globals__, f"__{name}__", func.__defaults__)
+    copy.__qualname__ = f"{cls.__qualname__}.__{name}__"
+    copy.__module__ = cls.__module__
+    setattr(cls, f"__{name}__", copy)
+
+
+def _repr(self: Any) -> str:
+    key = id(self), get_ident()
+    if key in _REPR_RUNNING:  # as dataclass's repr of a recursive structure
+        return "..."
+    _REPR_RUNNING.add(key)
+    try:
+        shown = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in fields(self) if f.repr)
+        return f"{self.__class__.__qualname__}({shown})"
+    finally:
+        _REPR_RUNNING.discard(key)
+
+
+# As Python 3.11's dataclass(frozen=True, slots=True) behaves: its generated methods
+# refer to the class before slots were added, so other names raise this TypeError.
+_SUPER_ERROR = "super(type, obj): obj must be an instance or subtype of type"
+
+
+def _frozen_setattr(self: Any, name: str, value: Any) -> None:
+    if any(f.name == name for f in fields(self)):
+        raise FrozenInstanceError(f"cannot assign to field {name!r}")
+    raise TypeError(_SUPER_ERROR)
+
+
+def _frozen_delattr(self: Any, name: str) -> None:
+    if any(f.name == name for f in fields(self)):
+        raise FrozenInstanceError(f"cannot delete field {name!r}")
+    raise TypeError(_SUPER_ERROR)
+
+
+def _getstate(self: Any) -> list[Any]:
+    return [getattr(self, f.name) for f in fields(self)]
+
+
+def _setstate(self: Any, state: list[Any]) -> None:
+    for f, value in zip(fields(self), state, strict=False):
+        object.__setattr__(self, f.name, value)
 
 
 class _Factory:
@@ -93,6 +161,12 @@ def slot_inits(classes: list[type]) -> None:
     """Replace the ``__init__`` of each frozen slotted dataclass in ``classes`` (others,
     and ones with ``__post_init__`` or ``init=False`` fields, are left as they are; a
     :func:`slotted` class among those raises ``TypeError``: it would have no ``__init__``)."""
+    for cls in classes:
+        frozen, rep = _DECLARED.pop(cls, (False, False))
+        params = cls.__dict__["__dataclass_params__"] if frozen or rep else None
+        if params is not None:  # set as declared, now that the module's classes are built
+            params.frozen = params.frozen or frozen
+            params.repr = params.repr or rep
     todo = [cls for cls in classes if _supported(cls)]
     bad = [cls.__qualname__ for cls in classes if _without_init(cls) and cls not in todo]
     if bad:

@@ -142,3 +142,61 @@ def test_slotted_class_slot_inits_cannot_handle_raises() -> None:
 
     with pytest.raises(TypeError, match="Post"):
         slot_inits([Post])
+
+
+def _outcome(op: Any, *args: Any) -> str:
+    try:
+        op(*args)
+    except Exception as exc:  # the kind and text are what is compared
+        return f"{type(exc).__name__}: {exc}"
+    return "ok"
+
+
+@pytest.mark.parametrize("cls", EVENTS, ids=lambda c: c.__name__)
+def test_events_shared_methods_behave_like_dataclass_ones(cls: type[Any]) -> None:
+    """Events' repr, frozen setattr/delattr and pickling state are shared code
+    (``slotted`` with ``eq=False``): the same results as dataclass's generated ones."""
+    import copy
+    import pickle
+
+    spec = [
+        (f.name, f.type, dataclasses.field(default=f.default, repr=f.repr, kw_only=f.kw_only))
+        for f in dataclasses.fields(cls)
+    ]
+    ref = dataclasses.make_dataclass(cls.__name__, spec, frozen=True, slots=True, eq=False)
+    values = {f.name: f"v{i}" for i, f in enumerate(dataclasses.fields(cls))}
+    got, want = cls(**values), ref(**values)
+    assert repr(got) == repr(want)
+    name = next(iter(values))
+    for op, args in ((setattr, ("x",)), (delattr, ())):
+        for attr in (name, "nope"):
+            assert _outcome(op, got, attr, *args) == _outcome(op, want, attr, *args)
+    for again in (pickle.loads(pickle.dumps(got)), copy.copy(got), copy.deepcopy(got)):
+        assert type(again) is cls
+        assert repr(again) == repr(got)
+    owner = next(c for c in cls.__mro__ if "__repr__" in vars(c))  # MessageCompleted...
+    assert cls.__repr__.__qualname__ == f"{owner.__qualname__}.__repr__"
+    assert cls.__setattr__.__qualname__ == f"{owner.__qualname__}.__setattr__"
+
+
+def test_event_repr_of_a_recursive_structure() -> None:
+    inner: list[Any] = []
+    outer = ev.ChildRunEvent(run_id="r", agent="a", call_id="c", child_run_id="k", event=inner)  # type: ignore[arg-type]
+    inner.append(outer)
+    assert repr(outer).endswith("event=[...])")
+
+
+def test_subclassing_an_event_keeps_dataclass_rules() -> None:
+    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+    class Mine(ev.TextDelta):
+        extra: int = 1
+
+    assert repr(Mine(run_id="r", agent="a", text="t")) == (
+        "test_subclassing_an_event_keeps_dataclass_rules.<locals>.Mine"
+        "(run_id='r', agent='a', turn=0, text='t', extra=1)"
+    )
+    with pytest.raises(TypeError, match="non-frozen"):
+
+        @dataclasses.dataclass(slots=True, kw_only=True, eq=False)
+        class Thawed(ev.TextDelta):
+            extra: int = 1
