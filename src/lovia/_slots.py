@@ -30,19 +30,23 @@ else:
     def slotted(**params: Any) -> Callable[[type], type]:
         """``dataclass(**params)`` without the generated ``__init__``: the module must
         pass the class to :func:`slot_inits` (which raises if it cannot give it one).
-        With ``eq=False`` (no ``__hash__`` to derive from frozenness) its ``__repr__``,
-        and if frozen its ``__setattr__``/``__delattr__``, are shared code, not compiled
-        per class: ``slot_inits`` then marks the class frozen and repr'd, as declared."""
+        Its ``__repr__``, and if frozen its ``__setattr__``/``__delattr__``, are shared
+        code, not compiled per class (a frozen ``eq`` class gets the same ``__hash__``
+        through ``unsafe_hash``): ``slot_inits`` then sets the dataclass params as
+        declared."""
 
         def wrap(cls: type) -> type:
             documented = cls.__dict__.get("__doc__") is not None
             if not documented:  # dataclass would build it from a signature without __init__
                 cls.__doc__ = "-"
-            shared = params.get("eq") is False
-            frozen = shared and params.get("frozen", False)
-            rep = shared and params.get("repr", True)
-            opts = {**params, "init": False, "frozen": params.get("frozen", False) and not frozen}
-            new = dataclass(**{**opts, "repr": params.get("repr", True) and not rep})(cls)
+            own_hash = "__hash__" in cls.__dict__ or "__eq__" in cls.__dict__
+            frozen = params.get("frozen", False) and not params.get("unsafe_hash") and not own_hash
+            rep = params.get("repr", True)
+            eq = params.get("eq", True)
+            opts = {**params, "init": False, "repr": False}
+            if frozen:  # unsafe_hash: the __hash__ dataclass adds to a frozen eq class
+                opts.update(frozen=False, unsafe_hash=eq)
+            new = dataclass(**opts)(cls)
             if not documented:  # slot_inits builds it, as dataclass does, once __init__ is in
                 new.__doc__ = None
             if rep:
@@ -165,7 +169,8 @@ def slot_inits(classes: list[type]) -> None:
         frozen, rep = _DECLARED.pop(cls, (False, False))
         params = cls.__dict__["__dataclass_params__"] if frozen or rep else None
         if params is not None:  # set as declared, now that the module's classes are built
-            params.frozen = params.frozen or frozen
+            if frozen:
+                params.frozen, params.unsafe_hash = True, False
             params.repr = params.repr or rep
     todo = [cls for cls in classes if _supported(cls)]
     bad = [cls.__qualname__ for cls in classes if _without_init(cls) and cls not in todo]

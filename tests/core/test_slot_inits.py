@@ -152,10 +152,10 @@ def _outcome(op: Any, *args: Any) -> str:
     return "ok"
 
 
-@pytest.mark.parametrize("cls", EVENTS, ids=lambda c: c.__name__)
-def test_events_shared_methods_behave_like_dataclass_ones(cls: type[Any]) -> None:
-    """Events' repr, frozen setattr/delattr and pickling state are shared code
-    (``slotted`` with ``eq=False``): the same results as dataclass's generated ones."""
+@pytest.mark.parametrize("cls", [*EVENTS, *OTHERS[:6]], ids=lambda c: c.__name__)
+def test_shared_methods_behave_like_dataclass_ones(cls: type[Any]) -> None:
+    """The repr, frozen setattr/delattr and pickling state of ``slotted`` classes are
+    shared code: the same results as dataclass's generated ones (and eq, hash)."""
     import copy
     import pickle
 
@@ -163,10 +163,16 @@ def test_events_shared_methods_behave_like_dataclass_ones(cls: type[Any]) -> Non
         (f.name, f.type, dataclasses.field(default=f.default, repr=f.repr, kw_only=f.kw_only))
         for f in dataclasses.fields(cls)
     ]
-    ref = dataclasses.make_dataclass(cls.__name__, spec, frozen=True, slots=True, eq=False)
+    eq = cls.__dataclass_params__.eq
+    ref = dataclasses.make_dataclass(cls.__name__, spec, frozen=True, slots=True, eq=eq)
     values = {f.name: f"v{i}" for i, f in enumerate(dataclasses.fields(cls))}
     got, want = cls(**values), ref(**values)
     assert repr(got) == repr(want)
+    assert (got == cls(**values)) is eq
+    if eq:
+        assert hash(got) == hash(want) == hash(cls(**values))
+    else:
+        assert cls.__hash__ is object.__hash__
     name = next(iter(values))
     for op, args in ((setattr, ("x",)), (delattr, ())):
         for attr in (name, "nope"):
