@@ -152,7 +152,7 @@ def _outcome(op: Any, *args: Any) -> str:
     return "ok"
 
 
-@pytest.mark.parametrize("cls", [*EVENTS, *OTHERS[:6]], ids=lambda c: c.__name__)
+@pytest.mark.parametrize("cls", CLASSES, ids=lambda c: c.__name__)
 def test_shared_methods_behave_like_dataclass_ones(cls: type[Any]) -> None:
     """The repr, frozen setattr/delattr and pickling state of ``slotted`` classes are
     shared code: the same results as dataclass's generated ones (and eq, hash)."""
