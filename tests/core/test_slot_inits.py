@@ -14,6 +14,10 @@ from lovia import events as ev
 from lovia import model
 from lovia._loop.model_call import PreparedView
 from lovia._slots import slot_inits, slotted
+from lovia.guardrails import Guardrail, GuardrailResult
+from lovia.result import RunResult
+from lovia.tools import Tool
+from lovia.usage import RunBudget
 from lovia.view import base
 
 EVENTS = [v for v in vars(ev).values() if isinstance(v, type) and issubclass(v, ev.Event)]
@@ -27,6 +31,16 @@ OTHERS = [
     base.ViewInput,
     base.BuiltView,
     PreparedView,
+    # config objects: declared with slotted too (no per-class code compiled at import)
+    model.ModelProfile,
+    model.ModelSettings,
+    model.ToolSpec,
+    model.OutputSchema,
+    RunBudget,
+    RunResult,
+    Guardrail,
+    GuardrailResult,
+    Tool,
 ]
 CLASSES: list[type[Any]] = [*EVENTS, *OTHERS]
 
@@ -66,7 +80,8 @@ def test_generated_init_matches_the_dataclass_init(cls: type[Any]) -> None:
         assert getattr(got, name) == getattr(want, name), name
     again = cls(**required)
     for f in dataclasses.fields(cls):
-        if f.default_factory is not dataclasses.MISSING:  # a fresh object each time
+        factory = f.default_factory
+        if factory is not dataclasses.MISSING and factory() is not factory():  # not `tuple`
             assert getattr(again, f.name) is not getattr(got, f.name)
     given = {name: object() for name in names}
     full = cls(**given)
