@@ -6,7 +6,8 @@ half the cost of building a small object. :func:`slot_inits` gives each class an
 ``__init__`` with the same parameters (positional, then keyword-only), defaults and
 default factories that sets each field through its slot's member descriptor instead. The
 classes stay frozen: assignment after ``__init__`` still raises ``FrozenInstanceError``.
-Used for the events and the model seam's per-call types (~20 objects per model call).
+Used for the events and the model seam's per-call types (~20 objects per model call),
+and for the frozen config objects (settings, tools, budgets, results) at import time.
 
 Such classes are declared with :func:`slotted` (``dataclass`` to type checkers): at run
 time it builds the dataclass without its own ``__init__`` (``init=False``), since
