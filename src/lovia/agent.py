@@ -9,7 +9,6 @@ the only mutation allowed.
 
 from __future__ import annotations
 
-import difflib
 import inspect
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, fields
@@ -99,6 +98,8 @@ class Agent(Generic[DepsT, OutputT]):
         known = {f.name for f in fields(cls)} - {"_fragments"}
         for key in kwargs:
             if key not in known:
+                import difflib  # only for this error's hint
+
                 close = difflib.get_close_matches(key, sorted(known), n=1)
                 hint = f"Did you mean {close[0]!r}?" if close else f"Known: {sorted(known)}."
                 raise UserError(f"Agent got an unknown option {key!r}", hint=hint)

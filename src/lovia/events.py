@@ -15,11 +15,11 @@ see ``lovia.telemetry`` for the single table that maps events to spans.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any
 
 from ._lazy import lazy_exports
-from ._slots import slot_inits
+from ._slots import slot_inits, slotted
 from .transcript import ToolCallEntry, ToolResultEntry, TranscriptEntry
 from .usage import Usage
 
@@ -59,7 +59,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+@slotted(frozen=True, slots=True, kw_only=True, eq=False)
 class Event:
     """Base of every event."""
 
@@ -70,7 +70,7 @@ class Event:
     """The live span of this event's phase, while hooks run (``None`` if not traced)."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+@slotted(frozen=True, slots=True, kw_only=True, eq=False)
 class RunStarted(Event):
     """A run began (or resumed from its checkpoint)."""
 
@@ -86,7 +86,7 @@ class RunStarted(Event):
     """The parent's tool call that started this child run."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+@slotted(frozen=True, slots=True, kw_only=True, eq=False)
 class PluginSetup(Event):
     """A plugin's ``setup`` finished for the active agent (``error`` if it failed)."""
 
@@ -95,7 +95,7 @@ class PluginSetup(Event):
     error: BaseException | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+@slotted(frozen=True, slots=True, kw_only=True, eq=False)
 class PluginClosed(Event):
     """A plugin's ``aclose`` finished at run end (``error`` if it failed)."""
 
@@ -104,14 +104,14 @@ class PluginClosed(Event):
     error: BaseException | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+@slotted(frozen=True, slots=True, kw_only=True, eq=False)
 class GuardrailStarted(Event):
     kind: str
     """``input`` or ``output``."""
     guardrail: str
 
 
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+@slotted(frozen=True, slots=True, kw_only=True, eq=False)
 class GuardrailCompleted(Event):
     kind: str
     guardrail: str
@@ -119,7 +119,7 @@ class GuardrailCompleted(Event):
     reason: str = ""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+@slotted(frozen=True, slots=True, kw_only=True, eq=False)
 class GuardrailTriggered(Event):
     """A guardrail's tripwire fired; the run will end with the
     :class:`~lovia.errors.GuardrailTripped` error (this event was named
@@ -130,19 +130,19 @@ class GuardrailTriggered(Event):
     reason: str = ""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+@slotted(frozen=True, slots=True, kw_only=True, eq=False)
 class TurnStarted(Event):
     """A new turn begins (limits were checked, the mailbox is about to be drained)."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+@slotted(frozen=True, slots=True, kw_only=True, eq=False)
 class ViewStarted(Event):
     """The context strategy is about to build this turn's view."""
 
     attempt: int = 1
 
 
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+@slotted(frozen=True, slots=True, kw_only=True, eq=False)
 class ViewBuilt(Event):
     """The view for one model call is ready (strategy + injectors)."""
 
@@ -155,7 +155,7 @@ class ViewBuilt(Event):
     attempt: int = 1
 
 
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+@slotted(frozen=True, slots=True, kw_only=True, eq=False)
 class CompactionApplied(Event):
     """The strategy changed the view (evicted, cleared or summarized entries)."""
 
@@ -167,7 +167,7 @@ class CompactionApplied(Event):
     duration_s: float = 0.0
 
 
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+@slotted(frozen=True, slots=True, kw_only=True, eq=False)
 class ModelCallStarted(Event):
     """A model call begins (one per call; provider retries happen inside it)."""
 
@@ -187,7 +187,7 @@ class ModelCallStarted(Event):
     (``lovia replay --model``). Summary calls emit no deltas."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+@slotted(frozen=True, slots=True, kw_only=True, eq=False)
 class ProviderRetry(Event):
     """The provider is retrying the call after a retryable error, before any content."""
 
@@ -197,17 +197,17 @@ class ProviderRetry(Event):
     delay_s: float
 
 
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+@slotted(frozen=True, slots=True, kw_only=True, eq=False)
 class TextDelta(Event):
     text: str
 
 
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+@slotted(frozen=True, slots=True, kw_only=True, eq=False)
 class ReasoningDelta(Event):
     text: str
 
 
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+@slotted(frozen=True, slots=True, kw_only=True, eq=False)
 class ToolCallDelta(Event):
     index: int
     call_id: str | None = None
@@ -215,7 +215,7 @@ class ToolCallDelta(Event):
     arguments: str = ""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+@slotted(frozen=True, slots=True, kw_only=True, eq=False)
 class ModelCallCompleted(Event):
     """A model call returned. Hook :class:`MessageCompleted` for the agent's answers,
     :class:`SummaryCompleted` for compaction's summaries, this class for every call
@@ -256,7 +256,7 @@ class SummaryCompleted(ModelCallCompleted):
     is built; its text becomes the view's summary entry, not a transcript entry."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+@slotted(frozen=True, slots=True, kw_only=True, eq=False)
 class ModelCallFailed(Event):
     """The model call failed (after the provider's retries)."""
 
@@ -270,7 +270,7 @@ class ModelCallFailed(Event):
     """See :attr:`ModelCallStarted.purpose`."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+@slotted(frozen=True, slots=True, kw_only=True, eq=False)
 class ToolCallStarted(Event):
     """A tool call passed its pre-checks and is about to run."""
 
@@ -279,7 +279,7 @@ class ToolCallStarted(Event):
     description: str = ""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+@slotted(frozen=True, slots=True, kw_only=True, eq=False)
 class ToolCallCompleted(Event):
     """A tool call finished; ``is_error`` results go back to the model as errors."""
 
@@ -295,13 +295,13 @@ class ToolCallCompleted(Event):
     calls ``_unknown``: the model's invented names never become label values)."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+@slotted(frozen=True, slots=True, kw_only=True, eq=False)
 class HandoffOccurred(Event):
     from_agent: str
     to_agent: str
 
 
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+@slotted(frozen=True, slots=True, kw_only=True, eq=False)
 class CheckpointSaved(Event):
     """Progress was written to the checkpointer (``error``: the write failed; the run
     then fails with that error)."""
@@ -314,7 +314,7 @@ class CheckpointSaved(Event):
     error: BaseException | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+@slotted(frozen=True, slots=True, kw_only=True, eq=False)
 class SessionWritten(Event):
     """The run's new entries were written to the session as one segment."""
 
@@ -324,14 +324,14 @@ class SessionWritten(Event):
     duration_s: float = 0.0
 
 
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+@slotted(frozen=True, slots=True, kw_only=True, eq=False)
 class TurnEnded(Event):
     usage: Usage = field(default_factory=Usage)
     """Usage of this turn."""
     tool_calls: int = 0
 
 
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+@slotted(frozen=True, slots=True, kw_only=True, eq=False)
 class RunCompleted(Event):
     """Terminal event: the run produced its final output."""
 
@@ -344,7 +344,7 @@ class RunCompleted(Event):
     """True when the run_id was already completed and the stored result was returned."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+@slotted(frozen=True, slots=True, kw_only=True, eq=False)
 class RunFailed(Event):
     """Terminal event: the run ended without an output (the error is in ``result()``)."""
 
@@ -357,7 +357,7 @@ class RunFailed(Event):
     duration_s: float = 0.0
 
 
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+@slotted(frozen=True, slots=True, kw_only=True, eq=False)
 class ChildRunEvent(Event):
     """An event of a child run, on the parent's stream (only with ``nested=True``).
 

@@ -15,10 +15,10 @@ and the provider adapters all share these types without importing each other;
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import field, fields
 from typing import Any, Literal, Protocol, cast, runtime_checkable
 
-from ._slots import slot_inits
+from ._slots import slot_inits, slotted
 from .transcript import ReasoningEntry, TextEntry, ToolCallEntry, TranscriptEntry
 from .usage import Usage
 
@@ -45,7 +45,7 @@ FinishReason = Literal["stop", "length", "tool_calls", "content_filter", "refusa
 ResponseEntry = TextEntry | ReasoningEntry | ToolCallEntry
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@slotted(frozen=True, slots=True, kw_only=True)
 class ModelProfile:
     """What a model can do; read by the loop instead of isinstance checks."""
 
@@ -63,7 +63,7 @@ class ModelProfile:
     max_output_tokens: int | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@slotted(frozen=True, slots=True, kw_only=True)
 class ModelSettings:
     """Sampling and request settings; ``None`` means the provider's default."""
 
@@ -109,7 +109,7 @@ _SETTINGS_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(ModelSettings))
 """Field names of :class:`ModelSettings`, in declaration order."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@slotted(frozen=True, slots=True, kw_only=True)
 class ToolSpec:
     """A tool as the model sees it."""
 
@@ -119,7 +119,7 @@ class ToolSpec:
     strict: bool = False
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@slotted(frozen=True, slots=True, kw_only=True)
 class OutputSchema:
     """A JSON schema the final answer must follow (native structured output)."""
 
@@ -128,7 +128,7 @@ class OutputSchema:
     strict: bool = True
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@slotted(frozen=True, slots=True, kw_only=True)
 class ModelRequest:
     """Everything one model call receives: the view, tools, settings."""
 
@@ -139,17 +139,17 @@ class ModelRequest:
     output_schema: OutputSchema | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@slotted(frozen=True, slots=True)
 class TextChunk:
     text: str
 
 
-@dataclass(frozen=True, slots=True)
+@slotted(frozen=True, slots=True)
 class ReasoningChunk:
     text: str
 
 
-@dataclass(frozen=True, slots=True)
+@slotted(frozen=True, slots=True)
 class ToolCallChunk:
     """A piece of a tool call; parallel calls are told apart by ``index``."""
 
@@ -159,7 +159,7 @@ class ToolCallChunk:
     arguments: str = ""
 
 
-@dataclass(frozen=True, slots=True)
+@slotted(frozen=True, slots=True)
 class RetryNotice:
     """The provider is retrying after ``error`` (before any content), in ``delay`` s."""
 
@@ -168,7 +168,7 @@ class RetryNotice:
     delay: float
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@slotted(frozen=True, slots=True, kw_only=True)
 class ModelResponse:
     """The complete answer of one model call."""
 
@@ -184,7 +184,8 @@ class ModelResponse:
 StreamItem = TextChunk | ReasoningChunk | ToolCallChunk | RetryNotice | ModelResponse
 
 # built per call or per streamed chunk: set their fields through the slot descriptors
-slot_inits([ModelRequest, ModelResponse, TextChunk, ReasoningChunk, ToolCallChunk, RetryNotice])
+_PER_CALL = [ModelRequest, ModelResponse, TextChunk, ReasoningChunk, ToolCallChunk, RetryNotice]
+slot_inits([ModelProfile, ModelSettings, ToolSpec, OutputSchema, *_PER_CALL])  # slotted: no init
 
 
 @runtime_checkable

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from ._slots import slot_inits, slotted
 from .transcript import TranscriptEntry
 from .usage import Usage
 
@@ -18,7 +19,7 @@ __all__ = ["RunResult"]
 OutputT = TypeVar("OutputT")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@slotted(frozen=True, slots=True, kw_only=True)
 class RunResult(Generic[OutputT]):
     """The outcome of one run."""
 
@@ -72,3 +73,6 @@ class RunResult(Generic[OutputT]):
             session_id=snapshot.info.session_id,
             replayed=True,
         )
+
+
+slot_inits([RunResult])  # its __init__ (slotted builds none)

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
+from ._slots import slot_inits, slotted
+
 __all__ = ["RunBudget", "Usage"]
 
 
@@ -96,7 +98,7 @@ class Usage:
 _FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Usage))
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@slotted(frozen=True, slots=True, kw_only=True)
 class RunBudget:
     """Limits for one run; ``None`` means unlimited.
 
@@ -138,3 +140,6 @@ class RunBudget:
             if limit is not None and used >= limit:
                 return name, used
         return None
+
+
+slot_inits([RunBudget])  # its __init__ (slotted builds none)

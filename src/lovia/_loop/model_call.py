@@ -12,12 +12,11 @@ import inspect
 import logging
 import reprlib
 from collections.abc import AsyncIterator, Awaitable, Sequence
-from dataclasses import dataclass
 from functools import partial
 from typing import Any, cast, get_args
 
 from .. import events as ev
-from .._slots import slot_inits
+from .._slots import slot_inits, slotted
 from ..errors import ContextOverflow
 from ..model import ModelRequest, ModelResponse, Provider
 from ..stores.records import ViewNote
@@ -182,7 +181,7 @@ _INLINE: frozenset[type] = frozenset({Compaction, FullView})
 """Strategies whose ``build`` suspends only in ``summarize`` (see ``Relay.run_inline``)."""
 
 
-@dataclass(frozen=True, slots=True)
+@slotted(frozen=True, slots=True)
 class PreparedView:
     """Phase 3's product: the request to send and the hash of its view."""
 

@@ -11,15 +11,17 @@ import re
 
 __all__ = ["parse_docstring"]
 
-_GOOGLE_SECTIONS = re.compile(
+# patterns, not compiled regexes: `re` compiles (and caches) them when the first tool is
+# defined, not at `import lovia`
+_GOOGLE_SECTIONS = (
     r"^(Args|Arguments|Parameters|Params|Keyword Args|Returns?|Yields?|Raises|Examples?|"
     r"Notes?|Attributes|See Also|Warnings?)\s*:\s*$"
 )
 _GOOGLE_PARAM_SECTIONS = {"Args", "Arguments", "Parameters", "Params", "Keyword Args"}
-_NUMPY_HEADER = re.compile(r"^(\w[\w ]*)\n-{3,}\s*$", re.MULTILINE)
-_SPHINX_PARAM = re.compile(r"^:param\s+(?:[^:]*\s)?(\w+)\s*:\s*(.*)$")
-_GOOGLE_PARAM = re.compile(r"^\*{0,2}(\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
-_NUMPY_PARAM = re.compile(r"^\*{0,2}(\w+)\s*(?::.*)?$")
+_NUMPY_HEADER = r"(?m)^(\w[\w ]*)\n-{3,}\s*$"
+_SPHINX_PARAM = r"^:param\s+(?:[^:]*\s)?(\w+)\s*:\s*(.*)$"
+_GOOGLE_PARAM = r"^\*{0,2}(\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$"
+_NUMPY_PARAM = r"^\*{0,2}(\w+)\s*(?::.*)?$"
 
 
 def parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
@@ -29,7 +31,7 @@ def parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
     text = inspect.cleandoc(doc)
     if ":param" in text:
         return _sphinx(text)
-    if _NUMPY_HEADER.search(text):
+    if re.search(_NUMPY_HEADER, text):
         return _numpy(text)
     return _google(text)
 
@@ -48,7 +50,7 @@ def _google(text: str) -> tuple[str, dict[str, str]]:
     section: str | None = None
     current: str | None = None
     for line in text.splitlines():
-        header = _GOOGLE_SECTIONS.match(line.strip()) if not line.startswith(" ") else None
+        header = re.match(_GOOGLE_SECTIONS, line.strip()) if not line.startswith(" ") else None
         if header:
             section, current = header.group(1), None
             continue
@@ -57,7 +59,7 @@ def _google(text: str) -> tuple[str, dict[str, str]]:
         elif section in _GOOGLE_PARAM_SECTIONS:
             stripped = line.strip()
             indent = len(line) - len(line.lstrip())
-            match = _GOOGLE_PARAM.match(stripped)
+            match = re.match(_GOOGLE_PARAM, stripped)
             if match and (current is None or indent <= _indent_of(text, current)):
                 name = match.group(1)
                 params[name] = [match.group(2)]
@@ -92,7 +94,7 @@ def _numpy(text: str) -> tuple[str, dict[str, str]]:
             desc.append(line)
         elif section in ("Parameters", "Other Parameters"):
             if line and not line.startswith(" "):
-                match = _NUMPY_PARAM.match(line.strip())
+                match = re.match(_NUMPY_PARAM, line.strip())
                 current = match.group(1) if match else None
                 if current:
                     params[current] = []
@@ -109,7 +111,7 @@ def _sphinx(text: str) -> tuple[str, dict[str, str]]:
     in_fields = False
     for line in text.splitlines():
         stripped = line.strip()
-        match = _SPHINX_PARAM.match(stripped)
+        match = re.match(_SPHINX_PARAM, stripped)
         if match:
             name = match.group(1)
             params[name] = [match.group(2)]

@@ -15,13 +15,14 @@ import inspect
 import json
 import typing
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, TypeAlias, overload
 
 import pydantic
 from pydantic import BaseModel, ConfigDict, create_model
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
+from .._slots import slot_inits, slotted
 from ..context import RunContext
 from ..errors import UserError
 from ..model import ToolSpec
@@ -58,7 +59,7 @@ class ToolArgumentsError(Exception):
     """The model's arguments did not validate; the text goes back to the model."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@slotted(frozen=True, slots=True, kw_only=True)
 class Tool:
     """A tool the model can call. Build one with :func:`tool`."""
 
@@ -113,6 +114,9 @@ class Tool:
         if self.is_async:
             return await self.fn(**kwargs)
         return await asyncio.to_thread(self.fn, **kwargs)
+
+
+slot_inits([Tool])  # its __init__ (slotted builds none)
 
 
 def _validation_text(name: str, exc: pydantic.ValidationError) -> str:
