@@ -465,22 +465,24 @@ def targets_section(report: dict[str, Any]) -> list[str]:
 
 PROFILE = """## Where the time goes (profiles)
 
-Measured 2026-12-01 11:15-11:35 UTC on the code of this run (load average under 1 for the
-CPU suites). Two views: instructions by configuration (deterministic: what each layer
+Measured 2026-12-01 on the code of this run (load average under 1 for the CPU suites).
+Two views: instructions by configuration (deterministic: what each layer
 adds), and a sampled profile (what the process is busy with).
 
 **What each layer adds** (the instruction table above, json ×1, thousands of instructions
-per round-trip): the httpx floor 2,994; lovia's own work +1,461 (4,455); the OTel SDK
-+1,939 on top of lovia (6,394); recording on SQLite +1,431 on top of lovia (5,886); both
-+3,615 (8,070: the two plus the checkpoint span events). On httpx2 the floor is 2,585 and
-lovia's own work +1,550 (json ×1), +1,686 at 50 in flight. So each target needs lovia's
-share cut to about: lovia ≤ 1.25× → its own work ≤ 749 (−49%); lovia+otel ≤ 1.5× → own +
-OTel ≤ 1,497 (−56%); lovia+otel+sqlite ≤ 1.8× → own + OTel + store ≤ 2,395 (−53%);
-lovia[fast] ≤ 1.3× at 50 in flight → own ≤ 1,108 (−34%). This run's changes took, from
-the same suite on the previous code: lovia −398, lovia+otel −571, lovia+sqlite −650,
-lovia+otel+sqlite −953, lovia[fast] json ×50 −457.
+per round-trip): the httpx floor 2,989; lovia's own work +1,499 (4,488); the OTel SDK
++1,849 on top of lovia (6,337); recording on SQLite +1,315 on top of lovia (5,803); both
++3,639 (8,128: the two plus the checkpoint span events). On httpx2 the floor is 2,549 and
+lovia's own work +1,534 (json ×1), +1,569 at 50 in flight. So each target needs lovia's
+share cut to about: lovia ≤ 1.25× → its own work ≤ 747 (−50%); lovia+otel ≤ 1.5× → own +
+OTel ≤ 1,495 (−55%); lovia+otel+sqlite ≤ 1.8× → own + OTel + store ≤ 2,391 (−53%);
+lovia[fast] ≤ 1.3× at 50 in flight → own ≤ 1,108 (−29%). The changes of 2026-12-01 took,
+from the same suite on the code before them (b05189f): lovia −365, lovia+otel −628,
+lovia+sqlite −733, lovia+otel+sqlite −895, lovia[fast] json ×50 −574. Run to run, the
+same code's figure moves by about ±1%.
 
-**Sampled** (`py-spy record --threads -r 400 -f raw`, 300 runs, json ×1; samples whose
+**Sampled** (`py-spy record --threads -r 400 -f raw`, 300 runs, json ×1, on the code
+before the lease keeper and the import work, which do not touch the per-call path; samples whose
 innermost frame is a wait, i.e. epoll, a condition or a queue, left out; grouped by the
 innermost frame that names a library). lovia on httpx: asyncio 45% (two thirds of it the
 socket `write` system call, which the floor pays alike), httpx + httpcore + h11 21%,
@@ -522,14 +524,13 @@ the span export thread), HTTP 20%, lovia's loop 5%. lovia[fast] at 50 in flight:
   fold already makes; not done: a crash in that
   window would turn a completed call into one of unknown outcome).
 
-**10,000 runs in flight** (targets met in this run: 1.03× and 1.15× the 1,000-run CPU per
+**10,000 runs in flight** (targets met in this run: 1.08× and 1.1× the 1,000-run CPU per
 round-trip, 0 errors): requests beyond a provider's pool wait in lovia's FIFO, the garbage
 collector is tuned by `lovia.tune_gc()`, and a plugin-less agent's tool specs, settings,
 output mode and prompt are built once and shared by its runs (~63 KB per run in flight).
-With SQLite what still grows is the lease heartbeat: each run renews its lease every
-TTL/3, so a 10,000-run pass that takes minutes adds ~4 commits per round-trip (a run with
-`LOVIA_LEASE_TTL_S=3600` measured 1.06× instead of 1.13×); one lease keeper per process
-renewing all its runs in one statement would remove it.
+Leases are renewed by one keeper per process, store and TTL, in one `renew_many` call
+every TTL/3, instead of a heartbeat task, a timer and a commit per run (the heartbeats
+were ~6% of the CPU of a 10,000-run SQLite pass: ~4 commits per round-trip).
 """
 
 NOTES = """## Notes on method
@@ -557,14 +558,14 @@ NOTES = """## Notes on method
   loop on httpx does. Earlier reports' httpx floor paid it and their lovia ratios on httpx
   were lower than a fair floor gives (lovia json ×1: 1.25× then, 1.64× against this floor
   by instructions, same code).
-- `import lovia` (target ≤ 150 ms): the previous report measured 135 ms on an AMD EPYC
-  machine; this run's machine (Intel Xeon, same package versions) imports httpx itself in
-  ~120 ms against 77 ms there, so the same import is ~1.5× slower here. lovia's net import
-  is ~1.4× httpx's here (1.75× there). Of lovia's own import (`-X importtime`), about a
-  quarter is lovia's modules (the ~60 slotted event dataclasses 16 ms, transcript entry
-  models 7 ms, the model seam 5.5 ms); the rest is pydantic, asyncio and the standard
-  library they need. The suite now lets Python write bytecode and imports once untimed
-  before the 7 timed samples (an installed package is byte-compiled by pip; with
+- `import lovia` (target ≤ 150 ms): the event classes, the model seam's types and the
+  config objects are declared with `lovia._slots.slotted` (a dataclass for type checkers;
+  at run time `dataclasses` processes the fields, and `__init__`, `__repr__` and the frozen
+  `__setattr__`/`__delattr__` are shared functions instead of code compiled per class),
+  and regexes and `difflib` load on first use: −128 M instructions per import (833 →
+  705 M net). This machine (Intel Xeon) imports httpx itself in ~110-120 ms; the previous
+  report's (AMD EPYC) did in 77 ms. The suite lets Python write bytecode and imports once
+  untimed before the 7 timed samples (an installed package is byte-compiled by pip; with
   `PYTHONDONTWRITEBYTECODE` set, as on this machine, every sample used to compile lovia's
   source).
 - The workload's tool is pure CPU. lovia runs sync tools in a worker thread (so a blocking
