@@ -23,6 +23,7 @@ __all__ = [
     "restore",
     "run_info",
     "save_progress",
+    "raise_failed",
     "turn_rides_with_tools",
     "write_progress",
 ]
@@ -41,6 +42,11 @@ async def save_progress(state: RunState, kind: str = "progress") -> AsyncIterato
         return
     saved = await write_progress(state, kind)
     yield saved
+    raise_failed(saved)
+
+
+def raise_failed(saved: ev.CheckpointSaved) -> None:
+    """Once ``saved`` is emitted: a failed write ends the run with the store's error."""
     if saved.error is not None:
         raise saved.error
 
@@ -60,17 +66,11 @@ async def write_progress(state: RunState, kind: str) -> ev.CheckpointSaved:
         if r.kind == "entries":
             entries += len(r.data["entries"])
     t0 = time.perf_counter()
+    written, error = 0, None
     try:
         written = await cp.append(state.run_id, records, fence=state.lease_token)
     except Exception as exc:  # the failed write is still reported (its own span), then raised
-        return ev.CheckpointSaved(
-            **state.base(),
-            entries=entries,
-            kind=kind,
-            store=_store_name(state),
-            duration_s=time.perf_counter() - t0,
-            error=exc,
-        )
+        error = exc
     return ev.CheckpointSaved(
         **state.base(),
         entries=entries,
@@ -78,6 +78,7 @@ async def write_progress(state: RunState, kind: str) -> ev.CheckpointSaved:
         kind=kind,
         store=_store_name(state),
         duration_s=time.perf_counter() - t0,
+        error=error,
     )
 
 

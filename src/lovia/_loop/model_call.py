@@ -25,7 +25,7 @@ from ..view.base import BuiltView, FullView, ViewInput, ViewRecord
 from ..view.compaction import Compaction
 from ..view.record import view_parts
 from .call import ModelCall, Purpose, Relay, Slot, call_model
-from .checkpoint import turn_rides_with_tools, write_progress
+from .checkpoint import raise_failed, turn_rides_with_tools, write_progress
 from .state import ActiveAgent, RunState
 
 __all__ = ["MAX_OVERFLOW_RETRIES", "model_step", "stamp"]
@@ -65,8 +65,7 @@ async def model_step(state: RunState) -> AsyncIterator[ev.Event]:
     if state.pending and not turn_rides_with_tools(state):
         saved = await write_progress(state, "progress")
         yield saved
-        if saved.error is not None:
-            raise saved.error
+        raise_failed(saved)
 
 
 def _purpose(state: RunState) -> Purpose:

@@ -30,7 +30,7 @@ from ..tools import Tool, ToolArgumentsError, serialize_result
 from ..tools.tool import ResultNotSerializable
 from ..transcript import HandoffEntry, ToolCallEntry, ToolResultEntry
 from ..usage import Usage
-from .checkpoint import save_progress, write_progress
+from .checkpoint import raise_failed, save_progress, write_progress
 from .lease import confirm_lease
 from .limits import check_budget
 from .model_call import stamp
@@ -111,8 +111,7 @@ async def tool_phase(state: RunState, calls: Sequence[ToolCallEntry]) -> AsyncIt
         if state.pending:  # no generator when there is nothing to write
             saved = await write_progress(state, "progress")
             yield saved
-            if saved.error is not None:
-                raise saved.error
+            raise_failed(saved)
         raise ApprovalPending(
             f"{len(waiting)} tool call(s) wait for approval: "
             + ", ".join(f"{c.name} ({c.call_id})" for c in waiting),
@@ -131,8 +130,7 @@ async def tool_phase(state: RunState, calls: Sequence[ToolCallEntry]) -> AsyncIt
     if state.pending:  # the model turn, when no call ran or was answered (none left)
         saved = await write_progress(state, "progress")
         yield saved
-        if saved.error is not None:
-            raise saved.error
+        raise_failed(saved)
 
 
 async def _precheck(
@@ -247,8 +245,7 @@ async def _run_one(state: RunState, plan: Plan) -> AsyncIterator[ev.Event]:
         if state.pending:  # the model turn (it rides with the tool phase's first write)
             saved = await write_progress(state, "progress")
             yield saved
-            if saved.error is not None:
-                raise saved.error
+            raise_failed(saved)
         check_budget(state, extra_tool_calls=0)  # the same limit, with the usage of now
         raise plan.over_budget
     if plan.refusal is not None or plan.handoff is not None:
@@ -262,8 +259,7 @@ async def _run_one(state: RunState, plan: Plan) -> AsyncIterator[ev.Event]:
     if state.pending:  # no generator when there is nothing to write
         saved = await write_progress(state, "ledger")
         yield saved
-        if saved.error is not None:
-            raise saved.error
+        raise_failed(saved)
     assert state.guard is not None
     t0 = time.perf_counter()
     state.guard.arm()
@@ -289,8 +285,7 @@ async def _run_parallel(state: RunState, group: list[Plan]) -> AsyncIterator[ev.
     if state.pending:  # no generator when there is nothing to write
         saved = await write_progress(state, "ledger")
         yield saved
-        if saved.error is not None:
-            raise saved.error
+        raise_failed(saved)
     for plan, span in zip(group, spans, strict=True):  # no tool starts before its ledger
         tasks[asyncio.ensure_future(_limited(limit, state, plan, span))] = (
             plan,
@@ -338,8 +333,7 @@ async def _complete_group(
     if state.pending:  # no generator when there is nothing to write
         saved = await write_progress(state, "tool_result")
         yield saved
-        if saved.error is not None:
-            raise saved.error
+        raise_failed(saved)
 
 
 async def _wait(
@@ -468,5 +462,4 @@ async def _complete(
     if write and state.pending:  # no generator when there is nothing to write
         saved = await write_progress(state, "tool_result")
         yield saved
-        if saved.error is not None:
-            raise saved.error
+        raise_failed(saved)
