@@ -23,6 +23,7 @@ resume (a new handoff target) is rendered, and its new ``SystemEntry`` records t
 
 from __future__ import annotations
 
+import functools
 import time
 import weakref
 from collections.abc import AsyncIterator, Mapping
@@ -127,8 +128,6 @@ class _Shared:
 
 
 _SHARED: weakref.WeakKeyDictionary[Agent[Any, Any], _Shared] = weakref.WeakKeyDictionary()
-_DEFAULT_STRATEGY: list[ContextStrategy[Any]] = []
-"""The ``Compaction()`` of agents that set no ``context`` (frozen: one for all runs)."""
 
 
 def _shared(agent: Agent[Any, Any]) -> _Shared:
@@ -156,13 +155,15 @@ def _output(shared: _Shared, agent: Agent[Any, Any], native: bool) -> OutputMode
 
 
 def _strategy(agent: Agent[Any, Any]) -> ContextStrategy[Any]:
-    if agent.context is not None:
-        return agent.context
-    if not _DEFAULT_STRATEGY:
-        from ..view import default_strategy
+    return agent.context if agent.context is not None else _default_strategy()
 
-        _DEFAULT_STRATEGY.append(default_strategy())
-    return _DEFAULT_STRATEGY[0]
+
+@functools.cache
+def _default_strategy() -> ContextStrategy[Any]:
+    """The ``Compaction()`` of agents that set no ``context`` (frozen: one for all runs)."""
+    from ..view import default_strategy
+
+    return default_strategy()
 
 
 async def _setup_plugin(
