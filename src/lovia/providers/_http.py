@@ -19,7 +19,6 @@ included, and every text is redacted before it is cut.
 from __future__ import annotations
 
 import asyncio
-import codecs
 import json
 import random
 import sys
@@ -45,7 +44,7 @@ from ._error_map import (
     parse_duration,
     parse_retry_after,
 )
-from ._sse import SSEDecoder, SSEEvent, parse_event_json
+from ._sse import ChunkDecoder, SSEEvent, parse_event_json
 
 __all__ = [
     "HttpSeam",
@@ -489,13 +488,12 @@ class _EventFeed:
     """One streamed attempt's SSE side, the seam's loop driving it chunk by chunk (no
     generator layer per event): bytes to events, events to the adapter's decoder."""
 
-    __slots__ = ("_sse", "_utf8", "provider", "saw_done", "state", "watch")
+    __slots__ = ("_chunks", "provider", "saw_done", "state", "watch")
 
     def __init__(
         self, state: StreamDecoder, watch: Watchdog, max_event_size: int, provider: str
     ) -> None:
-        self._sse = SSEDecoder(max_event_size)
-        self._utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._chunks = ChunkDecoder(max_event_size)
         self.state = state
         self.watch = watch
         self.provider = provider
@@ -503,9 +501,7 @@ class _EventFeed:
 
     def events(self, chunk: bytes | None) -> list[SSEEvent]:
         """The events ``chunk`` completes; ``None`` at the end of the body (what is pending)."""
-        if chunk is not None:
-            return self._sse.feed(self._utf8.decode(chunk))
-        return [*self._sse.feed(self._utf8.decode(b"", final=True)), *self._sse.flush()]
+        return self._chunks.feed(chunk) if chunk is not None else self._chunks.end()
 
     def items(self, event: SSEEvent) -> list[StreamItem]:
         self.watch.beat()

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import codecs
 import json
-from collections.abc import AsyncIterable, AsyncIterator, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -25,9 +25,9 @@ from ..errors import ProviderError, StreamInterrupted
 
 __all__ = [
     "DEFAULT_MAX_EVENT_SIZE",
+    "ChunkDecoder",
     "SSEDecoder",
     "SSEEvent",
-    "aiter_sse",
     "iter_sse",
     "parse_event_json",
 ]
@@ -163,34 +163,35 @@ class SSEDecoder:
         return event
 
 
+class ChunkDecoder:
+    """Body chunks to SSE events as they arrive: UTF-8 is decoded incrementally (a
+    character split across chunks is joined; invalid bytes become U+FFFD), then framed."""
+
+    __slots__ = ("_sse", "_utf8")
+
+    def __init__(self, max_event_size: int = DEFAULT_MAX_EVENT_SIZE) -> None:
+        self._sse = SSEDecoder(max_event_size)
+        self._utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
+
+    def feed(self, chunk: bytes | str) -> list[SSEEvent]:
+        """The events ``chunk`` completes."""
+        return self._sse.feed(chunk if isinstance(chunk, str) else self._utf8.decode(chunk))
+
+    def end(self) -> list[SSEEvent]:
+        """At the end of the body: the events still pending."""
+        return [*self._sse.feed(self._utf8.decode(b"", final=True)), *self._sse.flush()]
+
+
 def iter_sse(
     chunks: Iterable[str | bytes], max_event_size: int = DEFAULT_MAX_EVENT_SIZE
 ) -> list[SSEEvent]:
     """Decode a whole stream held in memory (handy for tests and replay)."""
-    decoder = SSEDecoder(max_event_size)
-    utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    decoder = ChunkDecoder(max_event_size)
     events: list[SSEEvent] = []
     for chunk in chunks:
-        text = utf8.decode(chunk) if isinstance(chunk, bytes) else chunk
-        events.extend(decoder.feed(text))
-    events.extend(decoder.feed(utf8.decode(b"", final=True)))
-    events.extend(decoder.flush())
+        events.extend(decoder.feed(chunk))
+    events.extend(decoder.end())
     return events
-
-
-async def aiter_sse(
-    chunks: AsyncIterable[bytes], max_event_size: int = DEFAULT_MAX_EVENT_SIZE
-) -> AsyncIterator[SSEEvent]:
-    """Decode events from ``response.aiter_bytes()`` as they arrive."""
-    decoder = SSEDecoder(max_event_size)
-    utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
-    async for chunk in chunks:
-        for event in decoder.feed(utf8.decode(chunk)):
-            yield event
-    for event in decoder.feed(utf8.decode(b"", final=True)):
-        yield event
-    for event in decoder.flush():
-        yield event
 
 
 def parse_event_json(event: SSEEvent, provider: str) -> dict[str, Any]:
