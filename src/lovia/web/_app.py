@@ -169,7 +169,8 @@ def create_app(
             trace_url=trace_url or os.environ.get("LOVIA_TRACE_URL") or None,
             allowed_hosts=allowed_hosts,
         )
-    from . import _live, _pages
+    from . import _compare, _list, _live, _pages, _run, _view
+    from ._cache import RunCache
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncGenerator[None]:
@@ -181,7 +182,14 @@ def create_app(
             app.state.db = db
             yield
 
-    routes: list[Any] = [*_pages.ROUTES, *_live.ROUTES]
+    routes: list[Any] = [
+        *_pages.ROUTES,
+        *_list.ROUTES,
+        *_run.ROUTES,
+        *_view.ROUTES,
+        *_compare.ROUTES,
+        *_live.ROUTES,
+    ]
     routes.append(Mount("/static", StaticFiles(packages=[("lovia.web", "static")]), name="static"))
     app = Starlette(
         routes=routes,
@@ -191,4 +199,5 @@ def create_app(
     )
     app.state.config = config
     app.state.templates = templates()
+    app.state.runs = RunCache()
     return app
