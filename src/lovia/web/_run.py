@@ -100,10 +100,10 @@ async def run_data(request: Request) -> dict[str, Any]:
     page = min(int_param(request.query_params.get("page"), "page"), pages - 1)
     shown = all_turns[page * size : (page + 1) * size]
     spans, source = await run_spans(loaded, config.store)
-    bars: list[Bar] | None = loaded.extra.get(("bars", page))
+    bars: list[Bar] | None = loaded.extra.get(f"bars:{page}")
     if bars is None:  # drawn once per page of a loaded run
         window = _page_window(shown) if pages > 1 else None
-        bars = loaded.extra[("bars", page)] = await off_loop(waterfall, spans, window)
+        bars = loaded.extra[f"bars:{page}"] = await off_loop(waterfall, spans, window)
     pending = needs_approval(
         config, [i for t in all_turns for i in t.items if i.mark == "approval"]
     )
