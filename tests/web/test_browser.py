@@ -32,7 +32,7 @@ def test_runs_run_view_diff(page: Any, site: str, recorded: Recorded, shot: Shot
     rows = page.locator("tr.run")
     assert rows.count() >= 5
     failed = page.locator('tr.run[data-run-id="run-failed-1"]')
-    assert "failed" in failed.locator(".status").inner_text()
+    assert "failed" in failed.locator(".badge").inner_text()
     assert "ProviderServerError" in failed.inner_text()
     shot(page, "01-runs")
 
@@ -56,7 +56,9 @@ def test_runs_run_view_diff(page: Any, site: str, recorded: Recorded, shot: Shot
     expect(page.locator("#body-json")).to_contain_text('"messages"')
     shot(page, "03-view")
 
-    page.select_option("#diff-select", "1")
+    # the diff defaults to the previous turn; another turn is one field away
+    assert "turn 1 → turn 2" in page.locator("#diff").inner_text()
+    page.fill("#diff-select", "1")
     page.locator("#diff-form button").click()
     page.wait_for_url("**diff=1")
     diff = page.locator("#diff")

@@ -85,9 +85,9 @@
   const results = document.getElementById("results");
   if (results && results.dataset.live === "on") {
     const tick = async () => {
-      const doc = await swapParts(["results"]);
-      const fresh = doc && doc.getElementById("results");
-      if (fresh && fresh.dataset.live === "on") setTimeout(tick, 3000);
+      await swapParts(["results"]);
+      const now = document.getElementById("results");
+      if (now && now.dataset.live === "on") setTimeout(tick, 3000);
     };
     setTimeout(tick, 3000);
   }
