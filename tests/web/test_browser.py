@@ -76,7 +76,7 @@ def test_waterfall_has_one_bar_per_span_nested(page: Any, site: str, recorded: R
     spans = rows.evaluate_all(
         "rs => rs.map(r => ({id: r.dataset.spanId, parent: r.dataset.parentId,"
         " depth: Number(r.dataset.depth), bars: r.querySelectorAll('rect').length,"
-        " name: r.querySelector('.span-name').textContent}))"
+        " name: r.querySelector('.span-open').textContent}))"
     )
     assert all(s["bars"] == 1 for s in spans)
     depth = {s["id"]: s["depth"] for s in spans}

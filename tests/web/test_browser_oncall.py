@@ -150,6 +150,9 @@ def test_triage_list_in_the_browser(page: Any, site: str, shot: Shot) -> None:
     ]
     assert turns == sorted(turns, reverse=True)
     shot(page, "22-triage")
+    page.locator("tr.run a.run-link").first.click()
+    page.wait_for_url("**/runs/**")
+    assert page.locator("#back-to-list").get_attribute("href") == "/?sort=turns"
     assert page.js_errors == []
 
 

@@ -69,20 +69,29 @@ class Loaded:
             self._turns = turns(self.run)
         return self._turns
 
+    def _by_turn(self) -> dict[int, list[int]]:
+        found: dict[int, list[int]] | None = self.extra.get("views_by_turn")
+        if found is None:
+            found = {}
+            for i, record in enumerate(self.run.views):
+                found.setdefault(record.turn, []).append(i)
+            self.extra["views_by_turn"] = found
+        return found
+
     def view_turns(self) -> list[int]:
-        return sorted({r.turn for r in self.run.views})
+        return sorted(self._by_turn())
 
     def view_index(self, turn: int, attempt: int | None) -> int | None:
         """The index (in call order) of the last view of ``turn`` (of ``attempt``)."""
         found = [
             i
-            for i, r in enumerate(self.run.views)
-            if r.turn == turn and (attempt is None or r.attempt == attempt)
+            for i in self._by_turn().get(turn, [])
+            if attempt is None or self.run.views[i].attempt == attempt
         ]
         return found[-1] if found else None
 
     def attempts(self, turn: int) -> list[int]:
-        return [r.attempt for r in self.run.views if r.turn == turn]
+        return [self.run.views[i].attempt for i in self._by_turn().get(turn, [])]
 
     def view(self, index: int) -> ReplayedView:
         """The view at ``index``, rebuilt and hash-checked alone (cached)."""

@@ -41,6 +41,8 @@ class Bar:
     resumed: bool
     call_id: str | None
     has_children: bool
+    axis: tuple[float, float]
+    """The time span all rows are drawn on (seconds since the epoch)."""
 
     @property
     def label(self) -> str:
@@ -145,6 +147,7 @@ def waterfall(spans: list[SpanRow], window: tuple[float, float] | None = None) -
                 resumed=_resumed(span),
                 call_id=_call_id(span),
                 has_children=bool(span.children),
+                axis=(t0, t1),
             )
         )
     return bars
@@ -173,19 +176,13 @@ def axis(
 
 
 def axis_ticks(bars: list[Bar], count: int = 5) -> list[tuple[float, str]]:
-    """``(x per-mille, label)`` ticks for the axis above the bars (relative time)."""
+    """``(x per-mille, label)`` ticks for the axis above the bars (time from its start)."""
     if not bars:
         return []
-    shown = [b for b in bars if b.span.end is not None and b.width > 0]
-    if not shown:
-        return []
-    first = min(bars, key=lambda b: b.left)
-    widest = max(shown, key=lambda b: b.left + b.width)
-    per_mille = (widest.span.end or widest.span.start) - first.span.start
-    total = per_mille / max(1e-9, (widest.left + widest.width - first.left) / 1000.0)
     from .._display import fmt_duration
 
-    return [(1000.0 * i / count, fmt_duration(total * i / count)) for i in range(count + 1)]
+    t0, t1 = bars[0].axis
+    return [(1000.0 * i / count, fmt_duration((t1 - t0) * i / count)) for i in range(count + 1)]
 
 
 async def run_spans(loaded: Loaded, store_url: Any) -> tuple[list[SpanRow], str]:

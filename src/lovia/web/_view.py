@@ -105,14 +105,22 @@ async def _diff(
     index = loaded.view_index(other, None)
     if index is None:
         raise UserError(f"this run has no view for turn {other}")
-    base = await off_loop(loaded.view, index)
+    key = f"diff:{index}:{id(view)}"
+    cached: tuple[dict[str, Any], dict[str, str]] | None = loaded.extra.get(key)
+    if cached is None:
+        base = await off_loop(loaded.view, index)
+        cached = loaded.extra[key] = await off_loop(_diff_of, base, view)
+    return cached[0], other, cached[1]
+
+
+def _diff_of(base: ReplayedView, view: ReplayedView) -> tuple[dict[str, Any], dict[str, str]]:
+    """What changed from ``base`` to ``view``, and a line of text per entry named."""
     diff = diff_views(base, view)
     wanted = {i for key in DIFF_KEYS for i in getattr(diff, key)}
     known: dict[str, TranscriptEntry] = {
         e.id: e for e in [*base.messages, *view.messages] if e.id in wanted
     }
-    texts = {i: clip(entry_text(e), 160) for i, e in known.items()}
-    return diff.to_dict(), other, texts
+    return diff.to_dict(), {i: clip(entry_text(e), 160) for i, e in known.items()}
 
 
 async def view_page(request: Request) -> dict[str, Any]:

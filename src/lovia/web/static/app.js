@@ -92,6 +92,13 @@
     setTimeout(tick, 3000);
   }
 
+  // -- back to the list page the run was opened from (the page sends no Referer) ------
+  const store = (k, v) => { try { if (v === undefined) return sessionStorage.getItem(k); sessionStorage.setItem(k, v); } catch (e) { /* private mode */ } return null; };
+  if (location.pathname === "/") store("lovia-list", location.pathname + location.search);
+  const backToList = document.getElementById("back-to-list");
+  const listUrl = store("lovia-list");
+  if (backToList && listUrl && /^\/\?[^/]*$/.test(listUrl)) backToList.href = listUrl;
+
   // -- runs list: clean shareable URLs (no empty parameters) ---------------------------
   const filters = document.getElementById("filters");
   if (filters) {
