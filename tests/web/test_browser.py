@@ -108,9 +108,24 @@ def test_tampered_run_shows_red_banner(page: Any, recorded: Recorded, shot: Shot
 
 
 def test_hostile_strings_render_inert(page: Any, site: str, shot: Shot) -> None:
-    for path in ("/", "/runs/run-xss", "/runs/run-xss/turns/1", "/runs/run-xss/turns/2?diff=1"):
+    from urllib.parse import quote
+
+    paths = (
+        "/",
+        "/?q=" + quote(XSS[1]),
+        "/runs/run-xss",
+        "/runs/run-xss/turns/1",
+        "/runs/run-xss/turns/2?diff=1",
+        "/sessions/" + quote(XSS[3], safe=""),
+        "/compare?a=run-xss&ta=1&b=run-xss&tb=2",
+    )
+    for path in paths:
         page.goto(site + path)
         page.locator("a").first.wait_for()
+        for opener in page.locator("#waterfall .span-open").all()[:6]:
+            opener.click()  # the span panel is built from stored attributes
+        for more in page.locator("button.more, #earlier").all():
+            more.click()
         assert page.evaluate("window.__xss") is None, path
         assert page.locator("img[onerror], svg[onload], a[href^='javascript:' i]").count() == 0
         assert page.locator("script:not([src])").count() == 0
