@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from ..replay import ReplayedView, RunData, load_run, require_views, select
+from ..replay import ReplayedView, RunData, load_run, require_views
 from ..replay._load import run_from_snapshot
 from ..replay._query import Turn, turns
 from ..replay._spans import SpanRow
@@ -111,9 +111,6 @@ class Loaded:
             require_views(self.run)
             self._all_views = [self.view(i) for i in range(len(self.run.views))]
         return self._all_views
-
-    def select(self, turn: int) -> list[ReplayedView]:
-        return select(self.all_views(), turn)
 
 
 class RunCache:

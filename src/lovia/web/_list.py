@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
+from markupsafe import Markup
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -59,6 +60,8 @@ class RunIndex:
     read_at: float
     by_id: dict[str, RunInfo] = field(default_factory=dict[str, RunInfo])
     children: dict[str, list[RunInfo]] = field(default_factory=dict[str, list[RunInfo]])
+    memo: dict[Any, Any] = field(default_factory=dict[Any, Any])
+    """What queries found in these rows (a list page asked again costs its rendering)."""
 
     def __post_init__(self) -> None:
         self.by_id = {i.run_id: i for i in self.runs}
@@ -243,35 +246,68 @@ def row(info: RunInfo, index: RunIndex) -> dict[str, Any]:
     return data
 
 
+def found(rq: RunQuery, index: RunIndex, now: float) -> dict[str, Any]:
+    """The query's sorted top-level runs, totals and facets (kept with the index; a
+    relative time range is re-evaluated every 10 s)."""
+    key = (replace(rq, page=0), int(now // 10) if rq.range else None)
+    memo: dict[str, Any] | None = index.memo.get(key)
+    if memo is None:
+        kept = [i for i in index.runs if rq.keeps(i, now)]
+        ids = {i.run_id for i in kept}
+        top = [i for i in kept if i.parent_run_id is None or i.parent_run_id not in ids]
+        top.sort(key=SORTS[rq.sort], reverse=not rq.asc)
+        memo = index.memo[key] = {
+            "top": top,
+            "in_flight": any(i.status == "running" for i in kept),
+            "totals": totals(kept),
+            "facets": facets(rq, index.runs, now),
+        }
+    return memo
+
+
 async def runs_data(request: Request) -> dict[str, Any]:
     """One page of the filtered, sorted runs; parents carry their children."""
     rq, size = run_query(request), config_of(request).runs_per_page
-    index, now = await run_index(request), time.time()
-    kept = [i for i in index.runs if rq.keeps(i, now)]
-    ids = {i.run_id for i in kept}
-    top = [i for i in kept if i.parent_run_id is None or i.parent_run_id not in ids]
-    top.sort(key=SORTS[rq.sort], reverse=not rq.asc)
+    index = await run_index(request)
+    memo = found(rq, index, time.time())
+    top: list[RunInfo] = memo["top"]
     shown = top[rq.page * size : (rq.page + 1) * size]
     return {
         "runs": [row(i, index) for i in shown],
         "page": rq.page,
         "pages": max(1, -(-len(top) // size)),
         "has_next": len(top) > (rq.page + 1) * size,
-        "in_flight": any(i.status == "running" for i in kept),
-        "totals": totals(kept),
-        "facets": facets(rq, index.runs, now),
+        "in_flight": memo["in_flight"],
+        "totals": memo["totals"],
+        "facets": memo["facets"],
         "scanned": len(index.runs),
         "truncated": index.truncated,
         "query": rq,
     }
 
 
+def rows_html(request: Request, index: RunIndex, runs: list[dict[str, Any]]) -> list[Any]:
+    """Each run's table row (with its children's), rendered once per read of the runs."""
+    macro = request.app.state.templates.get_template("_macros.html").module.run_row
+    out: list[Any] = []
+    for data in runs:
+        key = ("row", data["run_id"])
+        html = index.memo.get(key)
+        if html is None:
+            parts = [macro(data), *(macro(c, child=True) for c in data["children"])]
+            html = index.memo[key] = Markup("").join(parts)  # autoescaped by the macro
+        out.append(html)
+    return out
+
+
 async def runs_html(request: Request) -> Response:
     data = await runs_data(request)
     rq: RunQuery = data["query"]
+    index = await run_index(request)
     return render(
         request,
         "runs.html",
+        row_html=rows_html(request, index, data["runs"]),
         sorts=list(SORTS),
         ranges=list(RANGES),
         since_text=iso(rq.since),

@@ -17,6 +17,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from ..errors import UserError
+from ..replay import entry_text
 from ..replay._query import Turn, info_dict
 from ..stores.base import RunInfo
 from ..transcript import entry_to_dict
@@ -166,8 +167,6 @@ async def entry_json(request: Request) -> Response:
     wanted = request.path_params["entry_id"]
     for entry in loaded.run.transcript:
         if entry.id == wanted:
-            from ..replay import entry_text
-
             return JSONResponse({**entry_to_dict(entry), "text": entry_text(entry)})
     raise UserError(f"run {loaded.run.info.run_id} has no entry {wanted!r}")
 

@@ -19,7 +19,7 @@ from ..errors import LoviaError, UserError
 from ..replay import ReplayedView, diff_views, entry_text, require_views
 from ..replay._diff import explain_mismatch
 from ..replay._query import info_dict, recorded_answer, render_bodies
-from ..transcript import TranscriptEntry, entry_to_dict
+from ..transcript import TranscriptEntry
 from ._cache import Loaded, off_loop
 from ._format import TEXT_LIMIT, clip
 from ._pages import config_of, int_param, loaded_run, render
@@ -238,10 +238,6 @@ async def diff_json(request: Request) -> Response:
     _loaded, a = await chosen_view(request, int_param(q.get("a"), "a"))
     _loaded, b = await chosen_view(request, int_param(q.get("b"), "b"))
     return JSONResponse(diff_views(a, b).to_dict())
-
-
-def entry_json(entry: TranscriptEntry) -> dict[str, Any]:
-    return {**entry_to_dict(entry), "text": entry_text(entry)}
 
 
 ROUTES = [
