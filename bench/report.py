@@ -326,7 +326,8 @@ def web_section(data: dict[str, Any] | None) -> list[str]:
             "",
             f"While the view of the last turn was first loaded ({health['page_ms']} ms), "
             f"`/api/health` answered {health['health_answers']} times, the slowest in "
-            f"{health['health_ms_max']} ms: loading runs off the event loop.",
+            f"{health['health_ms_max']} ms (an idle server's slowest of as many: "
+            f"{health.get('health_idle_ms_max', '-')} ms): loading runs off the event loop.",
         ]
         if health
         else []

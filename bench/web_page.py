@@ -1,13 +1,20 @@
-"""``lovia web`` page cost: time to first byte and page weight of a 500-turn run's page.
+"""``lovia web`` page cost at size: time to first byte and page weight.
 
-Records a 500-turn run (a scripted model, a tool call per turn) in a temporary SQLite
-store, serves ``lovia web`` on 127.0.0.1 (uvicorn, one process), and requests the runs
-list, the run page (paged: one page of turns) and one turn's view. Time to first byte
-is from sending the request to the first byte of the response, median of N requests
-on one keep-alive connection after a warm-up; page weight is the HTML plus the CSS and
-JavaScript it loads (the only assets), uncompressed.
+Records, in a temporary SQLite store, a 500-turn run (a scripted model, a tool call per
+turn), 1,000 other runs (summary rows written directly, a failure in every seventh) and
+a run whose tool results total ``--big-mb`` MB; serves ``lovia web`` on 127.0.0.1
+(uvicorn, one process) and requests the runs list (plain, and searched + sorted), the
+long run's page (one page of turns), the view of its last turn, and the big run's page
+and last view. Time to first byte is from sending the request to the first byte of the
+response (its status line: the page is built before it is sent), median of N requests
+on one keep-alive connection after a warm-up; "cold" is the first request of the page
+(nothing of it loaded yet). Page weight is the HTML plus the CSS and JavaScript it
+loads (the only assets), uncompressed. While the long run's last view is first loaded,
+``/api/health`` is asked every 10 ms on another connection: its slowest answer shows
+whether the server stays responsive (next to an idle server's slowest of as many).
 
-    python bench/web_page.py [--turns 500] [--samples 30] [--json] [--update-doc]
+    python bench/web_page.py [--turns 500] [--fillers 1000] [--big-mb 20]
+                             [--samples 30] [--json] [--update-doc]
 
 ``--update-doc`` rewrites the "lovia web" section of docs/performance.md in place
 (``bench/run.py`` renders the same section from its report).
@@ -126,14 +133,22 @@ def serve(url: str) -> tuple[Any, int]:
     return server, sock.getsockname()[1]
 
 
+LAST: dict[str, float] = {}
+
+
 def fetch(conn: http.client.HTTPConnection, path: str) -> tuple[float, bytes]:
-    """(seconds to the first byte of the response, body)."""
+    """(seconds to the first byte of the response: its status line and headers, body).
+
+    The whole response's time is kept in ``LAST["total"]``: on a reused keep-alive
+    connection it includes a ~40 ms delayed-ACK wait between the headers and the body
+    segments of this loopback client, whatever the page.
+    """
     t0 = time.perf_counter()
     conn.request("GET", path, headers={"host": "127.0.0.1"})
     response = conn.getresponse()
-    first = response.read(1)
     ttfb = time.perf_counter() - t0
-    body = first + response.read()
+    body = response.read()
+    LAST["total"] = time.perf_counter() - t0
     assert response.status == 200, (path, response.status)
     return ttfb, body
 
@@ -141,10 +156,11 @@ def fetch(conn: http.client.HTTPConnection, path: str) -> tuple[float, bytes]:
 def measure(port: int, path: str, samples: int) -> dict[str, Any]:
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
     cold, _ = fetch(conn, path)  # the first request: nothing of this page loaded yet
-    times, body = [], b""
+    times, totals, body = [], [], b""
     for _ in range(samples):
         ttfb, body = fetch(conn, path)
         times.append(ttfb)
+        totals.append(LAST["total"])
     assets = sum(len(fetch(conn, p)[1]) for p in ("/static/style.css", "/static/app.js"))
     conn.close()
     return {
@@ -152,6 +168,7 @@ def measure(port: int, path: str, samples: int) -> dict[str, Any]:
         "cold_ms": round(cold * 1000, 1),
         "ttfb_ms_median": round(statistics.median(times) * 1000, 1),
         "ttfb_ms_p90": round(sorted(times)[int(len(times) * 0.9) - 1] * 1000, 1),
+        "complete_ms_median": round(statistics.median(totals) * 1000, 1),
         "html_kb": round(len(body) / 1024, 1),
         "page_kb": round((len(body) + assets) / 1024, 1),
         "turn_sections": body.count(b'<section class="turn"'),
@@ -177,11 +194,13 @@ def health_while(port: int, path: str) -> dict[str, Any]:
     page_s, _ = fetch(conn, path)
     done.set()
     thread.join()
+    idle = [fetch(conn, "/api/health")[0] for _ in range(len(worst))]
     return {
         "path": path,
         "page_ms": round(page_s * 1000, 1),
         "health_ms_max": round(max(worst) * 1000, 1),
         "health_answers": len(worst),
+        "health_idle_ms_max": round(max(idle) * 1000, 1),
     }
 
 
@@ -263,7 +282,8 @@ def main() -> None:
         health = data["health"]
         print(
             f"health check while {health['path']} loads cold ({health['page_ms']} ms): "
-            f"worst {health['health_ms_max']} ms over {health['health_answers']} answers"
+            f"worst {health['health_ms_max']} ms over {health['health_answers']} answers "
+            f"(idle server: worst {health['health_idle_ms_max']} ms)"
         )
 
 

@@ -22,7 +22,8 @@ def path(value: Any) -> str:
 
 def query(**fields: Any) -> str:
     """A query string of the fields that have a value (shared URLs carry no empty ones)."""
-    return urlencode({k: v for k, v in fields.items() if v not in (None, "", 0, False)})
+    kept = {k: 1 if v is True else v for k, v in fields.items() if v not in (None, "", 0, False)}
+    return urlencode(kept)
 
 
 def pretty_json(value: Any) -> str:
