@@ -178,6 +178,7 @@ def test_links_carry_no_empty_parameters(triage: TestClient) -> None:
     for link in links:
         assert not re.search(r"=(&|$)", link.replace("&amp;", "&")), link
     assert 'href="/?q=bill&amp;agent=billing"' in page  # a facet keeps the search
+    assert 'href="/?q=bill&amp;asc=1"' in page  # the started column, the other way round
 
 
 def test_unknown_statuses_render_as_their_own_badge(triage: TestClient) -> None:
