@@ -69,6 +69,15 @@ def test_trace_is_interactive(page: Any, traced: tuple[str, str], shot: Shot) ->
     page.keyboard.press("Escape")  # closes the panel
     assert panel.is_hidden()
     page.click("#zoom-reset")
+    # drag across the axis: the bars are redrawn on that range
+    axis = page.locator("#waterfall th.axis").bounding_box()
+    page.mouse.move(axis["x"] + axis["width"] * 0.1, axis["y"] + 5)
+    page.mouse.down()
+    page.mouse.move(axis["x"] + axis["width"] * 0.3, axis["y"] + 5)
+    page.mouse.up()
+    expect(page.locator("#zoom-note")).to_contain_text("zoomed to")
+    expect(page.locator("#zoom-reset")).to_be_visible()
+    page.click("#zoom-reset")
     # collapse the root: every other row disappears; expand brings them back
     visible = sum(1 for r in rows.all() if r.is_visible())
     rows.first.locator(".toggle").click()

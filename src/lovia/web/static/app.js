@@ -140,12 +140,14 @@
   }
 
   let zoom = null;
+  let shown = null; // the time range the bars are drawn on now
   function drawZoom() {
     const rows = $$("#waterfall tr.span");
     if (!rows.length) return;
     let t0 = Infinity, t1 = -Infinity;
     rows.forEach((r) => { t0 = Math.min(t0, Number(r.dataset.start)); t1 = Math.max(t1, Number(r.dataset.end)); });
     if (zoom) { t0 = zoom[0]; t1 = zoom[1]; }
+    shown = [t0, t1];
     const scale = 1000 / Math.max(1e-6, t1 - t0);
     rows.forEach((r) => {
       const rect = $("rect", r);
@@ -231,6 +233,27 @@
     if (box) box.addEventListener("change", refreshRows);
     const reset = $("#zoom-reset", root);
     if (reset) reset.addEventListener("click", () => { zoom = null; drawZoom(); });
+    // drag across the time axis to zoom to that range
+    const axisCell = $("th.axis", root);
+    if (axisCell) {
+      let from = null;
+      const at = (event) => {
+        const box = axisCell.getBoundingClientRect();
+        return Math.min(1, Math.max(0, (event.clientX - box.left) / Math.max(1, box.width)));
+      };
+      axisCell.addEventListener("pointerdown", (event) => { from = at(event); event.preventDefault(); });
+      axisCell.addEventListener("pointerup", (event) => {
+        if (from === null) return;
+        const to = at(event);
+        if (!shown) drawZoom();
+        if (shown && Math.abs(to - from) > 0.01) {
+          const span = shown[1] - shown[0];
+          zoom = [shown[0] + Math.min(from, to) * span, shown[0] + Math.max(from, to) * span];
+          drawZoom();
+        }
+        from = null;
+      });
+    }
     if (zoom) drawZoom();
   }
 
