@@ -264,3 +264,78 @@ def test_overrides_win_over_the_table_and_clearing_restores_it() -> None:
 def test_by_default_a_budget_is_checked_as_before_a_turn() -> None:
     assert RunBudget(max_turns=1).exceeded(Usage(), 1, 0.0) == ("max_turns", 1)
     assert RunBudget(max_tool_calls=1).exceeded(Usage(tool_calls=5), 0, 0.0) is None
+
+
+# -- prices equal genai-prices' own calculation --------------------------------------------
+
+GOLDEN_MODELS = [
+    ("openai", "gpt-4.1-mini"),
+    ("openai", "gpt-4o"),
+    ("anthropic", "claude-sonnet-4-5"),
+    ("anthropic", "claude-sonnet-4-20250514"),  # long-context tiers above 200k input
+    ("google", "gemini-2.5-pro"),  # tiered above 200k input
+]
+GOLDEN_USAGES = [
+    Usage(input_tokens=1_000, output_tokens=200),
+    Usage(input_tokens=50_000, output_tokens=3_000, cache_read_tokens=30_000),
+    Usage(
+        input_tokens=80_000,
+        output_tokens=1_000,
+        cache_read_tokens=20_000,
+        cache_write_tokens=10_000,
+        reasoning_tokens=500,
+    ),
+    Usage(input_tokens=200_000, output_tokens=10),  # exactly at a tier start
+    Usage(
+        input_tokens=300_000,
+        output_tokens=1_000,
+        cache_read_tokens=100_000,
+        cache_write_tokens=50_000,
+    ),
+]
+
+
+@pytest.mark.parametrize(("provider", "model"), GOLDEN_MODELS)
+@pytest.mark.parametrize("usage", GOLDEN_USAGES, ids=lambda u: f"in{u.input_tokens}")
+def test_cost_equals_genai_prices_for_the_same_usage(
+    provider: str, model: str, usage: Usage
+) -> None:
+    """Cache reads, cache writes and long-context tiers priced exactly as genai-prices does."""
+    genai_prices = pytest.importorskip("genai_prices")
+    expected = genai_prices.calc_price(
+        genai_prices.Usage(
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            cache_read_tokens=usage.cache_read_tokens or None,
+            cache_write_tokens=usage.cache_write_tokens or None,
+        ),
+        model_ref=model,
+        provider_id=provider,
+    ).total_price
+    assert price_usage(provider, model, usage) == pytest.approx(float(expected), rel=1e-9)
+    assert has_price(provider, model)
+
+
+def test_a_pricing_failure_reads_as_no_cost_and_never_breaks_the_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from lovia import pricing
+
+    set_price("acme", "m", input_per_mtok=1.0, output_per_mtok=1.0)
+
+    def broken(self: object, usage: Usage) -> float:
+        raise ArithmeticError("bad table")
+
+    monkeypatch.setattr(pricing._Price, "cost", broken)
+    assert price_usage("acme", "m", Usage(input_tokens=5)) == 0.0
+
+
+def test_a_looked_up_price_is_cached_per_model() -> None:
+    from lovia import pricing
+
+    price_usage("openai", "gpt-4.1-mini", Usage(input_tokens=1))
+    cached = pricing._cache[("openai", "gpt-4.1-mini")]
+    assert cached is not None and cached.input > 0
+    assert pricing._cache.get(("acme", "nothing")) is None
+    price_usage("acme", "nothing", Usage(input_tokens=1))
+    assert ("acme", "nothing") in pricing._cache and pricing._cache[("acme", "nothing")] is None
