@@ -38,7 +38,10 @@ MODULES: dict[str, tuple[str, list[str]]] = {
     ),
     "pricing": ("src/lovia/pricing.py", ["tests/promises", "tests/telemetry/test_accounting.py"]),
     "redact": ("src/lovia/_redact.py", ["tests/promises", "tests/telemetry/test_secrets.py"]),
-    "transcript": ("src/lovia/transcript.py", ["tests/core/test_transcript.py", "tests/promises"]),
+    "transcript": (
+        "src/lovia/transcript.py",
+        ["tests/core/test_transcript.py", "tests/core/test_hostile_text.py", "tests/promises"],
+    ),
     "compaction": ("src/lovia/view/compaction.py", ["tests/view", "tests/promises"]),
     "view-record": ("src/lovia/view/record.py", ["tests/view", "tests/promises"]),
     "records": (
