@@ -75,3 +75,19 @@ def test_a_damaged_record_is_named_by_its_position() -> None:
     assert "checkpoint record 2 of run r1" in str(info.value)
     # records of other kinds are not even read
     assert [type(r) for r in read_records(snap, {"state"})] == [StateRecord]
+
+
+def test_records_of_other_kinds_are_skipped_not_the_end_of_the_run() -> None:
+    ledger = to_checkpoint(LedgerRecord(call_id="c", status="started", key="r:c"))
+    state = to_checkpoint(StateRecord(turn=4, usage=USAGE, agent="a"))
+    snap = RunSnapshot(info=RunInfo(run_id="r1", agent="a"), records=[ledger, state, ledger])
+    found = list(read_records(snap, {"state"}))
+    assert [type(r) for r in found] == [StateRecord]
+    assert [type(r) for r in read_records(snap, {"ledger"})] == [LedgerRecord, LedgerRecord]
+
+
+def test_an_entries_record_without_entries_is_an_empty_append() -> None:
+    from lovia.stores.records import EntriesRecord
+
+    record = read_record(CheckpointRecord(version=SCHEMA_VERSION, kind="entries", data={}))
+    assert record == EntriesRecord(())
