@@ -75,13 +75,21 @@ def test_a_stream_ending_without_blank_line_still_dispatches() -> None:
     assert decoder.end() == [SSEEvent("message", "a")]
 
 
+LIMIT_MESSAGE = "A server-sent event grew past 10 characters; the stream was stopped."
+LIMIT_HINT = (
+    "The server sends an endless or enormous line. If such events are expected, "
+    "raise StreamLimits(max_event_size=...) on the provider."
+)
+
+
 def test_an_endless_line_is_stopped_at_the_size_limit() -> None:
     decoder = SSEDecoder(max_event_size=10)
     assert decoder.feed("data: 123") == []
     with pytest.raises(ProviderError) as info:
         decoder.feed("45")
     assert info.value.code == "event_too_large"
-    assert "10 characters" in info.value.message
+    assert info.value.message == LIMIT_MESSAGE
+    assert info.value.hint == LIMIT_HINT
 
 
 def test_many_data_lines_are_stopped_at_the_size_limit() -> None:
@@ -91,15 +99,87 @@ def test_many_data_lines_are_stopped_at_the_size_limit() -> None:
         decoder.feed("data: 123456\n")
 
 
-def test_an_event_exactly_at_the_limit_passes() -> None:
+def test_an_unfinished_line_exactly_at_the_limit_passes_on_a_fresh_decoder() -> None:
+    decoder = SSEDecoder(max_event_size=9)
+    assert decoder.feed("data: 123") == []  # 9 characters held: at the limit, not past it
+    assert decoder.feed("\n\n") == [SSEEvent("message", "123")]
+
+
+def test_pending_data_exactly_at_the_limit_passes() -> None:
     decoder = SSEDecoder(max_event_size=10)
-    assert decoder.feed("data: 1234567890\n\n") == [SSEEvent("message", "1234567890")]
+    assert decoder.feed("data: 1234567890\n") == []  # 10 characters pending, not yet sent
+    assert decoder.feed("\n") == [SSEEvent("message", "1234567890")]
 
 
 def test_the_size_count_restarts_after_each_event() -> None:
     decoder = SSEDecoder(max_event_size=10)
     for _ in range(5):
-        assert decoder.feed("data: 12345678\n\n") == [SSEEvent("message", "12345678")]
+        assert decoder.feed("data: 1234567890\n") == []
+        assert decoder.feed("\n") == [SSEEvent("message", "1234567890")]
+
+
+def test_a_line_arriving_in_many_pieces_is_joined_at_the_end_of_the_stream() -> None:
+    decoder = SSEDecoder()
+    for piece in ("data: a", "b", "c"):
+        assert decoder.feed(piece) == []
+    assert decoder.flush() == [SSEEvent("message", "abc")]
+    assert decoder.flush() == []
+
+
+def test_a_body_cut_inside_a_character_ends_with_a_replacement_character() -> None:
+    decoder = ChunkDecoder()
+    assert decoder.feed(b"data: a\xe2\x82") == []
+    assert decoder.end() == [SSEEvent("message", "a\ufffd")]
+
+
+def test_data_that_is_not_json_is_a_clear_stream_interruption() -> None:
+    from lovia.errors import StreamInterrupted
+    from lovia.providers._sse import parse_event_json
+
+    junk = "x" * 300
+    with pytest.raises(StreamInterrupted) as info:
+        parse_event_json(SSEEvent("message", junk), "acme")
+    err = info.value
+    assert (
+        err.message
+        == f"acme sent a malformed event in the response stream (not JSON: {'x' * 120 + '…'!r})."
+    )
+    assert err.hint == (
+        "The stream is corrupt; retry the call. If it keeps happening, the server or a "
+        "proxy in between is mangling server-sent events."
+    )
+    assert err.provider == "acme" and err.code == "malformed_event"
+
+
+@pytest.mark.parametrize("data", ["[1, 2]", "3", '"text"', "null"])
+def test_json_that_is_not_an_object_is_a_clear_stream_interruption(data: str) -> None:
+    from lovia.errors import StreamInterrupted
+    from lovia.providers._sse import parse_event_json
+
+    with pytest.raises(StreamInterrupted) as info:
+        parse_event_json(SSEEvent("message", data), "acme")
+    err = info.value
+    assert err.message == f"acme sent an event that is not a JSON object: {data!r}."
+    assert err.hint == "The stream is corrupt; retry the call."
+    assert err.provider == "acme" and err.code == "malformed_event"
+
+
+def test_a_json_object_is_returned_as_parsed() -> None:
+    from lovia.providers._sse import parse_event_json
+
+    assert parse_event_json(SSEEvent("message", '{"a": [1, {"b": null}]}'), "p") == {
+        "a": [1, {"b": None}]
+    }
+
+
+def test_a_long_non_object_is_excerpted_to_120_characters() -> None:
+    from lovia.errors import StreamInterrupted
+    from lovia.providers._sse import parse_event_json
+
+    data = "[" + "1," * 200 + "1]"
+    with pytest.raises(StreamInterrupted) as info:
+        parse_event_json(SSEEvent("message", data), "acme")
+    assert repr(data[:120] + "…") in info.value.message
 
 
 # -- redaction -------------------------------------------------------------------------------
