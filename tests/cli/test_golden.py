@@ -1,7 +1,9 @@
 """Golden output (plain mode) of ``lovia runs``, ``lovia show``, ``lovia replay``, ``lovia trace``.
 
 Run ids, entry ids, hashes, times and durations are normalized; column padding is
-collapsed to two spaces (widths follow the ids).
+collapsed to two spaces (widths follow the ids). The scripted model has no price: its
+runs' cost is unknown (``?``), never ``-`` or $0; a run whose only call failed cost
+nothing (``-``).
 """
 
 from __future__ import annotations
@@ -19,18 +21,18 @@ from .conftest import Recorded, lovia, normalize
 RUNS = """\
 RUN  AGENT  SESSION  STATUS  TURNS  TOKENS  COST  STARTED  DURATION
 <run2>  support  sess-2  failed/ProviderServerError  1  0  -  <time>  <dur>
-<run1>  billing  sess-1  completed/stop  4  177  -  <time>  <dur>
-<run0>  support  sess-1  completed/stop  1  18  -  <time>  <dur>
+<run1>  billing  sess-1  completed/stop  4  177  ?  <time>  <dur>
+<run0>  support  sess-1  completed/stop  1  18  ?  <time>  <dur>
 """
 
 RUNS_FILTERED = """\
 RUN  AGENT  SESSION  STATUS  TURNS  TOKENS  COST  STARTED  DURATION
-<run1>  billing  sess-1  completed/stop  4  177  -  <time>  <dur>
+<run1>  billing  sess-1  completed/stop  4  177  ?  <time>  <dur>
 """
 
 SHOW = """\
 run <run1>
-agent support -> billing · session sess-1 · completed (stop) · 4 turns · 153+24 tokens · - · \
+agent support -> billing · session sess-1 · completed (stop) · 4 turns · 153+24 tokens · ? · \
 <time> · <dur>
 (3 earlier entries from session sess-1 precede this run)
 turn 0 · support
