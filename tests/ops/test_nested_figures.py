@@ -313,4 +313,4 @@ def test_every_figure_equals_the_store(measured: tuple[str, Totals], tmp_path: P
     path.write_text(yaml.safe_dump(tests, width=10_000))
     result = run([promtool, "test", "rules", str(path)])
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]
-    assert len(checks) >= 20
+    assert len(checks) == 25
