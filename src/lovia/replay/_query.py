@@ -167,12 +167,8 @@ def _usage_by_turn(run: RunData) -> dict[int, TurnUsage]:
         usage = state.usage
         turn = state.turn
         delta = usage.minus(before)
-        if (delta.input_tokens, delta.output_tokens, delta.cost_usd, delta.unpriced) != (
-            0,
-            0,
-            0.0,
-            0,
-        ) or (delta.requests and usage.missing):
+        used = delta.input_tokens or delta.output_tokens or delta.cost_usd or delta.unpriced
+        if used or (delta.requests and usage.missing):
             old = out.get(turn, TurnUsage())
             out[turn] = TurnUsage(
                 old.input_tokens + delta.input_tokens,

@@ -47,10 +47,10 @@ logger = logging.getLogger("lovia.telemetry")
 
 _tracers: weakref.WeakKeyDictionary[Any, Tracer] = weakref.WeakKeyDictionary()
 _DELTAS = frozenset({ev.TextDelta, ev.ReasoningDelta, ev.ToolCallDelta})
+"""Streamed chunks: ``start`` returns the chat span (``mapping.EVENTS`` says the same)."""
 INTERRUPTED_CALL = frozenset({"RunCancelled", "CancelledError", "LeaseLost"})
 """``error.type`` of a model call cut off by the run itself (cancelled, out of time, lease
 lost): not a model-call error, so it records no ``gen_ai.client.operation.duration``."""
-"""Streamed chunks: ``start`` returns the chat span (``mapping.EVENTS`` says the same)."""
 
 
 class RunTracer:
