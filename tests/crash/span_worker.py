@@ -43,7 +43,13 @@ GO = Path(SPANS + ".go")
 run over by then)."""
 RUNNING = Path(SPANS + ".running")
 """The pid of the worker that last called the model (it holds the run's lease)."""
-KEPT = ("gen_ai.tool.call.id", "lovia.tool.outcome", "lovia.tool.recovered", "error.type")
+KEPT = (
+    "gen_ai.tool.call.id",
+    "lovia.tool.outcome",
+    "lovia.tool.recovered",
+    "lovia.run.outcome",
+    "error.type",
+)
 
 
 def die() -> None:

@@ -52,11 +52,15 @@ def _spawn(url: str, run_id: str, tmp: Path, mode: str) -> subprocess.Popen[str]
 
 
 def _plan(seed: int) -> list[str]:
-    """Every way to die once, at random calls and in a random order, then a clean finish."""
+    """Every way to die once, in a random order at random calls, then a clean finish.
+
+    The calls are distinct and increasing, so each death lands ahead of the run's
+    progress and really happens."""
     rnd = random.Random(seed)
     kinds = ["tool", "after", "model", "stall", rnd.choice(["tool", "after", "model"])]
     rnd.shuffle(kinds)
-    return [*(f"{kind}:{rnd.randint(1, CALLS)}" for kind in kinds), "none"]
+    calls = sorted(rnd.sample(range(1, CALLS + 1), len(kinds)))
+    return [*(f"{kind}:{n}" for kind, n in zip(kinds, calls, strict=True)), "none"]
 
 
 def _wake_after_takeover(tmp: Path, frozen: Any, successor: Any) -> None:
@@ -106,9 +110,9 @@ def _live(url: str, run_id: str, tmp: Path, seed: int) -> dict[int, dict[str, An
     raise AssertionError("the run never completed")
 
 
-def _spans(tmp: Path) -> list[dict[str, Any]]:
+def _spans(tmp: Path, prefix: str = "execute_tool") -> list[dict[str, Any]]:
     lines = (tmp / "spans.jsonl").read_text().splitlines()
-    return [s for s in map(json.loads, lines) if s["name"].startswith("execute_tool")]
+    return [s for s in map(json.loads, lines) if s["name"].startswith(prefix)]
 
 
 def _effects(tmp: Path) -> list[tuple[str, int, int]]:
@@ -169,6 +173,13 @@ def test_spans_marked_executed_are_the_executions(
         if s["attrs"].get("lovia.tool.recovered")
         and s["attrs"].get("lovia.tool.outcome") == "executed"
     ]
-    assert any(e["killed"] for e in ended.values())
-    for end in ended.values():  # a worker woken after the takeover was fenced out
+    assert sum(e["killed"] for e in ended.values()) == 4  # every planned death happened
+    assert sum(e["frozen"] for e in ended.values()) == 1
+    runs = {s["pid"]: s["attrs"] for s in _spans(tmp_path, "invoke_agent")}
+    for pid, end in ended.items():  # a worker woken after the takeover was fenced out
         assert not end["frozen"] or end["code"] == 3, end
+        if end["code"] == 3:  # its run span: interrupted, not failed
+            assert runs[pid]["lovia.run.outcome"] == "interrupted", runs[pid]
+            assert runs[pid]["error.type"] == "LeaseLost"
+        elif end["code"] == 0:
+            assert runs[pid]["lovia.run.outcome"] == "completed"
