@@ -5,7 +5,8 @@ neither owns it. ``lovia.telemetry`` re-exports these names.
 
 ``price_call`` returns the cost in USD of one model call, or None when it is unknown (no
 price, the extra not installed, or no usage reported); the engine then counts the call in
-``Usage.unpriced``. ``price_usage`` is the same with 0.0 for unknown. Overrides win over the table:
+``Usage.unpriced`` and the first unpriced call of a model is logged (level INFO).
+``price_usage`` is the same with 0.0 for unknown. Overrides win over the table:
 ``set_price("openai", "my-finetune", input_per_mtok=..., output_per_mtok=...)``.
 
 It runs for every model response, so the table lookup happens once per
@@ -116,12 +117,32 @@ def price_call(provider: str, model: str, usage: Usage) -> float | None:
         return None
     price = _lookup(provider, model)
     if price is None:
+        _warn_unpriced(provider, model)
         return None
     try:
         return price.cost(usage)
     except Exception:  # a pricing bug must never break a run
         logger.debug("pricing %s/%s failed", provider, model, exc_info=True)
         return None
+
+
+_warned: set[tuple[str, str]] = set()
+
+
+def _warn_unpriced(provider: str, model: str) -> None:
+    """Say once per model that its calls are not priced (unknown is not free; every
+    surface shows it, so a log line is enough)."""
+    key = (provider.lower(), model.lower())
+    if key in _warned:
+        return
+    _warned.add(key)
+    logger.info(  # not a warning: test fakes and local models are unpriced by design
+        "no price is known for %s:%s: its calls count as unpriced (lovia.cost.unpriced) "
+        "and every cost that includes them is a lower bound; register one with "
+        "lovia.telemetry.set_price",
+        provider,
+        model,
+    )
 
 
 def price_table_version() -> str:
