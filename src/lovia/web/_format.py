@@ -4,10 +4,17 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any
+from typing import Any, cast
 from urllib.parse import quote, urlencode
 
-from .._display import fmt_duration, fmt_time, fmt_tokens
+from .._display import (
+    fmt_duration,
+    fmt_time,
+    fmt_token_total,
+    fmt_tokens,
+    fmt_turns,
+    fmt_usage,
+)
 
 __all__ = ["FILTERS", "TEXT_LIMIT", "clip", "cost_text", "path", "query"]
 
@@ -52,6 +59,40 @@ def cost(value: float | None, used_tokens: int | None = None) -> str:
     return cost_text(value, used_tokens)
 
 
+def _field(item: Any, name: str, default: Any = None) -> Any:
+    """A run (``info_dict``) or a turn (``Turn``): dict key or attribute."""
+    if isinstance(item, dict):
+        return cast("dict[str, Any]", item).get(name, default)
+    return getattr(item, name, default)
+
+
+def usage_cost(item: Any) -> str:
+    """A run's or a turn's cost (adaptive precision); ``?`` / ``$x+?`` when some calls
+    have no known price."""
+    usd = float(_field(item, "cost_usd") or 0.0)
+    if int(_field(item, "unpriced", 0) or 0):
+        return f"{cost_text(usd)}+?" if usd else "?"
+    used = int(_field(item, "input_tokens") or 0) + int(_field(item, "output_tokens") or 0)
+    return cost_text(usd, used)
+
+
+def usage_tokens(item: Any) -> str:
+    """``input+output`` tokens; ``?`` when the provider reported none."""
+    missing = bool(_field(item, "usage_missing", False))
+    tokens_in = int(_field(item, "input_tokens") or 0)
+    return fmt_usage(tokens_in, int(_field(item, "output_tokens") or 0), missing)
+
+
+def total_tokens(item: Any) -> str:
+    total = int(_field(item, "input_tokens") or 0) + int(_field(item, "output_tokens") or 0)
+    return fmt_token_total(total, bool(_field(item, "usage_missing", False)))
+
+
+def run_turns(run: Any) -> str:
+    """``3 turns``; ``in turn 1`` while the run is running."""
+    return fmt_turns(int(_field(run, "turns", 0)), running=_field(run, "status") == "running")
+
+
 def clip(text: str | None, limit: int = TEXT_LIMIT) -> str:
     """The first ``limit`` characters (the page offers the rest)."""
     text = text or ""
@@ -64,6 +105,10 @@ FILTERS: dict[str, Any] = {
     "duration": fmt_duration,
     "json": pretty_json,
     "path": path,
+    "run_turns": run_turns,
     "time": fmt_time,
     "tokens": tokens,
+    "total_tokens": total_tokens,
+    "usage_cost": usage_cost,
+    "usage_tokens": usage_tokens,
 }
