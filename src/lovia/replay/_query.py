@@ -17,6 +17,7 @@ from typing import Any
 from ..errors import UserError
 from ..model import ModelResponse, Provider
 from ..stores.base import RunInfo
+from ..stores.lifecycle import Life
 from ..transcript import ToolCallEntry, ToolResultEntry, TranscriptEntry, entry_to_dict
 from ._diff import entry_text
 from ._load import RunData
@@ -32,10 +33,25 @@ __all__ = [
     "recorded_answer",
     "render_bodies",
     "response_dict",
+    "run_dict",
     "turns",
     "whatif",
     "whatif_dict",
 ]
+
+
+def run_dict(info: RunInfo, life: Life, *, full: bool = False) -> dict[str, Any]:
+    """A run's info with its lifecycle (``state`` and why; with ``full``: attempts,
+    approvals, failed model calls): the JSON every surface (CLI, web) prints."""
+    out = info_dict(info)
+    data = life.to_dict()
+    keep = data if full else {k: v for k, v in data.items() if k not in _FULL_ONLY}
+    out.update({("state_detail" if k == "detail" else k): v for k, v in keep.items()})
+    return out
+
+
+_FULL_ONLY = ("attempts", "approvals", "failed_calls", "active_s")
+"""Read from the run's records: only where they are loaded (``lovia show``, a run page)."""
 
 
 def info_dict(info: RunInfo) -> dict[str, Any]:
