@@ -8,15 +8,26 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import LoviaError
 from ..replay import load_run, open_store
 from ..replay._spans import SpanRow, build_tree, load_run_spans, normalize, normalize_all, span_json
+from ..stores.lifecycle import Attempt
 from ._common import store_url
 from ._out import Out, fmt_cost, fmt_duration
+from ._telemetry import has_span_table
 
-__all__ = ["SpanRow", "build_tree", "normalize", "trace", "tree_lines"]
+__all__ = [
+    "AttemptPart",
+    "SpanRow",
+    "attempt_parts",
+    "build_tree",
+    "normalize",
+    "trace",
+    "tree_lines",
+]
 
 
 async def trace(args: argparse.Namespace, out: Out) -> int:
@@ -24,21 +35,18 @@ async def trace(args: argparse.Namespace, out: Out) -> int:
     async with open_store(url) as db:
         run = await load_run(args.run, db)
     spans = normalize_all(await load_run_spans(url, run.info.run_id, run.info.trace_id))
+    attempts = run.life.attempts if run.life is not None else []
     if not spans:
-        raise LoviaError(
-            f"no spans stored for run {run.info.run_id}",
-            hint='Record them with lovia.telemetry.configure(exporter="local") in the '
-            "application (same store), or look the trace up in Jaeger/Tempo"
-            + (f" by trace id {run.info.trace_id}." if run.info.trace_id else "."),
-        )
+        raise _no_spans(url, run.info.run_id, run.info.trace_id, attempts)
     trace_id = run.info.trace_id or spans[0].trace_id
-    roots = build_tree(spans)
+    parts = attempt_parts(attempts, spans)
     if out.json_mode:
         out.json(
             {
                 "run_id": run.info.run_id,
                 "trace_id": trace_id,
-                "spans": [span_json(s) for s in roots],
+                "spans": [span_json(s) for s in build_tree(spans)],
+                "attempts": [p.to_dict() for p in parts],
             }
         )
         return 0
@@ -46,9 +54,101 @@ async def trace(args: argparse.Namespace, out: Out) -> int:
         out.style(f"trace {trace_id}", "bold")
         + "  (search this trace id in Jaeger / Grafana Tempo)"
     )
-    for line in tree_lines(roots, out):
-        out.line(line)
+    for part in parts:
+        if len(parts) > 1 or part.attempt is not None:
+            out.line(out.style(part.title(), "bold", "blue"))
+        if part.note:
+            out.line(out.style(f"  ({part.note})", "yellow"))
+        for line in tree_lines(part.roots, out):
+            out.line(line)
     return 0
+
+
+def _no_spans(
+    url: str, run_id: str, trace_id: str | None, attempts: Sequence[Attempt]
+) -> LoviaError:
+    if has_span_table(url):  # the local exporter was configured: do not say to configure it
+        lost = [a.attempt for a in attempts if a.how in ("killed", "lease_lost")]
+        why = (
+            f"attempt(s) {', '.join(map(str, lost))} were lost with their process (a killed "
+            "worker cannot export the spans it still buffered)"
+            if lost
+            else "its worker process did not export them (it ran without telemetry, or "
+            "exited before its spans were flushed)"
+        )
+        return LoviaError(
+            f"the local span store has no spans for run {run_id}: {why}",
+            hint="Spans are exported in batches: call telemetry.shutdown() (or let the "
+            "process exit normally) to flush them"
+            + (f"; search trace id {trace_id} in your tracing backend." if trace_id else "."),
+        )
+    return LoviaError(
+        f"no spans stored for run {run_id}",
+        hint='Record them with lovia.telemetry.configure(exporter="local") in the '
+        "application (same store), or look the trace up in Jaeger/Tempo"
+        + (f" by trace id {trace_id}." if trace_id else "."),
+    )
+
+
+@dataclass(slots=True, kw_only=True)
+class AttemptPart:
+    """The spans of one attempt of the run (``attempt`` None: spans of no known attempt)."""
+
+    attempt: int | None
+    how: str | None = None
+    trace_id: str | None = None
+    roots: list[SpanRow] = field(default_factory=list[SpanRow])
+    note: str = ""
+
+    def title(self) -> str:
+        if self.attempt is None:
+            return "other spans of this run"
+        how = self.how or "running"
+        return f"attempt {self.attempt} · {how} · trace {self.trace_id or '-'}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "attempt": self.attempt,
+            "how": self.how,
+            "trace_id": self.trace_id,
+            "note": self.note or None,
+            "spans": [span_json(s) for s in self.roots],
+        }
+
+
+def attempt_parts(attempts: Sequence[Attempt], spans: Sequence[SpanRow]) -> list[AttemptPart]:
+    """The run's spans split by attempt (by trace id), each attempt's tree on its own, and
+    a plain note where an attempt's spans (or its root span) died with its process."""
+    by_trace: dict[str, list[SpanRow]] = {}
+    for span in spans:
+        by_trace.setdefault(span.trace_id, []).append(span)
+    parts: list[AttemptPart] = []
+    for a in attempts:
+        if a.trace_id is None:
+            continue
+        mine = by_trace.pop(a.trace_id, [])
+        part = AttemptPart(attempt=a.attempt, how=a.how, trace_id=a.trace_id)
+        part.roots = build_tree(mine)
+        dead = a.how in ("killed", "lease_lost")
+        if not mine:
+            part.note = (
+                "no spans: they were lost with its process (a killed worker cannot export "
+                "the spans it still buffered)"
+                if dead
+                else "no spans stored for this attempt"
+            )
+        elif a.span_id and all(s.span_id != a.span_id for s in mine):
+            part.note = (
+                "its root span was lost with its process; the spans it exported before "
+                "are shown without it"
+                if dead
+                else "its root span is not stored (still running?)"
+            )
+        parts.append(part)
+    rest = [s for trace in by_trace.values() for s in trace]
+    if rest or not parts:
+        parts.append(AttemptPart(attempt=None, roots=build_tree(rest)))
+    return parts
 
 
 def tree_lines(roots: Sequence[SpanRow], out: Out) -> list[str]:
