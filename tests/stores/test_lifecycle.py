@@ -97,7 +97,7 @@ def test_state_of_every_stored_status() -> None:
         "waiting for approval of refund (c1)",
     )
     cancelled = _info("r", status="cancelled", extra={"cancelled_by": "ops"})
-    assert state_of(cancelled, None) == ("cancelled", "cancelled by ops")
+    assert state_of(cancelled, None) == ("cancelled", "cancelled: ops")
     # stored as failed by an older lovia: still a cancellation
     old = _info("r", status="failed", error_type="RunCancelled")
     assert state_of(old, None)[0] == "cancelled"

@@ -253,7 +253,7 @@ def state_of(info: RunInfo, holder: str | None) -> tuple[State, str]:
 
 
 def _cancelled_by(info: RunInfo) -> str:
-    return f"cancelled by {info.extra.get('cancelled_by') or 'its cancel token'}"
+    return f"cancelled: {info.extra.get('cancelled_by') or 'its cancel token was set'}"
 
 
 def _waits_on(info: RunInfo) -> list[dict[str, Any]]:
