@@ -365,6 +365,8 @@ def test_store_cli_and_web_agree_field_by_field(corpus: Corpus) -> None:
             for key in _LIST_FIELDS:
                 assert (name, key, cli_rows[run_id][key]) == (name, key, stored[key])
                 assert (name, key, web_rows[run_id][key]) == (name, key, stored[key])
+            assert cli_rows[run_id]["wall_s"] == pytest.approx(stored["wall_s"], abs=5)
+            assert web_rows[run_id]["wall_s"] == pytest.approx(stored["wall_s"], abs=5)
             html = client.get(f"/runs/{run_id}").text
             assert f'id="run-status">{stored["state"]}<' in html
             assert ('data-refresh="3"' in html) == (stored["state"] == "running")

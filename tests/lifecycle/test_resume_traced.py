@@ -104,3 +104,46 @@ def test_no_spans_never_tells_a_local_exporter_user_to_configure_it(tmp_path: Pa
     )  # fmt: skip
     assert res.returncode == 2 and "configure(" not in res.stderr
     assert "the local span store has no spans for run r-quiet" in res.stderr
+
+
+async def _two_traced_attempts(url: str) -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+    from lovia.telemetry.local import SQLiteSpanExporter
+
+    lost = TracerProvider()  # exports nothing: its spans are gone
+    kept = TracerProvider()
+    kept.add_span_processor(SimpleSpanProcessor(SQLiteSpanExporter(path_from_url(url))))
+    db = store(url)
+    try:
+        with pytest.raises(ApprovalPending):
+            await Runner.run(
+                lives.approver(), "refund B2", run_id="r-two", checkpointer=db, tracer_provider=lost
+            )
+        await Runner.run(
+            lives.approver(), None, run_id="r-two", checkpointer=db, tracer_provider=kept,
+            approvals={"c_refund": True},
+        )  # fmt: skip
+    finally:
+        await db.aclose()
+        kept.shutdown()
+
+
+def test_the_web_run_page_says_which_attempt_has_no_spans(tmp_path: Path) -> None:
+    from starlette.testclient import TestClient
+
+    from lovia.web import create_app
+
+    url = f"sqlite:///{tmp_path / 'l.db'}"
+    asyncio.run(_two_traced_attempts(url))
+    with TestClient(create_app(url), base_url="http://127.0.0.1") as client:
+        data = client.get("/api/runs/r-two").json()
+        assert data["span_source"] == "span store"
+        assert data["span_notes"] == [
+            {"attempt": 1, "how": "paused", "note": "no spans stored for this attempt"}
+        ]
+        assert [a["how"] for a in data["run"]["attempts"]] == ["paused", "finished"]
+        page = client.get("/runs/r-two").text
+        assert 'class="banner warn span-note" data-attempt="1"' in page
+        assert 'id="attempts"' in page

@@ -277,7 +277,7 @@ class Life:
     approvals: list[ApprovalRecord] = field(default_factory=list[ApprovalRecord])
     failed_calls: list[FailedCallRecord] = field(default_factory=list[FailedCallRecord])
     wall_s: float | None = None
-    """First attempt's start to the run's end (now, while it runs)."""
+    """First attempt's start to the run's end (now, while it is not finished)."""
     active_s: float | None = None
     """Time some worker was on it: the attempts' durations summed."""
 
@@ -297,12 +297,10 @@ class Life:
 
 
 def _times(info: RunInfo, state: State, attempts: Sequence[Attempt]) -> tuple[float, float]:
-    if info.ended_at is not None and state not in ("running", "interrupted"):
-        end = info.ended_at
-    elif state == "interrupted" and attempts and attempts[-1].ended_at is not None:
-        end = attempts[-1].ended_at
-    else:
-        end = time.time()
+    """Wall time (first start to the end; to now while unfinished, interrupted included)
+    and active time (the attempts' durations summed)."""
+    finished = info.ended_at is not None and state not in ("running", "interrupted")
+    end = info.ended_at if finished and info.ended_at is not None else time.time()
     return max(0.0, end - info.started_at), sum(a.active_s for a in attempts)
 
 

@@ -28,9 +28,16 @@ from ..replay import (
     verify,
 )
 from ..replay._query import Turn, info_dict, recorded_answer, render_bodies, run_dict, turns
-from ..replay._spans import SpanRow, build_tree, load_run_spans, normalize_all, spans_from_run
+from ..replay._spans import (
+    SpanRow,
+    attempt_parts,
+    build_tree,
+    load_run_spans,
+    normalize_all,
+    spans_from_run,
+)
 from ..stores.base import RunInfo, Store
-from ..stores.lifecycle import STATES, build_life, list_lives
+from ..stores.lifecycle import STATES, Attempt, build_life, list_lives
 from ..transcript import entry_from_dict, entry_to_dict
 from ._app import WebConfig
 
@@ -316,7 +323,19 @@ async def run_data(request: Request) -> dict[str, Any]:
         "pending": pending,
         "view_turns": sorted({v.turn for v in run.views}),
         "approvals": {a.call_id: asdict(a) for a in life.approvals},
+        "span_notes": span_notes(life.attempts, spans) if source == "span store" else [],
     }
+
+
+def span_notes(attempts: list[Attempt], spans: list[SpanRow]) -> list[dict[str, Any]]:
+    """Per attempt whose spans (or root span) died with its process: what is missing."""
+    if len(attempts) < 2 and all(a.how not in ("killed", "lease_lost") for a in attempts):
+        return []
+    return [
+        {"attempt": p.attempt, "how": p.how, "note": p.note}
+        for p in attempt_parts(attempts, spans)
+        if p.note
+    ]
 
 
 async def run_html(request: Request) -> Response:
