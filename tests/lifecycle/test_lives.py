@@ -304,8 +304,11 @@ def test_a_failed_model_call_is_in_the_record_and_replays(corpus: Corpus) -> Non
     assert KEY not in failed.message and "***" in failed.message
     replay = lovia("replay", run_id, "--turn", "1", "--store", corpus.url, "--format", "json")
     assert replay.returncode == 0, replay.stderr  # the view that was sent verifies
-    views = json.loads(replay.stdout)
-    assert failed.view_hash in json.dumps(views)
+    (view,) = json.loads(replay.stdout)["views"]
+    assert view["recorded_hash"] == failed.view_hash == view["rebuilt_hash"]
+    assert view["failed_call"]["retries"] == 2 and view["failed_call"]["status"] == 503
+    text = lovia("replay", run_id, "--turn", "1", "--store", corpus.url).stdout
+    assert "this call FAILED after 2 retries" in text and "HTTP 503" in text
     show = lovia("show", run_id, "--store", corpus.url)
     assert f"lovia replay {run_id} --turn 1" in show.stdout and "HTTP 503" in show.stdout
     with TestClient(create_app(corpus.url), base_url=LOCAL) as client:

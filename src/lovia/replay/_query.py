@@ -18,6 +18,7 @@ from ..errors import UserError
 from ..model import ModelResponse, Provider
 from ..stores.base import RunInfo
 from ..stores.lifecycle import Life
+from ..stores.records import FailedCallRecord
 from ..transcript import ToolCallEntry, ToolResultEntry, TranscriptEntry, entry_to_dict
 from ._diff import entry_text
 from ._load import RunData
@@ -29,6 +30,7 @@ __all__ = [
     "Turn",
     "brief",
     "entry_label",
+    "failed_call",
     "info_dict",
     "recorded_answer",
     "render_bodies",
@@ -52,6 +54,19 @@ def run_dict(info: RunInfo, life: Life, *, full: bool = False) -> dict[str, Any]
 
 _FULL_ONLY = ("attempts", "approvals", "failed_calls", "active_s")
 """Read from the run's records: only where they are loaded (``lovia show``, a run page)."""
+
+
+def failed_call(run: RunData, view: ReplayedView) -> FailedCallRecord | None:
+    """The failure of the model call ``view`` was sent in, when that call failed."""
+    calls = run.life.failed_calls if run.life is not None else []
+    return next(
+        (
+            f
+            for f in calls
+            if f.view_hash == view.record.hash and f.turn == view.turn and f.attempt == view.attempt
+        ),
+        None,
+    )
 
 
 def info_dict(info: RunInfo) -> dict[str, Any]:

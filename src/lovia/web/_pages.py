@@ -27,7 +27,15 @@ from ..replay import (
     select,
     verify,
 )
-from ..replay._query import Turn, info_dict, recorded_answer, render_bodies, run_dict, turns
+from ..replay._query import (
+    Turn,
+    failed_call,
+    info_dict,
+    recorded_answer,
+    render_bodies,
+    run_dict,
+    turns,
+)
 from ..replay._spans import (
     SpanRow,
     attempt_parts,
@@ -436,15 +444,7 @@ async def view_data(request: Request, *, body: bool = True) -> dict[str, Any]:
 
 def failed_call_of(run: RunData, view: ReplayedView) -> dict[str, Any] | None:
     """The failure of the model call this view was sent in, if it failed."""
-    calls = run.life.failed_calls if run.life is not None else []
-    found = next(
-        (
-            f
-            for f in calls
-            if f.view_hash == view.record.hash and f.turn == view.turn and f.attempt == view.attempt
-        ),
-        None,
-    )
+    found = failed_call(run, view)
     return None if found is None else asdict(found)
 
 
