@@ -63,7 +63,7 @@ async def trace(args: argparse.Namespace, out: Out) -> int:
         + "  (search this trace id in Jaeger / Grafana Tempo)"
     )
     for part in parts:
-        if len(parts) > 1 or part.attempt is not None:
+        if len(parts) > 1 or part.note:  # a run of one attempt is just its tree
             out.line(out.style(part.title(), "bold", "blue"))
         if part.note:
             out.line(out.style(f"  ({part.note})", "yellow"))
