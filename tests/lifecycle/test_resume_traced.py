@@ -8,16 +8,18 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from lovia import ApprovalPending, Runner
+from lovia import Agent, ApprovalPending, Runner, tool
 from lovia.cli._telemetry import has_span_table
 from lovia.cli._trace import _no_spans, attempt_parts  # pyright: ignore[reportPrivateUsage]
 from lovia.replay._spans import SpanRow
 from lovia.stores import store
 from lovia.stores.lifecycle import Attempt
 from lovia.telemetry.local import load_spans, path_from_url
+from lovia.testing import FunctionModel, call
 
 from . import lives
 from .test_lives import lovia
@@ -147,3 +149,60 @@ def test_the_web_run_page_says_which_attempt_has_no_spans(tmp_path: Path) -> Non
         page = client.get("/runs/r-two").text
         assert 'class="banner warn span-note" data-attempt="1"' in page
         assert 'id="attempts"' in page
+
+
+_TORN = {"down": True}
+
+
+@tool(idempotent=True)  # safe to run again after the teardown
+async def flaky_step() -> str:
+    """Torn down the first time (as if its process went away), fine after."""
+    if _TORN["down"]:
+        _TORN["down"] = False
+        raise asyncio.CancelledError  # not the run's own cancellation: nothing is recorded
+    return "step done"
+
+
+def torn_agent() -> Agent[Any, str]:
+    def decide(request: Any, info: Any) -> Any:
+        done = [m for m in request.messages if m.type == "tool_result"]
+        return "finished: " + done[-1].content if done else call("flaky_step", id="c_step")
+
+    return Agent(name="torn", model=FunctionModel(decide), tools=[flaky_step])
+
+
+async def _torn_down(url: str) -> None:
+    db = store(url)
+    try:
+        with pytest.raises(asyncio.CancelledError):
+            await Runner.run(torn_agent(), "go", run_id="r-torn", checkpointer=db)
+    finally:
+        await db.aclose()
+
+
+def test_the_web_resumes_an_interrupted_run(tmp_path: Path) -> None:
+    from starlette.testclient import TestClient
+
+    from lovia.web import create_app
+
+    from .test_lives import _csrf  # pyright: ignore[reportPrivateUsage]
+
+    url = f"sqlite:///{tmp_path / 'l.db'}"
+    asyncio.run(_torn_down(url))
+    with TestClient(create_app(url), base_url="http://127.0.0.1") as client:
+        page = client.get("/runs/r-torn").text
+        assert 'id="run-interrupted"' in page and "lovia resume r-torn" in page
+        assert 'class="resume"' not in page  # no agent: the page says how instead
+    with TestClient(create_app(url, agent=torn_agent), base_url="http://127.0.0.1") as client:
+        assert 'class="resume"' in client.get("/runs/r-torn").text
+        done = client.post(
+            "/api/runs/r-torn/resume", json={}, headers={"x-lovia-csrf": _csrf(client)}
+        ).json()
+        assert done == {"run_id": "r-torn", "status": "completed", "output": "finished: step done"}
+        again = client.post(
+            "/api/runs/r-torn/resume", json={}, headers={"x-lovia-csrf": _csrf(client)}
+        )
+        assert again.status_code == 400 and "completed" in again.json()["error"]
+        run = client.get("/api/runs/r-torn").json()["run"]
+        assert run["state"] == "completed"
+        assert [a["how"] for a in run["attempts"]] == ["lease_lost", "finished"]
