@@ -172,6 +172,8 @@ def torn_agent() -> Agent[Any, str]:
 
 
 async def _torn_down(url: str) -> None:
+    """A run whose worker is torn down in its tool: the row says running, nobody holds it."""
+    _TORN["down"] = True
     db = store(url)
     try:
         with pytest.raises(asyncio.CancelledError):
