@@ -208,3 +208,27 @@ def test_the_web_resumes_an_interrupted_run(tmp_path: Path) -> None:
         run = client.get("/api/runs/r-torn").json()["run"]
         assert run["state"] == "completed"
         assert [a["how"] for a in run["attempts"]] == ["lease_lost", "finished"]
+
+
+async def test_a_resume_keeps_the_runs_first_trace_and_start(tmp_path: Path) -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+
+    db = store(f"sqlite:///{tmp_path / 'l.db'}")
+    try:
+        with pytest.raises(ApprovalPending):
+            await Runner.run(
+                lives.approver(), "go", run_id="r-keep", checkpointer=db,
+                tracer_provider=TracerProvider(),
+            )  # fmt: skip
+        first = await db.load("r-keep")
+        assert first is not None and first.info.trace_id is not None
+        await Runner.run(
+            lives.approver(), None, run_id="r-keep", checkpointer=db, approvals={"c_refund": True}
+        )
+        done = await db.load("r-keep")
+        assert done is not None and done.info.status == "completed"
+        assert (done.info.trace_id, done.info.span_id) == (first.info.trace_id, first.info.span_id)
+        assert done.info.started_at == first.info.started_at
+        assert done.info.ended_at is not None and done.info.ended_at > first.info.ended_at  # type: ignore[operator]
+    finally:
+        await db.aclose()
