@@ -49,8 +49,10 @@ async def runs(args: argparse.Namespace, out: Out) -> int:
 def state_text(out: Out, info: RunInfo, life: Life) -> str:
     """``failed/ProviderError``, ``interrupted``, ``paused/approval_pending``: colored."""
     reason = None
-    if life.state in ("completed", "failed", "paused"):
+    if life.state == "failed":
         reason = info.error_type or info.finish_reason
+    elif life.state in ("completed", "paused"):
+        reason = info.finish_reason
     text = f"{life.state}/{reason}" if reason else life.state
     color = STATE_COLORS.get(life.state)
     return out.style(text, color) if color else text

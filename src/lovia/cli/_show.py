@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from ..replay import RunData, entry_text, load_run, open_store
@@ -51,6 +51,7 @@ async def show(args: argparse.Namespace, out: Out) -> int:
         width=None if args.full else WIDTH,
         children=children,
         approvals=approvals_by_call(run),
+        waiting={str(w.get("call_id")) for w in _life(run).waits_on},
     )
     lifecycle_lines(out, run)
     return 0
@@ -135,6 +136,7 @@ def render_transcript(
     width: int | None = WIDTH,
     children: Mapping[str, RunInfo] | None = None,
     approvals: Mapping[str, ApprovalRecord] | None = None,
+    waiting: Collection[str] = (),
 ) -> None:
     """Entries grouped by turn; each tool call followed by its result (by call_id) and
     by the child run it started, if any."""
@@ -154,7 +156,8 @@ def render_transcript(
                 out.line("      " + out.style(approval_line(decided), "yellow"))
             result = results.get(entry.call_id)
             if result is None:
-                out.line(out.style("      -> (no result)", "yellow"))
+                what = "waiting for approval" if entry.call_id in waiting else "no result"
+                out.line(out.style(f"      -> ({what})", "yellow"))
             else:
                 mark = "error" if result.is_error else "->"
                 text = _cut(result.content, width)
