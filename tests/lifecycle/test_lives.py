@@ -182,7 +182,7 @@ def _live(c: Corpus, tmp: Path) -> None:
     )
     killed.wait()
     # killed mid-model-call and left for someone to resume
-    model_kill = _worker(c.url, c.runs["kill_model"], "model", log)
+    model_kill = _worker(c.url, c.runs["kill_model"], "model", log, ttl="1")  # expired: stable
     model_kill.wait(timeout=120)
     # stalled past its 1 s lease; resumed by another worker (this process)
     stalled = _worker(c.url, c.runs["stall"], "stall", log, ttl="1")
