@@ -84,6 +84,8 @@ class RunStarted(Event):
     """Set for a child run (an agent run as a tool): the run that started it."""
     parent_call_id: str | None = None
     """The parent's tool call that started this child run."""
+    description: str = ""
+    """The agent's ``description`` (``gen_ai.agent.description`` on the run span)."""
 
 
 @slotted(frozen=True, slots=True, kw_only=True, eq=False)

@@ -20,6 +20,7 @@ CONTENT_KEYS = {
     A.INPUT_MESSAGES,
     A.OUTPUT_MESSAGES,
     A.SYSTEM_INSTRUCTIONS,
+    A.TOOL_DEFINITIONS,
     A.TOOL_ARGUMENTS,
     A.TOOL_RESULT,
 }
@@ -47,10 +48,13 @@ async def _run(otel: Otel, **options: Any) -> None:
 
 
 def _content(otel: Otel) -> tuple[set[str], set[str]]:
-    """(content keys on span attributes, content keys in span events)."""
+    """(content keys on span attributes or span events, content keys in log events)."""
     on_spans = {k for s in otel.spans() for k in (s.attributes or {}) if k in CONTENT_KEYS}
-    in_events = {
+    on_spans |= {
         k for s in otel.spans() for e in s.events for k in (e.attributes or {}) if k in CONTENT_KEYS
+    }
+    in_events = {
+        k for r in otel.logs() for k in (r.log_record.attributes or {}) if k in CONTENT_KEYS
     }
     return on_spans, in_events
 
@@ -59,6 +63,7 @@ async def test_no_content_by_default(otel: Otel) -> None:
     await _run(otel)
     assert _content(otel) == (set(), set())
     assert not any(e.name == A.EVENT_DETAILS for s in otel.spans() for e in s.events)
+    assert otel.logs() == ()
 
 
 @pytest.mark.parametrize(
@@ -160,6 +165,9 @@ def _everything(otel: Otel) -> str:
         for lk in s.links:
             parts.extend(f"{k}={v}" for k, v in (lk.attributes or {}).items())
         parts.extend(f"{k}={v}" for k, v in s.resource.attributes.items())
+    for r in otel.logs():
+        parts.append(str(r.log_record.event_name))
+        parts.extend(f"{k}={v}" for k, v in (r.log_record.attributes or {}).items())
     return "\n".join(parts)
 
 

@@ -124,6 +124,7 @@ def run_started(state: RunState, resumed: bool) -> ev.RunStarted:
         trace_links=state.trace_links,
         parent_run_id=state.params.parent.run_id if state.params.parent else None,
         parent_call_id=state.params.parent.call_id if state.params.parent else None,
+        description=state.params.agent.description,
     )
 
 

@@ -6,10 +6,11 @@ compatibility ``true`` (= ``SPAN_ONLY``) / ``false`` (= ``NO_CONTENT``); anythin
 logs a warning and captures nothing. ``configure(capture_content=...)`` overrides it.
 
 When on, chat spans get ``gen_ai.input.messages`` / ``gen_ai.output.messages`` /
-``gen_ai.system_instructions`` (JSON, GenAI message schema: roles + ``text`` /
-``tool_call`` / ``tool_call_response`` / ``reasoning`` parts) and tool spans get
-``gen_ai.tool.call.arguments`` / ``gen_ai.tool.call.result``. EVENT modes add a
-``gen_ai.client.inference.operation.details`` span event with the same keys.
+``gen_ai.system_instructions`` / ``gen_ai.tool.definitions`` (JSON, GenAI message schema:
+roles + ``text`` / ``tool_call`` / ``tool_call_response`` / ``reasoning`` parts) and tool
+spans get ``gen_ai.tool.call.arguments`` / ``gen_ai.tool.call.result`` (SPAN modes). EVENT
+modes send the same content as log-based events on the OpenTelemetry Logs API instead
+(``events_log``): ``EVENT_ONLY`` puts nothing of it on spans.
 
 A scrubber ``scrub(key, value) -> value | None`` sees every structured value before it
 is serialized; returning ``None`` drops it.
@@ -73,11 +74,16 @@ class ContentPolicy:
 
     def encode(self, key: str, value: Any) -> str | None:
         """Scrub then JSON-encode ``value`` (None when scrubbed away)."""
-        if self.scrub is not None:
-            value = self.scrub(key, value)
-            if value is None:
-                return None
-        if isinstance(value, str):
+        return self.to_text(self.scrubbed(key, value))
+
+    def scrubbed(self, key: str, value: Any) -> Any:
+        """``value`` after the scrubber (None when scrubbed away)."""
+        return value if self.scrub is None else self.scrub(key, value)
+
+    @staticmethod
+    def to_text(value: Any) -> str | None:
+        """A scrubbed value as a span attribute: JSON (a string as it is)."""
+        if value is None or isinstance(value, str):
             return value
         return json.dumps(value, ensure_ascii=False, default=str)
 
@@ -206,3 +212,15 @@ def output_messages(entries: Iterable[Any], finish_reason: str) -> list[dict[str
 
 def system_instructions(system: str) -> list[dict[str, Any]]:
     return [{"type": "text", "content": system}] if system else []
+
+
+def tool_definitions(tools: Iterable[Any]) -> list[dict[str, Any]]:
+    """The tools offered to the model (``gen_ai.tool.definitions``): type, name and
+    description; the parameter schemas are left out (the convention advises against
+    non-required properties by default; they stay in lovia's store)."""
+    return [
+        {"type": "function", "name": t.name, "description": t.description}
+        if t.description
+        else {"type": "function", "name": t.name}
+        for t in tools
+    ]
