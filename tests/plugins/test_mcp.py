@@ -82,7 +82,7 @@ async def test_everything_echo_and_sum_through_a_run() -> None:
 
 
 async def test_prefix_and_deny() -> None:
-    plugin = python_server(prefix="py.", deny=["env"])
+    plugin = python_server(prefix="py.", deny=["env", "traceparent"])
     model = ScriptedModel([call("py_add", a=1, b=2), "done"])
     result = await Runner.run(Agent(name="a", model=model, plugins=[plugin]), "go")
     assert {t.name for t in model.requests[0].tools} == {"py_add", "py_fail", "py_pid"}

@@ -105,6 +105,8 @@ def _span_problems(reg: Registry, otel: Otel) -> list[str]:
             if kind != span.kind:
                 problems.append(f"{where}: semconv.SPAN_TYPES says {kind}")
             allowed = reg.span_attributes(span_type)
+            if "mcp.method.name" in attrs:  # an MCP call enriches the tool span it ran in
+                allowed = {**reg.span_attributes("mcp.client"), **allowed}
             problems += reg.check_attributes(attrs, allowed, where, semconv.SPAN_EXTENSIONS)
             if span.status.status_code.name == "ERROR" and A.ERROR_TYPE not in attrs:
                 problems.append(f"{where}: failed without error.type (conditionally required)")
@@ -263,3 +265,74 @@ def test_the_checker_catches_what_it_checks() -> None:
     assert spec.attributes[A.TOKEN_TYPE] == "required"
     assert reg.metric(A.M_TOOL_DURATION).attributes[A.OPERATION_NAME] == "required"
     assert reg.spans["gen_ai.inference.client"][0] == "client"
+
+
+async def test_mcp_tool_calls_enrich_the_tool_span_and_carry_the_trace(
+    otel: Otel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Through the official SDK's server: one ``execute_tool`` span per MCP call (no second
+    span), MCP attributes on it, the server sees its trace context in ``params._meta``."""
+    import os
+    import sys
+    from pathlib import Path
+
+    from lovia.plugins.mcp import MCP
+    from lovia.telemetry import mcp as mcp_telemetry
+    from lovia.testing import ScriptedModel
+
+    server = Path(__file__).resolve().parents[1] / "plugins" / "mcp_test_server.py"
+    monkeypatch.setattr(mcp_telemetry.metrics, "get_meter_provider", lambda: otel.mp)
+    calls = [call("add", a=1, b=2), call("fail", reason="r"), call("traceparent")]
+    model = ScriptedModel([calls, "done"])
+    with open(os.devnull, "w") as errlog:
+        plugin = MCP.stdio(sys.executable, [str(server), "stdio"], errlog=errlog)
+        result = await Runner.run(Agent(name="m", model=model, plugins=[plugin]), "go")
+    tools = {s.name: s for s in otel.spans() if s.name.startswith("execute_tool ")}
+    assert set(tools) == {"execute_tool add", "execute_tool fail", "execute_tool traceparent"}
+    assert not [s for s in otel.spans() if s.name.startswith(("tools/", "initialize"))]
+    for span in tools.values():
+        attrs = span.attributes or {}
+        assert attrs["mcp.method.name"] == "tools/call"
+        assert attrs[A.TOOL_TYPE] == "extension"
+        assert attrs["network.transport"] == "pipe"
+        assert str(attrs["mcp.protocol.version"])
+    traced = tools["execute_tool traceparent"].context
+    sent = next(e for e in result.entries if e.type == "tool_result" and e.name == "traceparent")
+    _version, trace_id, parent_id, _flags = sent.content.split("-")
+    assert int(trace_id, 16) == traced.trace_id  # the server joined the run's trace
+    assert int(parent_id, 16) == traced.span_id  # under the execute_tool span
+    points = list(otel.metrics()["mcp.client.operation.duration"].data.data_points)
+    methods = {(p.attributes["mcp.method.name"], p.attributes.get(A.ERROR_TYPE)) for p in points}
+    assert methods >= {("initialize", None), ("tools/list", None), ("tools/call", None)}
+    assert ("tools/call", "tool_error") in methods  # the failing tool's isError result
+    assert "mcp.client.session.duration" in otel.metrics()
+    assert not _all_problems(otel)
+
+
+def test_an_mcp_request_outside_a_tool_span_is_a_client_span(
+    otel: Otel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from opentelemetry import trace
+
+    from lovia.telemetry import mcp as mcp_telemetry
+
+    tracer = otel.tp.get_tracer("user")
+    monkeypatch.setattr(mcp_telemetry.trace, "get_tracer", lambda *_a, **_k: tracer)
+    tel = mcp_telemetry.McpClientTelemetry("mcp.example.test", 443, "tcp", session_id="s-1")
+    with tel.operation("tools/list") as op:  # no trace around it: no span, no meta
+        assert op.span is None and op.meta == {}
+    with (
+        tracer.start_as_current_span("user work"),
+        pytest.raises(ConnectionError),
+        tel.operation("tools/call", tool="add") as op,
+    ):
+        raise ConnectionError("down")
+    (span,) = [s for s in otel.spans() if s.name == "tools/call add"]
+    parent = next(s for s in otel.spans() if s.name == "user work")
+    assert span.kind == trace.SpanKind.CLIENT and span.parent is not None
+    assert span.parent.span_id == parent.context.span_id
+    assert op.meta["traceparent"].split("-")[2] == f"{span.context.span_id:016x}"
+    attrs = span.attributes or {}
+    assert attrs["mcp.session.id"] == "s-1" and attrs[A.SERVER_ADDRESS] == "mcp.example.test"
+    assert attrs[A.ERROR_TYPE] == "ConnectionError" and span.status.status_code.name == "ERROR"
+    assert not _all_problems(otel)
