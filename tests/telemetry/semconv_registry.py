@@ -17,6 +17,13 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1] / "fixtures" / "semconv-genai"
 RELEASE = ROOT / "model"
+SCHEMAS = ROOT / "docs" / "gen-ai"
+CONTENT_SCHEMAS = {
+    "gen_ai.input.messages": "gen-ai-input-messages.json",
+    "gen_ai.output.messages": "gen-ai-output-messages.json",
+    "gen_ai.system_instructions": "gen-ai-system-instructions.json",
+    "gen_ai.tool.definitions": "gen-ai-tool-definitions.json",
+}
 MAIN = ROOT / "main"
 CHECKED = ("gen_ai.", "mcp.")
 GROUP_FALLBACK = {  # groups main/ refers to that the release defines as span types
@@ -170,3 +177,20 @@ def decode(value: Any) -> Any:
         except ValueError:
             return value
     return value
+
+
+@cache
+def _validator(key: str) -> Any:
+    import jsonschema
+
+    schema = json.loads((SCHEMAS / CONTENT_SCHEMAS[key]).read_text())
+    return jsonschema.validators.validator_for(schema)(schema)
+
+
+def check_content(key: str, value: Any, where: str) -> list[str]:
+    """A content attribute (structured, or JSON on a span) against its JSON schema."""
+    if key not in CONTENT_SCHEMAS:
+        return []
+    plain = json.loads(json.dumps(decode(value)))  # log attributes hold tuples for lists
+    errors = list(_validator(key).iter_errors(plain))
+    return [f"{where}: {key} does not follow its schema: {e.message}" for e in errors[:3]]

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from semconv_registry import Registry, load
+from semconv_registry import CONTENT_SCHEMAS, Registry, check_content, decode, load
 from telemetry_helpers import Otel
 
 from lovia import Agent, Runner, tool
@@ -199,7 +199,38 @@ async def test_content_capture_conforms_on_spans_and_log_events(otel: Otel) -> N
     names = {str(r.log_record.event_name) for r in otel.logs()}
     assert names == {A.EVENT_DETAILS, A.EVENT_TOOL_ARGUMENTS, A.EVENT_TOOL_RESULT}
     chat = next(s for s in otel.spans() if s.name.startswith("chat "))
-    assert A.TOOL_DEFINITIONS in (chat.attributes or {})
+    assert decode((chat.attributes or {})[A.TOOL_DEFINITIONS]) == [
+        {"type": "function", "name": "fetch"}
+    ]
+    found: set[str] = set()
+    problems: list[str] = []
+    carriers = [(s.name, dict(s.attributes or {})) for s in otel.spans()]
+    carriers += [
+        (str(r.log_record.event_name), dict(r.log_record.attributes or {})) for r in otel.logs()
+    ]
+    for where, attrs in carriers:
+        for key in set(attrs) & set(CONTENT_SCHEMAS):
+            found.add(key)
+            problems += check_content(key, attrs[key], where)
+    assert found == set(CONTENT_SCHEMAS) and not problems
+    # the summary of the compacted conversation is the schema's compaction part
+    parts = [
+        part
+        for s in otel.spans()
+        if s.name.startswith("chat ") and A.INPUT_MESSAGES in (s.attributes or {})
+        for message in decode((s.attributes or {})[A.INPUT_MESSAGES])
+        for part in message["parts"]
+    ]
+    compactions = [p for p in parts if p["type"] == "compaction"]
+    assert compactions and compactions[0]["content"] == "summary"
+    assert not [p for p in parts if p["type"] == "text" and "<summary>" in p["content"]]
+
+
+def test_the_content_check_rejects_a_malformed_message() -> None:
+    assert check_content(A.INPUT_MESSAGES, [{"role": "user", "parts": "hi"}], "x")
+    assert check_content(A.INPUT_MESSAGES, [{"parts": []}], "x")
+    assert check_content(A.TOOL_DEFINITIONS, '[{"type": "function"}]', "x")
+    assert not check_content(A.TOOL_DEFINITIONS, '[{"type": "function", "name": "f"}]', "x")
 
 
 async def test_latest_experimental_emission_conforms(

@@ -164,6 +164,8 @@ def parse_args(arguments: str) -> Any:
 def _part(entry: Any) -> tuple[str, dict[str, Any]] | None:
     """(role, part) of one transcript entry, or None to skip it."""
     kind = getattr(entry, "type", "")
+    if kind == "input" and getattr(entry, "origin", "") == "summary":
+        return entry.role, {"type": "compaction", "id": entry.id, "content": _summary(entry)}
     if kind == "input":
         return entry.role, {"type": "text", "content": entry.content}
     if kind == "system":
@@ -186,6 +188,14 @@ def _part(entry: Any) -> tuple[str, dict[str, Any]] | None:
             "response": entry.content,
         }
     return None
+
+
+def _summary(entry: Any) -> str:
+    """A compaction summary's text, without the ``<summary>`` wrapper the model sees."""
+    text = str(entry.content)
+    if text.startswith("<summary>\n") and text.endswith("\n</summary>"):
+        return text[len("<summary>\n") : -len("\n</summary>")]
+    return text
 
 
 def messages(entries: Iterable[Any]) -> list[dict[str, Any]]:
@@ -215,12 +225,7 @@ def system_instructions(system: str) -> list[dict[str, Any]]:
 
 
 def tool_definitions(tools: Iterable[Any]) -> list[dict[str, Any]]:
-    """The tools offered to the model (``gen_ai.tool.definitions``): type, name and
-    description; the parameter schemas are left out (the convention advises against
-    non-required properties by default; they stay in lovia's store)."""
-    return [
-        {"type": "function", "name": t.name, "description": t.description}
-        if t.description
-        else {"type": "function", "name": t.name}
-        for t in tools
-    ]
+    """The tools offered to the model (``gen_ai.tool.definitions``): type and name. The
+    convention advises against its optional properties (description, parameter schema)
+    by default, they can be large; lovia's store keeps them with the view record."""
+    return [{"type": "function", "name": t.name} for t in tools]
