@@ -44,7 +44,8 @@ async def replay(args: argparse.Namespace, out: Out) -> int:
     fmt = args.format or ("json" if args.json else "text")
     if fmt == "request":
         return await render_requests(args, out, chosen)
-    bad = [m for m in report.mismatches if m.view in chosen]
+    shown = {id(v) for v in chosen} | {id(s) for v in chosen for s in v.summaries}
+    bad = [m for m in report.mismatches if id(m.view) in shown]
     if fmt == "json":
         out.json(
             {
@@ -138,13 +139,16 @@ def _text(
     for view in views:
         out.line()
         _view_block(out, view, report, width)
-    good = sum(1 for v in views if v.ok)
-    verdict = "all verified" if good == len(views) else f"{len(views) - good} MISMATCHED"
+    calls = [*views, *(s for v in views for s in v.summaries)]
+    good = sum(1 for v in calls if v.ok)
+    verdict = "all verified" if good == len(calls) else f"{len(calls) - good} MISMATCHED"
+    summaries = len(calls) - len(views)
+    also = f", {summaries} of them summary calls" if summaries else ""
     out.line()
     out.line(
         out.style(
-            f"{good}/{len(views)} views rebuilt with the recorded hash ({verdict})",
-            "green" if good == len(views) else "red",
+            f"{good}/{len(calls)} views rebuilt with the recorded hash{also} ({verdict})",
+            "green" if good == len(calls) else "red",
         )
     )
 
@@ -173,6 +177,14 @@ def _view_block(out: Out, view: ReplayedView, report: Verification, width: int |
     out.line(f"  settings  {view.settings or '{}'}")
     if view.record.summary is not None:
         out.line(f"  summary   {_cut(view.record.summary, width)}")
+    for summary in view.summaries:  # the summarizer's own view, verified like this one
+        state = out.style("ok", "green") if summary.ok else out.style("MISMATCH", "red", "bold")
+        out.line(
+            f"  summary call  {summary.provider}:{summary.model} · "
+            f"{len(summary.messages)} entries · {summary.recorded_hash}  {state}"
+        )
+        for line in summary.problems:
+            out.line("    " + out.style(line, "red"))
     injected = len(view.record.injected)
     stubs = sum(1 for i in view.record.order if i in view.record.replaced)
     out.line(f"  view      {len(view.messages)} entries ({stubs} replaced, {injected} injected)")

@@ -94,6 +94,12 @@ def verify(run: RunData, rebuilt: list[ReplayedView]) -> Verification:
     mismatches = [
         Mismatch(view=v, details=explain_mismatch(v, run, rebuilt)) for v in rebuilt if not v.ok
     ]
+    mismatches += [  # summary calls: what each summarizer saw, against its recorded hash
+        Mismatch(view=s, details=s.problems or ["the summary call's view does not match"])
+        for v in rebuilt
+        for s in v.summaries
+        if not s.ok
+    ]
     return Verification(run=run, views=rebuilt, mismatches=mismatches)
 
 
