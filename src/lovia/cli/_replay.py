@@ -14,8 +14,10 @@ from ..replay import (
     RunData,
     Verification,
     entry_text,
+    find_view,
     load_run,
     open_store,
+    parse_ref,
     rebuild_views,
     require_views,
     select,
@@ -32,13 +34,16 @@ WIDTH = 120
 
 
 async def replay(args: argparse.Namespace, out: Out) -> int:
+    ref = parse_ref(str(args.run)) if args.run else None  # a chat span's lovia.content.ref
+    if ref is not None:
+        args.run = ref.run_id
     async with open_store(store_url(args)) as db:
         run = await load_run(await _run_id(args, db), db)
     require_views(run)
     report = verify_views(run, rebuild_views(run))
     if args.diff:
         return diff_text(out, report.views, args.diff[0], args.diff[1])
-    chosen = _chosen(report.views, args)
+    chosen = [find_view(report.views, ref)] if ref is not None else _chosen(report.views, args)
     if args.model:
         return await whatif(args, out, run, chosen[-1])
     fmt = args.format or ("json" if args.json else "text")

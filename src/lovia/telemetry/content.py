@@ -1,9 +1,16 @@
 """Content capture policy: off by default, opt in per process.
 
 ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`` accepts (case-insensitive)
-``NO_CONTENT`` (default), ``SPAN_ONLY``, ``EVENT_ONLY``, ``SPAN_AND_EVENT``, and for
-compatibility ``true`` (= ``SPAN_ONLY``) / ``false`` (= ``NO_CONTENT``); anything else
-logs a warning and captures nothing. ``configure(capture_content=...)`` overrides it.
+``NO_CONTENT`` (default), ``SPAN_ONLY``, ``EVENT_ONLY``, ``SPAN_AND_EVENT``, ``REFERENCE``,
+and for compatibility ``true`` (= ``SPAN_ONLY``) / ``false`` (= ``NO_CONTENT``); anything
+else logs a warning and captures nothing. ``configure(capture_content=...)`` overrides it.
+
+``REFERENCE`` sends no content at all: each chat span carries a reference to its view in
+lovia's store instead (``lovia.content.ref`` = ``lovia:run/<run id>/view/<view hash>``,
+``lovia.content.entries`` = the first and last entry id of the view, and, when
+``LOVIA_CONTENT_URL`` is set, ``lovia.content.url``: a link for Jaeger/Grafana). The content
+stays in the store, under its redaction and retention; ``lovia replay <ref>``,
+``lovia show <ref>`` and ``lovia web`` (``/ref/<run id>/<view hash>``) resolve it.
 
 When on, chat spans get ``gen_ai.input.messages`` / ``gen_ai.output.messages`` /
 ``gen_ai.system_instructions`` / ``gen_ai.tool.definitions`` (JSON, GenAI message schema:
@@ -40,7 +47,10 @@ __all__ = ["ContentPolicy", "Scrubber", "current_policy", "set_policy", "status_
 logger = logging.getLogger("lovia.telemetry")
 
 ENV_VAR = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
-Mode = Literal["NO_CONTENT", "SPAN_ONLY", "EVENT_ONLY", "SPAN_AND_EVENT"]
+URL_ENV = "LOVIA_CONTENT_URL"
+"""A link template for ``REFERENCE`` mode: ``{run_id}``, ``{view_hash}`` and ``{turn}`` are
+filled in, e.g. ``https://lovia.example.com/ref/{run_id}/{view_hash}`` (``lovia web``)."""
+Mode = Literal["NO_CONTENT", "SPAN_ONLY", "EVENT_ONLY", "SPAN_AND_EVENT", "REFERENCE"]
 Scrubber = Callable[[str, Any], Any]
 
 _ALIASES: dict[str, Mode] = {
@@ -48,6 +58,7 @@ _ALIASES: dict[str, Mode] = {
     "span_only": "SPAN_ONLY",
     "event_only": "EVENT_ONLY",
     "span_and_event": "SPAN_AND_EVENT",
+    "reference": "REFERENCE",
     "true": "SPAN_ONLY",
     "false": "NO_CONTENT",
 }
@@ -70,7 +81,13 @@ class ContentPolicy:
 
     @property
     def enabled(self) -> bool:
-        return self.mode != "NO_CONTENT"
+        """Content (messages, arguments, error texts) goes out with the telemetry."""
+        return self.mode not in ("NO_CONTENT", "REFERENCE")
+
+    @property
+    def by_reference(self) -> bool:
+        """Chat spans carry a reference to the view in lovia's store, not its messages."""
+        return self.mode == "REFERENCE"
 
     def encode(self, key: str, value: Any) -> str | None:
         """Scrub then JSON-encode ``value`` (None when scrubbed away)."""
@@ -127,7 +144,7 @@ def parse_mode(value: str | bool | None) -> Mode:
     if mode is None:
         logger.warning(
             "%s=%r is not one of NO_CONTENT, SPAN_ONLY, EVENT_ONLY, "
-            "SPAN_AND_EVENT, true, false; capturing no content",
+            "SPAN_AND_EVENT, REFERENCE, true, false; capturing no content",
             ENV_VAR,
             value,
         )
@@ -229,3 +246,25 @@ def tool_definitions(tools: Iterable[Any]) -> list[dict[str, Any]]:
     convention advises against its optional properties (description, parameter schema)
     by default, they can be large; lovia's store keeps them with the view record."""
     return [{"type": "function", "name": t.name} for t in tools]
+
+
+REF_PREFIX = "lovia:run/"
+
+
+def content_ref(run_id: str, view_hash: str) -> str:
+    """The reference to one model call's view: ``lovia:run/<run id>/view/<view hash>``."""
+    return f"{REF_PREFIX}{run_id}/view/{view_hash}"
+
+
+def content_url(run_id: str, view_hash: str, turn: int) -> str | None:
+    """``LOVIA_CONTENT_URL`` filled in (None when unset or malformed, with a warning)."""
+    template = os.environ.get(URL_ENV)
+    if not template:
+        return None
+    try:
+        return template.format(run_id=run_id, view_hash=view_hash, turn=turn)
+    except (KeyError, IndexError, ValueError) as exc:
+        logger.warning(
+            "%s=%r is not a usable template (%s); no link recorded", URL_ENV, template, exc
+        )
+        return None

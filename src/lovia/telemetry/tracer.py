@@ -442,6 +442,8 @@ class RunTracer:
             span.set_attribute(A.CONVERSATION_COMPACTED, True)
             self._compacted = False
         request = event.request
+        if self._policy.by_reference and event.view_hash:
+            self._reference(event, span)
         if self._capture and request is not None:
             for key, value in (
                 (A.SYSTEM_INSTRUCTIONS, C.system_instructions(request.system)),
@@ -466,6 +468,19 @@ class RunTracer:
         if self._events is not None and self._capture:
             self._details_event(event, span)
         self._chat_content = {}
+
+    def _reference(self, event: ev.ModelCallStarted, span: Span) -> None:
+        """REFERENCE capture: where the view's content is, instead of the content."""
+        run_id = str(self._common.get(A.RUN_ID, event.run_id))
+        ref = C.content_ref(run_id, event.view_hash)
+        attrs: Attrs = {A.CONTENT_REF: ref}
+        messages = getattr(event.request, "messages", ())
+        if messages:
+            attrs[A.CONTENT_ENTRIES] = f"{messages[0].id}..{messages[-1].id}"
+        url = C.content_url(run_id, event.view_hash, event.turn)
+        if url:
+            attrs[A.CONTENT_URL] = url
+        span.set_attributes(attrs)
 
     def _details_event(self, event: ev.Event, span: Span) -> None:
         """The ``gen_ai.client.inference.operation.details`` log event of a model call:
