@@ -43,7 +43,7 @@ __all__ = [
 
 STABILITY_ENV: Final = "OTEL_SEMCONV_STABILITY_OPT_IN"
 LATEST_OPT_IN: Final = "gen_ai_latest_experimental"
-REGISTRY: Final = "semantic-conventions-genai v1.42.0-dev"
+REGISTRY: Final = A.SEMCONV_VERSION  # "semantic-conventions-genai v1.42.0-dev"
 SCHEMA_URL: Final = "https://opentelemetry.io/schemas/gen-ai-dev/1.42.0-dev"
 
 SPAN_TYPES: Final[Mapping[str, tuple[str, SpanKind]]] = {
