@@ -192,3 +192,30 @@ async def test_api_key_never_exported(otel: Otel) -> None:
     assert "gen_ai.request.temperature=0.2" in dump
     assert FAKE_KEY not in dump
     assert "FAKEKEY" not in dump
+
+
+def test_reference_mode_sends_no_content_and_a_bad_link_template_is_skipped(
+    otel: Otel, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setenv(content.URL_ENV, "https://lovia.example/{run_id}/{nope}")
+    with caplog.at_level(logging.WARNING, logger="lovia.telemetry"):
+        assert content.content_url("r1", "h" * 64, 3) is None
+    assert content.URL_ENV in caplog.text
+    monkeypatch.setenv(content.URL_ENV, "https://lovia.example/{run_id}/{view_hash}?t={turn}")
+    assert content.content_url("r1", "ab", 3) == "https://lovia.example/r1/ab?t=3"
+    policy = content.ContentPolicy("REFERENCE")
+    assert policy.by_reference and not policy.enabled and not policy.on_span
+    assert content.parse_mode("reference") == "REFERENCE"
+    # an error text is content too: by reference, status messages carry only its type
+    assert content.status_text(policy, "ValueError", "secret prompt") == "ValueError"
+
+
+async def test_reference_mode_run_has_refs_and_nothing_else(otel: Otel) -> None:
+    content.set_policy("REFERENCE", None)
+    await _run(otel)
+    assert _content(otel) == (set(), set())
+    chats = [s for s in otel.spans() if s.name.startswith("chat ")]
+    for chat in chats:
+        attrs = chat.attributes or {}
+        assert attrs[A.CONTENT_REF] == f"lovia:run/{attrs[A.RUN_ID]}/view/{attrs[A.VIEW_HASH]}"
+    assert "where is A1" not in _everything(otel)

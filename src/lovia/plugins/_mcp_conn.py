@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, TextIO, cast
 
 from ..errors import ToolError, UserError
 from ..telemetry.mcp import TOOL_ERROR, McpClientTelemetry
+from ..transcript import clean_text
 
 if TYPE_CHECKING:
     from mcp import ClientSession
@@ -34,6 +35,8 @@ __all__ = ["Connection", "ServerSpec", "import_mcp"]
 logger = logging.getLogger("lovia.plugins.mcp")
 
 MINIMAL_PATH = "/usr/local/bin:/usr/bin:/bin"
+SESSION_ID_MAX = 128
+"""Longest ``mcp.session.id`` recorded (the protocol's ids are far shorter)."""
 
 
 def import_mcp() -> Any:
@@ -117,8 +120,8 @@ async def _transport(
 
         async def session_id(response: Any) -> None:  # the server's Mcp-Session-Id
             found = response.headers.get("mcp-session-id")
-            if found:
-                telemetry.session_id = str(found)
+            if found:  # a hostile server's header must not bloat or break every span
+                telemetry.session_id = clean_text(str(found))[:SESSION_ID_MAX]
 
         async with (
             create_mcp_http_client(headers=dict(spec.headers or {})) as client,
