@@ -22,9 +22,12 @@ from __future__ import annotations
 
 from typing import Final
 
-TELEMETRY_VERSION: Final = "3"
-"""3: a checkpoint write is a span event ``lovia.checkpoint.write`` on its enclosing span
-(a span of its own only when it failed or was slow, see ``CHECKPOINT_SPAN_MIN_S``)."""
+TELEMETRY_VERSION: Final = "4"
+"""4: captured content goes out as log-based events (Logs API), never as span events; an
+MCP tool's ``execute_tool`` span says ``gen_ai.tool.type=extension``; summary ``chat``
+spans carry their own view hash. 3: a checkpoint write is a span event
+``lovia.checkpoint.write`` on its enclosing span (a span of its own only when it failed or
+was slow, see ``CHECKPOINT_SPAN_MIN_S``)."""
 SEMCONV_VERSION: Final = "semantic-conventions-genai v1.42.0-dev"
 SCOPE_NAME: Final = "lovia"
 
