@@ -219,3 +219,22 @@ async def test_reference_mode_run_has_refs_and_nothing_else(otel: Otel) -> None:
         attrs = chat.attributes or {}
         assert attrs[A.CONTENT_REF] == f"lovia:run/{attrs[A.RUN_ID]}/view/{attrs[A.VIEW_HASH]}"
     assert "where is A1" not in _everything(otel)
+
+
+async def test_event_only_keeps_error_texts_off_the_spans(otel: Otel) -> None:
+    @tool
+    async def leaky(order_id: str) -> str:
+        """Fails, echoing its input."""
+        raise RuntimeError(f"cannot find {order_id} for the customer's secret question")
+
+    content.set_policy("EVENT_ONLY", None)
+    model = ScriptedModel([call("leaky", order_id="A1"), "sorry"])
+    await Runner.run(Agent(name="s", model=model, tools=[leaky]), "hi", tracer_provider=otel.tp)
+    (span,) = [s for s in otel.spans() if s.name == "execute_tool leaky"]
+    assert span.status.description == "RuntimeError"
+    on_spans = [
+        f"{s.status.description} {dict(s.attributes or {})} {[e.attributes for e in s.events]}"
+        for s in otel.spans()
+    ]
+    assert not [t for t in on_spans if "secret question" in t]
+    assert any("secret question" in str(r.log_record.attributes) for r in otel.logs())

@@ -24,8 +24,8 @@ is serialized; returning ``None`` drops it.
 
 Error texts are content too (a refusal, a failed output, a server echoing the prompt):
 :func:`status_text` gives span status messages and ``lovia.retry.message`` the error
-text only when capture is on (scrubbed under the key ``lovia.status_message``), and
-otherwise only facts that are not content: the error type, and for provider errors the
+text only when content goes on spans (``SPAN_ONLY``, ``SPAN_AND_EVENT``; scrubbed under
+the key ``lovia.status_message``), and otherwise only facts that are not content: the error type, and for provider errors the
 provider, HTTP status and error code. Either way keys are redacted before the text is cut.
 """
 
@@ -115,7 +115,7 @@ def status_text(
 ) -> str:
     """An error's description for telemetry, following ``policy`` (see the module docs);
     valid Unicode (an exporter drops a batch holding a lone surrogate)."""
-    if policy.enabled and message:
+    if policy.on_span and message:  # EVENT_ONLY / REFERENCE: no content on spans at all
         text = policy.encode(STATUS_KEY, message)
         if text is not None:
             return clean_text(excerpt(text, STATUS_LIMIT))
