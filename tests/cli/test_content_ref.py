@@ -165,3 +165,5 @@ def test_lovia_web_follows_a_reference(by_ref: Recorded) -> None:
         page = client.get(url)
         assert page.status_code == 200 and "page 3: the quick brown fox" in page.text
         assert client.get(f"/ref/{by_ref.run_id}/{'f' * 64}").status_code == 404
+        hostile = client.get("/ref/%1b%5b31m/not-a-hash")  # a terminal escape, no hash
+        assert hostile.status_code == 400 and "\x1b" not in hostile.text
