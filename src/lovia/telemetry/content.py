@@ -25,8 +25,9 @@ is serialized; returning ``None`` drops it.
 Error texts are content too (a refusal, a failed output, a server echoing the prompt):
 :func:`status_text` gives span status messages and ``lovia.retry.message`` the error
 text only when content goes on spans (``SPAN_ONLY``, ``SPAN_AND_EVENT``; scrubbed under
-the key ``lovia.status_message``), and otherwise only facts that are not content: the error type, and for provider errors the
-provider, HTTP status and error code. Either way keys are redacted before the text is cut.
+the key ``lovia.status_message``), and otherwise only facts that are not content: the
+error type, and for provider errors the provider, HTTP status and error code. Either way
+keys are redacted before the text is cut.
 """
 
 from __future__ import annotations
