@@ -128,6 +128,7 @@ def run_started(state: RunState, resumed: bool) -> ev.RunStarted:
         parent_run_id=state.params.parent.run_id if state.params.parent else None,
         parent_call_id=state.params.parent.call_id if state.params.parent else None,
         root_agent=_root_agent(state),
+        description=state.params.agent.description,
     )
 
 

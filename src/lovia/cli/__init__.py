@@ -2,9 +2,9 @@
 
 ```
 lovia runs   [--session S] [--agent A] [--status interrupted] [--limit N]
-lovia show   RUN
+lovia show   RUN | REF                                   # REF: a chat span's lovia.content.ref
 lovia trace  RUN
-lovia replay RUN [--turn N] [--format text|json|request] [--diff A B]
+lovia replay RUN | REF [--turn N] [--format text|json|request] [--diff A B]
 lovia replay RUN --turn N --model M [--base-url U]     # what-if, writes nothing
 lovia replay --trace-id T
 lovia prune  --older-than 30d [--status completed|failed|cancelled] [--records-only]
@@ -59,7 +59,11 @@ def build_parser() -> argparse.ArgumentParser:
     runs.add_argument("--limit", type=int, default=20, help="at most N runs (default 20)")
     runs.add_argument("--all", action="store_true", help="include child runs (agents run as tools)")
     show = sub.add_parser("show", parents=[common], help="print a run's transcript")
-    show.add_argument("run", metavar="RUN", help="run id, a unique prefix, or `last`")
+    show.add_argument(
+        "run",
+        metavar="RUN",
+        help="run id, a unique prefix, `last`, or a content reference (lovia:run/…/view/…)",
+    )
     show.add_argument("--full", action="store_true", help="do not shorten long entries")
     trace = sub.add_parser("trace", parents=[common], help="print a run's span tree")
     trace.add_argument("run", metavar="RUN", help="run id, a unique prefix, or `last`")
@@ -115,7 +119,12 @@ def _web_parser(web: argparse.ArgumentParser) -> None:
 
 
 def _replay_parser(replay: argparse.ArgumentParser) -> None:
-    replay.add_argument("run", metavar="RUN", nargs="?", help="run id, a unique prefix, or `last`")
+    replay.add_argument(
+        "run",
+        metavar="RUN",
+        nargs="?",
+        help="run id, a unique prefix, `last`, or a content reference (lovia:run/…/view/…)",
+    )
     replay.add_argument("--trace-id", metavar="T", help="find the run by its trace id")
     replay.add_argument(
         "--child",

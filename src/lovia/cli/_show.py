@@ -7,13 +7,23 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from .._display import fmt_turns
-from ..replay import RunData, entry_text, load_run, open_store
+from ..replay import (
+    ContentRef,
+    RunData,
+    entry_text,
+    find_view,
+    load_run,
+    open_store,
+    parse_ref,
+    rebuild_views,
+    require_views,
+)
 from ..replay._query import entry_label, run_dict
 from ..stores.base import RunInfo, Store
 from ..stores.lifecycle import Attempt, Life, build_life
 from ..stores.records import ApprovalRecord, FailedCallRecord
 from ..transcript import ToolCallEntry, ToolResultEntry, TranscriptEntry, entry_to_dict
-from ._common import info_dict, store_url
+from ._common import EXIT_MISMATCH, info_dict, store_url
 from ._out import Out, fmt_duration, fmt_time, info_cost, info_tokens, one_line
 from ._runs import STATE_COLORS, state_text
 
@@ -23,6 +33,9 @@ WIDTH = 160
 
 
 async def show(args: argparse.Namespace, out: Out) -> int:
+    ref = parse_ref(str(args.run))  # a chat span's lovia.content.ref: that call's view
+    if ref is not None:
+        return await _show_ref(args, out, ref)
     async with open_store(store_url(args)) as db:
         run = await load_run(args.run, db)
         children = await child_runs(db, run.info.run_id)
@@ -101,6 +114,26 @@ def failed_call_line(f: FailedCallRecord, run_id: str) -> str:
         f"{'y' if f.retries == 1 else 'ies'}: {f.error_type}{status}: {one_line(f.message, 120)}"
         f"  (its view: lovia replay {run_id} --turn {f.turn})"
     )
+
+
+async def _show_ref(args: argparse.Namespace, out: Out, ref: ContentRef) -> int:
+    """The messages of the model call a content reference names, verified by its hash."""
+    async with open_store(store_url(args)) as db:
+        run = await load_run(ref.run_id, db)
+    require_views(run)
+    view = find_view(rebuild_views(run), ref)
+    if out.json_mode:
+        out.json({"run": info_dict(run.info), "view": view.to_dict()})
+        return 0 if view.ok else EXIT_MISMATCH
+    header(out, run)
+    verdict = out.style("verified", "green") if view.ok else out.style("MISMATCH", "red", "bold")
+    out.line(f"{view.label} · {view.provider}:{view.model} · view {view.recorded_hash}  {verdict}")
+    for problem in view.problems:
+        out.line("  " + out.style(problem, "red"))
+    if view.system:
+        out.line(out.style(f"system: {one_line(view.system, WIDTH)}", "dim"))
+    render_transcript(out, view.messages, width=None if args.full else WIDTH)
+    return 0 if view.ok else EXIT_MISMATCH
 
 
 async def child_runs(db: Store, run_id: str) -> dict[str, RunInfo]:

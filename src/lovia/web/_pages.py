@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from ..errors import LoviaError, RunNotFound, UserError
@@ -21,7 +21,9 @@ from ..replay import (
     ReplayedView,
     RunData,
     diff_views,
+    find_view,
     load_run,
+    parse_ref,
     rebuild_views,
     require_views,
     select,
@@ -475,6 +477,20 @@ async def diff_json(request: Request) -> Response:
     return JSONResponse(diff_views(a, b).to_dict())
 
 
+async def content_ref(request: Request) -> Response:
+    """A content reference (``lovia.content.ref``, or ``LOVIA_CONTENT_URL`` pointing here):
+    the page of the turn whose view it names (a summary call's: the turn it was made for)."""
+    ref = parse_ref(
+        f"lovia:run/{request.path_params['run_id']}/view/{request.path_params['view_hash']}"
+    )
+    assert ref is not None
+    run, views = await load_views(request)
+    found = find_view(views, ref)
+    attempt = f"?attempt={found.attempt}" if found.attempt > 1 else ""
+    url = f"/runs/{run.info.run_id}/turns/{found.turn}{attempt}"
+    return RedirectResponse(url, status_code=303)
+
+
 async def health(request: Request) -> Response:
     return JSONResponse({"ok": True, "time": time.time()})
 
@@ -488,5 +504,6 @@ ROUTES = [
     Route("/api/runs/{run_id}/turns/{turn:int}", view_json),
     Route("/api/runs/{run_id}/turns/{turn:int}/request", body_json),
     Route("/api/runs/{run_id}/diff", diff_json),
+    Route("/ref/{run_id}/{view_hash}", content_ref),
     Route("/api/health", health),
 ]
