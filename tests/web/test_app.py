@@ -280,23 +280,37 @@ def test_waterfall_from_the_span_store_and_trace_link(tmp_path: Path) -> None:
 
 def test_runs_in_flight_refresh_and_finished_do_not(tmp_path: Path) -> None:
     from lovia.stores import RunInfo, store
+    from lovia.stores.lifecycle import owner_id
 
     url = f"sqlite:///{tmp_path / 'live.db'}"
 
-    async def begin() -> None:
+    async def begin(lease: bool) -> None:
         db = store(url)
         await db.begin(RunInfo(run_id="live-1", agent="a", started_at=time.time()))
+        if lease:  # a live worker (this process) holds it
+            assert await db.acquire("live-1", owner_id(), 60.0) is not None
+        else:
+            await db.release("live-1", (await db.lease_holder("live-1")) or "")
         await db.aclose()
 
-    run_async(begin)
+    run_async(lambda: begin(True))
     with TestClient(create_app(url), base_url=LOCAL) as client:
         # pages in flight ask for updates (in place, no reload); finished ones do not
         assert 'id="results" data-live="on"' in client.get("/").text
         assert 'data-live-url="/api/runs/live-1/live"' in client.get("/runs/live-1").text
         assert 'id="results" data-live="off"' in client.get("/?status=completed").text
         assert "data-refresh" not in client.get("/").text  # never a full reload
-        # nobody holds the run's lease: its process died, so it is shown interrupted and
-        # the page stops asking
+        live = client.get("/api/runs/live-1/live").json()
+        assert live["live"] is True and live["status"] == "running" and live["holder"]
+    run_async(lambda: begin(False))  # its worker is gone: nothing to wait for
+    with TestClient(create_app(url), base_url=LOCAL) as client:
+        page = client.get("/").text
+        assert 'data-live="off"' in page and 'data-state="interrupted"' in page
+        assert "data-live-url" not in client.get("/runs/live-1").text
+        assert client.get("/api/runs?status=interrupted").json()["runs"][0]["state"] == (
+            "interrupted"
+        )
+        # nobody holds the run's lease: shown interrupted, and the page stops asking
         live = client.get("/api/runs/live-1/live").json()
         assert live == {
             "status": "interrupted",

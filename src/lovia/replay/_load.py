@@ -16,6 +16,7 @@ from typing import Any
 
 from ..errors import LoviaError, RunNotFound
 from ..stores.base import PRUNED_KEY, RunInfo, RunSnapshot, Store
+from ..stores.lifecycle import Life, life_of
 from ..stores.records import StateRecord, read_records
 from ..transcript import TranscriptEntry
 from ..view.record import ViewRecord, resolve_records, view_records
@@ -58,6 +59,8 @@ class RunData:
     """This run's entries as written to its session segment (a second copy, for diffs)."""
     states: list[StateRecord] = field(default_factory=list[StateRecord])
     """The run's ``state`` checkpoint records (turn, cumulative usage, agent), in order."""
+    life: Life | None = None
+    """Its lifecycle state, attempts, approvals and failed model calls (``load_run``)."""
 
     @property
     def transcript(self) -> list[TranscriptEntry]:
@@ -122,12 +125,14 @@ async def load_run(run_id: str, db: Store) -> RunData:
         raise RunNotFound(f"no run {run_id!r} in this store", hint="It may have been pruned.")
     info = snapshot.info
     session = None if info.session_id is None else await db.load_session(info.session_id)
-    return run_from_snapshot(snapshot, session)
+    return run_from_snapshot(snapshot, session, await life_of(db, info, snapshot))
 
 
-def run_from_snapshot(snapshot: RunSnapshot, session: list[TranscriptEntry] | None) -> RunData:
-    """A loaded snapshot (and its session's entries) as :class:`RunData`: the CPU-bound
-    half of :func:`load_run`, which a server may run off its event loop."""
+def run_from_snapshot(
+    snapshot: RunSnapshot, session: list[TranscriptEntry] | None, life: Life | None = None
+) -> RunData:
+    """A loaded snapshot (its session's entries, its lifecycle) as :class:`RunData`: the
+    CPU-bound half of :func:`load_run`, which a server may run off its event loop."""
     info = snapshot.info
     history: list[TranscriptEntry] = []
     copies: dict[str, TranscriptEntry] = {}
@@ -143,6 +148,7 @@ def run_from_snapshot(snapshot: RunSnapshot, session: list[TranscriptEntry] | No
         result=snapshot.result,
         session_copies=copies,
         states=[r for r in read_records(snapshot, ("state",)) if isinstance(r, StateRecord)],
+        life=life,
     )
 
 

@@ -25,6 +25,7 @@ from ..replay._query import Turn, turns
 from ..replay._spans import SpanRow
 from ..replay._views import rebuild_view
 from ..stores.base import RunSnapshot, Store
+from ..stores.lifecycle import life_of
 from ..transcript import TranscriptEntry
 
 __all__ = ["FRESH_DONE_S", "FRESH_S", "Loaded", "RunCache", "off_loop"]
@@ -139,13 +140,15 @@ class RunCache:
         if snapshot is None:  # a prefix, ``last``, or no such run: the CLI's resolution
             run = await load_run(run_id, db)
             return self._keep(run_id, Loaded(run=run, token=(), checked_at=now))
+        info = snapshot.info
+        life = await life_of(db, info, snapshot)  # a holder may have died meanwhile
         if cached is not None and cached.token == _token(snapshot):
             cached.checked_at = now
+            cached.run.life = life
             self._runs.move_to_end(run_id)
             return cached
-        info = snapshot.info
         session = None if info.session_id is None else await db.load_session(info.session_id)
-        run = await off_loop(run_from_snapshot, snapshot, session)
+        run = await off_loop(run_from_snapshot, snapshot, session, life)
         return self._keep(run_id, Loaded(run=run, token=_token(snapshot), checked_at=now))
 
     def forget(self, run_id: str) -> None:

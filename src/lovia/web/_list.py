@@ -23,8 +23,9 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ..errors import UserError
-from ..replay._query import info_dict
+from ..replay._query import run_dict
 from ..stores.base import RunInfo, Store
+from ..stores.lifecycle import Life, build_life, list_lives
 from ._format import query
 from ._pages import config_of, db_of, int_param, render
 
@@ -58,6 +59,8 @@ class RunIndex:
 
     runs: list[RunInfo]
     read_at: float
+    lives: dict[str, Life] = field(default_factory=dict[str, Life])
+    """Each run's lifecycle (its ``state``: a running run nobody holds is interrupted)."""
     by_id: dict[str, RunInfo] = field(default_factory=dict[str, RunInfo])
     children: dict[str, list[RunInfo]] = field(default_factory=dict[str, list[RunInfo]])
     memo: dict[Any, Any] = field(default_factory=dict[Any, Any])
@@ -68,6 +71,13 @@ class RunIndex:
         for info in reversed(self.runs):  # oldest child first
             if info.parent_run_id is not None:
                 self.children.setdefault(info.parent_run_id, []).append(info)
+
+    def state(self, info: RunInfo) -> str:
+        life = self.lives.get(info.run_id)
+        return life.state if life is not None else info.status
+
+    def life(self, info: RunInfo) -> Life:
+        return self.lives.get(info.run_id) or build_life(info, None)
 
     @property
     def truncated(self) -> bool:
@@ -83,7 +93,9 @@ async def run_index(request: Request) -> RunIndex:
     db: Store = db_of(request)
 
     async def read() -> RunIndex:
-        fresh = RunIndex(await db.list_runs(limit=SCAN_LIMIT), time.monotonic())
+        pairs = await list_lives(db, limit=SCAN_LIMIT)
+        lives = {info.run_id: life for info, life in pairs}
+        fresh = RunIndex([info for info, _ in pairs], time.monotonic(), lives=lives)
         state.run_index = fresh
         return fresh
 
@@ -161,7 +173,7 @@ class RunQuery:
             page=target.page,
         )
 
-    def keeps(self, info: RunInfo, now: float, *, facet: str = "") -> bool:
+    def keeps(self, info: RunInfo, now: float, *, facet: str = "", state: str = "") -> bool:
         """Whether ``info`` passes (ignoring the facet being counted)."""
         text = self.q.lower() if self.q else None
         model = str(info.extra.get("model") or "")
@@ -174,7 +186,7 @@ class RunQuery:
         since = now - RANGES[self.range] if self.range else self.since
         return (
             (facet == "agent" or self.agent is None or info.agent == self.agent)
-            and (facet == "status" or self.status is None or info.status == self.status)
+            and (facet == "status" or self.status in (None, state or info.status))
             and (
                 facet == "error_type"
                 or self.error_type is None
@@ -212,35 +224,39 @@ def run_query(request: Request) -> RunQuery:
     )
 
 
-def facets(rq: RunQuery, runs: list[RunInfo], now: float) -> dict[str, list[tuple[str, int]]]:
+def facets(rq: RunQuery, index: RunIndex, now: float) -> dict[str, list[tuple[str, int]]]:
     """Counts per status, error type and agent of the runs the rest of the filter keeps."""
     out: dict[str, list[tuple[str, int]]] = {}
     for name in ("status", "error_type", "agent"):
-        counts = Counter(
-            str(getattr(i, name)) for i in runs if getattr(i, name) and rq.keeps(i, now, facet=name)
-        )
+        counts: Counter[str] = Counter()
+        for i in index.runs:
+            state = index.state(i)
+            value = state if name == "status" else getattr(i, name)
+            if value and rq.keeps(i, now, facet=name, state=state):
+                counts[str(value)] += 1
         out[name] = counts.most_common(12)
     return out
 
 
-def totals(kept: list[RunInfo]) -> dict[str, Any]:
-    failed = sum(1 for i in kept if i.status in FAILED)
-    ended = sum(1 for i in kept if i.status not in ("running", "paused"))
+def totals(kept: list[RunInfo], state: Callable[[RunInfo], str]) -> dict[str, Any]:
+    states = [state(i) for i in kept]
+    failed = sum(1 for s in states if s in FAILED)
+    ended = sum(1 for s in states if s not in ("running", "paused"))
     return {
         "count": len(kept),
         "tokens": sum(i.input_tokens + i.output_tokens for i in kept),
         "cost_usd": sum(i.cost_usd or 0.0 for i in kept),
         "failed": failed,
         "failure_rate": None if not ended else failed / ended,
-        "running": sum(1 for i in kept if i.status == "running"),
+        "running": sum(1 for s in states if s == "running"),
     }
 
 
 def row(info: RunInfo, index: RunIndex) -> dict[str, Any]:
     """A run's summary row, with its children's cost and count."""
-    data = info_dict(info)
+    data = run_dict(info, index.life(info))
     kids = index.children.get(info.run_id, [])
-    data["children"] = [info_dict(c) for c in kids]
+    data["children"] = [run_dict(c, index.life(c)) for c in kids]
     data["children_cost_usd"] = sum(c.cost_usd or 0.0 for c in kids)
     data["first_agent"] = info.extra.get("first_agent")
     return data
@@ -252,15 +268,15 @@ def found(rq: RunQuery, index: RunIndex, now: float) -> dict[str, Any]:
     key = (replace(rq, page=0), int(now // 10) if rq.range else None)
     memo: dict[str, Any] | None = index.memo.get(key)
     if memo is None:
-        kept = [i for i in index.runs if rq.keeps(i, now)]
+        kept = [i for i in index.runs if rq.keeps(i, now, state=index.state(i))]
         ids = {i.run_id for i in kept}
         top = [i for i in kept if i.parent_run_id is None or i.parent_run_id not in ids]
         top.sort(key=SORTS[rq.sort], reverse=not rq.asc)
         memo = index.memo[key] = {
             "top": top,
-            "in_flight": any(i.status == "running" for i in kept),
-            "totals": totals(kept),
-            "facets": facets(rq, index.runs, now),
+            "in_flight": any(index.state(i) == "running" for i in kept),
+            "totals": totals(kept, index.state),
+            "facets": facets(rq, index, now),
         }
     return memo
 
@@ -330,7 +346,8 @@ async def session_html(request: Request) -> Response:
         raise UserError(f"no runs in session {session_id!r}", hint="The runs list names sessions.")
     index = await run_index(request)
     runs = [row(i, index) for i in reversed(found) if i.parent_run_id is None]
-    return render(request, "session.html", session_id=session_id, runs=runs, totals=totals(found))
+    summary = totals(found, index.state)
+    return render(request, "session.html", session_id=session_id, runs=runs, totals=summary)
 
 
 ROUTES = [

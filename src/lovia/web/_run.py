@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from dataclasses import asdict
 from typing import Any
 
 from starlette.requests import Request
@@ -18,8 +19,10 @@ from starlette.routing import Route
 
 from ..errors import UserError
 from ..replay import entry_text
-from ..replay._query import Turn, info_dict
+from ..replay._query import Turn, info_dict, run_dict
+from ..replay._spans import SpanRow, attempt_parts
 from ..stores.base import RunInfo
+from ..stores.lifecycle import Attempt, build_life
 from ..transcript import entry_to_dict
 from ._app import WebConfig
 from ._cache import Loaded, off_loop
@@ -108,8 +111,11 @@ async def run_data(request: Request) -> dict[str, Any]:
     pending = needs_approval(
         config, [i for t in all_turns for i in t.items if i.mark == "approval"]
     )
+    life = run.life if run.life is not None else build_life(run.info, None)
     return {
-        "run": info_dict(run.info),
+        "run": run_dict(run.info, life, full=True),
+        "approvals": {a.call_id: asdict(a) for a in life.approvals},
+        "span_notes": span_notes(life.attempts, spans) if source == "span store" else [],
         "lineage": await lineage(request, run.info, loaded),
         "first_agent": run.info.extra.get("first_agent", run.info.agent),
         "history_len": len(run.history),
@@ -123,9 +129,20 @@ async def run_data(request: Request) -> dict[str, Any]:
         "trace_link": trace_link(config.trace_url, run.info.trace_id),
         "pending": pending,
         "view_turns": set(loaded.view_turns()),
-        "live": run.info.status in LIVE,
+        "live": life.state in LIVE,
         "text_limit": TEXT_LIMIT,
     }
+
+
+def span_notes(attempts: list[Attempt], spans: list[SpanRow]) -> list[dict[str, Any]]:
+    """Per attempt whose spans (or root span) died with its process: what is missing."""
+    if len(attempts) < 2 and all(a.how not in ("killed", "lease_lost") for a in attempts):
+        return []
+    return [
+        {"attempt": p.attempt, "how": p.how, "note": p.note}
+        for p in attempt_parts(attempts, spans)
+        if p.note
+    ]
 
 
 async def run_html(request: Request) -> Response:
@@ -149,9 +166,10 @@ async def live_json(request: Request) -> Response:
     info = loaded.run.info
     holder = await db.lease_holder(info.run_id) if info.status in LIVE else None
     orphaned = info.status in LIVE and holder is None
+    state = loaded.run.life.state if loaded.run.life is not None else info.status
     return JSONResponse(
         {
-            "status": "interrupted" if orphaned else info.status,
+            "status": "interrupted" if orphaned else state,
             "turns": info.turns,
             "version": len(loaded.run.entries) + len(loaded.run.views) + len(loaded.run.states),
             "holder": holder,

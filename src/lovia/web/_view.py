@@ -9,19 +9,28 @@ still a small page.
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from ..errors import LoviaError, UserError
-from ..replay import ReplayedView, diff_views, entry_text, require_views
+from ..replay import (
+    ReplayedView,
+    RunData,
+    diff_views,
+    entry_text,
+    find_view,
+    parse_ref,
+    require_views,
+)
 from ..replay._diff import explain_mismatch
-from ..replay._query import info_dict, recorded_answer, render_bodies
+from ..replay._query import failed_call, info_dict, recorded_answer, render_bodies
 from ..transcript import TranscriptEntry
 from ._cache import Loaded, off_loop
-from ._format import TEXT_LIMIT, clip
+from ._format import TEXT_LIMIT, clip, path
 from ._pages import config_of, int_param, loaded_run, render
 from ._run import lineage, page_of_turn
 
@@ -159,7 +168,29 @@ async def view_page(request: Request) -> dict[str, Any]:
         "recorded": [
             {"type": e.type, "text": clip(entry_text(e))} for e in recorded_answer(run, view)
         ],
+        "failed_call": failed_call_of(run, view),
     }
+
+
+def failed_call_of(run: RunData, view: ReplayedView) -> dict[str, Any] | None:
+    """The failure of the model call this view was sent in, if it failed."""
+    found = failed_call(run, view)
+    return None if found is None else asdict(found)
+
+
+async def content_ref(request: Request) -> Response:
+    """A content reference (``lovia.content.ref``, or ``LOVIA_CONTENT_URL`` pointing here):
+    the page of the turn whose view it names (a summary call's: the turn it was made for)."""
+    ref = parse_ref(
+        f"lovia:run/{request.path_params['run_id']}/view/{request.path_params['view_hash']}"
+    )
+    assert ref is not None
+    loaded = await loaded_run(request)
+    require_views(loaded.run)
+    found = find_view(await off_loop(loaded.all_views), ref)
+    attempt = f"?attempt={found.attempt}" if found.attempt > 1 else ""
+    url = f"/runs/{path(loaded.run.info.run_id)}/turns/{found.turn}{attempt}"
+    return RedirectResponse(url, status_code=303)
 
 
 def _replaced(view: ReplayedView) -> dict[str, TranscriptEntry]:
@@ -246,4 +277,5 @@ ROUTES = [
     Route("/api/runs/{run_id}/turns/{turn:int}/messages", messages_json),
     Route("/api/runs/{run_id}/turns/{turn:int}/request", body_json),
     Route("/api/runs/{run_id}/diff", diff_json),
+    Route("/ref/{run_id}/{view_hash}", content_ref),
 ]

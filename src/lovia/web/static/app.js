@@ -334,6 +334,19 @@
 
   // -- approvals: decide from the run page, then update in place -----------------------
   function wireApprovals(root) {
+    // an interrupted run: resume it from its checkpoint (lovia web --agent)
+    $$("button.resume", root).forEach((button) => {
+      button.addEventListener("click", async () => {
+        const out = document.getElementById("resume-result");
+        button.disabled = true;
+        out.textContent = "resuming the run…";
+        const resp = await post("/api/runs/" + encodeURIComponent(button.dataset.run) + "/resume", {});
+        if (!resp.ok) { out.textContent = await failure(resp); button.disabled = false; return; }
+        const data = await resp.json();
+        out.textContent = "run " + data.status + (data.error ? ": " + data.error : "");
+        await swapParts(["run-head", "transcript", "trace"]);
+      });
+    });
     $$("button.approve, button.deny", root).forEach((button) => {
       button.addEventListener("click", async () => {
         const out = document.getElementById("approval-result");
