@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import events as ev
-from ..agent import Agent, Handoff, render_fragments
+from ..agent import Agent, Handoff, model_of, render_fragments
 from ..errors import UserError
 from ..guardrails import Guardrail, as_guardrail
 from ..hooks import AgentHooks
@@ -47,7 +47,7 @@ __all__ = ["activate", "resolve_provider"]
 
 
 def resolve_provider(agent: Agent[Any, Any]) -> Provider:
-    model = agent.model
+    model = model_of(agent)  # an Agent.override() block in force, else agent.model
     if model is None:
         raise UserError(
             f"agent {agent.name!r} has no model",
