@@ -1,5 +1,5 @@
 """A worker that runs one agent against the local llama.cpp server and SIGKILLs itself
-when the model's answer starts streaming (the model call is in flight).
+as its first model call starts (after the run's start was checkpointed).
 
 Usage: python worker.py BASE_URL STORE_URL RUN_ID
 """
@@ -20,8 +20,8 @@ PROMPT = "Name three colours of the rainbow."
 hooks = AgentHooks()
 
 
-@hooks.on(events.TextDelta)
-def die(ev: events.TextDelta, ctx: Any) -> None:
+@hooks.on(events.ModelCallStarted)
+def die(ev: events.ModelCallStarted, ctx: Any) -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 

@@ -23,7 +23,8 @@ from lovia.transcript import InputEntry, ToolCallEntry, ToolResultEntry, Transcr
 from .wire import FAKE_KEY, NO_RETRY, case, collect, provider_for, replay_client
 
 LOCAL = "http://127.0.0.1:8080/v1"
-# llama.cpp's answer to an assistant message whose content is null
+# a server-error answer to an assistant message whose content is null (what the tool loop
+# met on llama.cpp's server)
 LLAMA_500 = {"error": {"code": 500, "message": "Invalid 'content' type", "type": "server_error"}}
 
 
