@@ -29,12 +29,14 @@ test -x "$VENV/bin/python" || python3 -m venv "$VENV"
 
 # Build the wheel once and keep it. GGML_NATIVE=OFF: a native build may use CPU instructions
 # that a CI virtual machine traps (SIGILL); the portable build runs everywhere.
+# LLAVA_BUILD=OFF: the multimodal library (a third of the compile) is loaded only for
+# image models, never by a text model's server.
 if ! ls "$WHEELS"/llama_cpp_python-"$LLAMA_VERSION"-*.whl >/dev/null 2>&1; then
     command -v cmake >/dev/null && command -v g++ >/dev/null || {
         apt-get update -q && apt-get install -y -q cmake g++ >/dev/null
     }
     echo "ci-install-llama: compiling llama-cpp-python $LLAMA_VERSION (GGML_NATIVE=OFF)"
-    CMAKE_ARGS="-DGGML_NATIVE=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF" \
+    CMAKE_ARGS="-DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF" \
     CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" \
         "$VENV/bin/python" -m pip wheel -q --no-deps --no-binary llama-cpp-python \
         "llama-cpp-python==$LLAMA_VERSION" -w "$WHEELS"
