@@ -24,7 +24,7 @@ from lovia.transcript import InputEntry, ToolCallEntry, ToolResultEntry
 
 from .conftest import MODEL, LlamaServer
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = pytest.mark.timeout(600)
 GREEDY = ModelSettings(temperature=0, max_tokens=48)
 
 
@@ -119,9 +119,9 @@ async def test_prompted_structured_output_with_repair(llama: LlamaServer) -> Non
     agent = Agent(
         name="geo",
         model=provider(llama, stream=False),
-        model_settings=ModelSettings(temperature=0, max_tokens=64),
+        model_settings=ModelSettings(temperature=0, max_tokens=40),
         output_type=Capital,
-        output_repairs=2,
+        output_repairs=1,
     )
     handle = Runner.stream(agent, 'Give the capital of Japan as JSON: {"country", "capital"}.')
     calls = 0
@@ -133,12 +133,12 @@ async def test_prompted_structured_output_with_repair(llama: LlamaServer) -> Non
     except OutputValidationError as exc:
         outcome = exc
     if isinstance(outcome, OutputValidationError):
-        # a 270M model may never produce the object: then both repair turns were spent,
+        # a 270M model may never produce the object: then the repair turn was spent,
         # and the error keeps the last answer
-        assert calls == 3 and isinstance(outcome.raw, str)
+        assert calls == 2 and isinstance(outcome.raw, str)
     else:
         assert isinstance(outcome, Capital)
-        assert 1 <= calls <= 3  # the answer, and at most two repair turns
+        assert 1 <= calls <= 2  # the answer, and at most one repair turn
 
 
 async def test_resume_after_sigkill(llama: LlamaServer, tmp_path: Path) -> None:
