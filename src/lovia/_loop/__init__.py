@@ -12,17 +12,19 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from .. import events as ev
 from .._observers import OBSERVERS, notify
 from ..context import RunContext
-from ..errors import LeaseLost, LoviaError, RunError
+from ..errors import LeaseLost, LoviaError, RunCancelled, RunError
 from ..result import RunResult
 from ..telemetry.tracer import RunTracer, make_run_tracer
 from ..transcript import Transcript
+from ..usage import Usage
+from .attempts import lifecycle_extra
 from .checkpoint import finish_info, restore
 from .finish import call_close, close_plugins, finish, result_of, write_session
 from .lease import stop_heartbeat
@@ -203,7 +205,19 @@ def _failed(state: RunState, error: BaseException) -> ev.RunFailed:
         turns=state.turn,
         finish_reason=getattr(error, "finish_reason", "error"),
         duration_s=state.elapsed(),
+        child_usage=_children_total(state.child_usage().values()),
     )
+
+
+def _children_total(usages: Iterable[Usage]) -> Usage | None:
+    """The sum of the child runs' usages (None: the run started no child run)."""
+    items = list(usages)
+    if not items:
+        return None
+    total = Usage()
+    for usage in items:
+        total.add(usage)
+    return total
 
 
 def _completed(state: RunState) -> tuple[ev.RunCompleted, RunResult[Any]]:
@@ -219,8 +233,16 @@ def _completed(state: RunState) -> tuple[ev.RunCompleted, RunResult[Any]]:
         turns=result.turns,
         finish_reason=result.finish_reason,
         duration_s=state.elapsed(),
+        child_usage=_children_total(result.child_usage.values()),
     )
     return event, result
+
+
+def _stored_status(error: BaseException) -> Literal["paused", "cancelled", "failed"]:
+    """What a run that ended with ``error`` is stored as."""
+    if getattr(error, "finish_reason", "") == "approval_pending":
+        return "paused"
+    return "cancelled" if isinstance(error, RunCancelled) else "failed"
 
 
 async def _mark_failed(state: RunState, error: BaseException) -> None:
@@ -229,7 +251,7 @@ async def _mark_failed(state: RunState, error: BaseException) -> None:
         return
     if isinstance(error, LeaseLost) or state.lease_lost is not None:
         return  # the run belongs to the worker that took it over: write nothing
-    status = "paused" if getattr(error, "finish_reason", "") == "approval_pending" else "failed"
+    status = _stored_status(error)
     try:
         await cp.append(state.run_id, state.pending, fence=state.lease_token)
         state.pending = []
@@ -239,6 +261,7 @@ async def _mark_failed(state: RunState, error: BaseException) -> None:
         # the postmortem's first question: what went wrong, and what to do about it
         info.extra["error"] = error.message if isinstance(error, LoviaError) else str(error)
         info.extra["hint"] = getattr(error, "hint", None)
+        lifecycle_extra(state, error, info.extra)
         await cp.finish(info, None, fence=state.lease_token)
     except LeaseLost:
         logger.warning("run %s: lease lost; its failure is not recorded", state.run_id)
