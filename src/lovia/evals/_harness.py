@@ -1,0 +1,314 @@
+"""Re-run a case through the real loop from its pinned start, offline.
+
+The start (session history + the run's entries before the start turn, its usage and
+active agent) is written as a checkpoint to a ``memory://`` store; the run then resumes
+from it under the recorded run id, so turn numbers, stamps and the system entry are the
+original ones. Three pieces replace the outside world:
+
+- :class:`PinnedView` — the context strategy. Baseline: every view is rebuilt from its
+  recorded record (compaction stubs, summaries, reminders) over the *re-run's*
+  transcript. Candidate: the start view as recorded, then every entry the candidate adds.
+- pinned tools — each call is answered from the recorded result with the same name and
+  arguments; an unmatched call fails the case unless its tool is marked safe to run live.
+- :class:`ReplayModel` (baseline) — checks each request against the recorded view (see
+  ``_compare``) and answers with the recorded response; it never reaches a network.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+from pydantic import BaseModel, ConfigDict, model_validator
+
+from ..agent import Agent
+from ..context import RunContext
+from ..errors import ContextOverflow, LoviaError, ToolError
+from ..model import ModelProfile, ModelRequest, ModelResponse, ResponseEntry, StreamItem
+from ..stores import store as open_store
+from ..stores.base import RunInfo, Store
+from ..stores.records import EntriesRecord, StateRecord, to_checkpoint
+from ..tools import Tool
+from ..transcript import SystemEntry, TranscriptEntry, entry_from_dict
+from ..view.base import BuiltView, ViewInput
+from ..view.record import rebuild_request
+from ._case import Case, call_key
+from ._compare import Divergence, compare_request, first_difference
+
+__all__ = ["Diverged", "Execution", "PinnedView", "ReplayModel", "start_store"]
+
+RECALL = "recall_tool_result"
+
+
+class Diverged(LoviaError):
+    """The baseline re-run stopped matching the recording."""
+
+
+@dataclass(kw_only=True)
+class Execution:
+    """One re-run of one case: what it was answered from, and what differed."""
+
+    case: Case
+    safe_live: frozenset[str] = frozenset()
+    pinned_model_calls: int = 0
+    pinned_tool_calls: int = 0
+    live_tool_calls: int = 0
+    views_checked: int = 0
+    views_reproduced: int = 0
+    divergence: Divergence | None = None
+    unmatched: list[str] = field(default_factory=list[str])
+    hashes: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
+    _results: dict[str, list[Any]] = field(default_factory=dict[str, list[Any]])
+    _by_id: dict[str, TranscriptEntry] = field(default_factory=dict[str, TranscriptEntry])
+
+    def __post_init__(self) -> None:
+        self._results = {k: list(v) for k, v in self.case.results_by_key().items()}
+        self._by_id = {e.id: e for e in self.case.transcript}
+
+    @property
+    def by_id(self) -> Mapping[str, TranscriptEntry]:
+        return self._by_id
+
+    async def answer(
+        self, name: str, ctx: RunContext[Any], live: Callable[[], Any] | None = None
+    ) -> Any:
+        """The pinned result of this call; the live tool when marked safe; else a failure."""
+        call = ctx.tool_call
+        arguments = call.arguments if call is not None else "{}"
+        queue = self._results.get(call_key(name, arguments))
+        if queue:
+            result = queue.pop(0) if len(queue) > 1 else queue[0]
+            self.pinned_tool_calls += 1
+            if result.is_error:
+                raise ToolError(result.content)
+            return result.content
+        if live is not None and name in self.safe_live:
+            self.live_tool_calls += 1
+            return await live()
+        self.unmatched.append(f"{name}({arguments})")
+        raise ToolError(
+            f"no pinned result for {name}({arguments}) and the tool is not marked safe to run live"
+        )
+
+
+class _Arguments(BaseModel):
+    """The call's JSON object as is (the pinned answer is found by name + arguments)."""
+
+    model_config = ConfigDict(extra="forbid")
+    arguments: dict[str, Any]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _wrap(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            raise ValueError("the arguments must be a JSON object")
+        return {"arguments": cast(dict[str, Any], data)}
+
+
+def pinned_tool(spec: Mapping[str, Any], execution: Execution) -> Tool:
+    """A tool with a recorded schema, answered only from the pinned results."""
+    name = str(spec["name"])
+
+    async def answer(arguments: dict[str, Any], ctx: RunContext[Any]) -> Any:
+        return await execution.answer(name, ctx)
+
+    return Tool(
+        name=name,
+        description=str(spec.get("description", "")),
+        parameters=dict(spec.get("parameters") or {"type": "object", "properties": {}}),
+        fn=answer,
+        args_model=_Arguments,
+        ctx_param="ctx",
+        is_async=True,
+        strict=bool(spec.get("strict", False)),
+    )
+
+
+def guarded_tool(original: Tool, execution: Execution) -> Tool:
+    """``original`` answered from the pinned results; run for real only when unmatched
+    and marked safe to run live."""
+    ctx_name = original.ctx_param or "_lovia_eval_ctx"
+
+    async def answer(**kwargs: Any) -> Any:
+        ctx = cast(RunContext[Any], kwargs.pop(ctx_name))
+
+        async def live() -> Any:
+            return await original.invoke(ctx, kwargs)  # puts ctx back where it wants it
+
+        return await execution.answer(original.name, ctx, live)
+
+    return dataclasses.replace(original, fn=answer, ctx_param=ctx_name, is_async=True)
+
+
+class PinnedView:
+    """The context strategy of a re-run (see the module docstring)."""
+
+    def __init__(self, case: Case, *, baseline: bool) -> None:
+        self._case = case
+        self._baseline = baseline
+        self._views = {(v.turn, v.attempt): v for v in case.views}
+        self._ids = [e.id for e in case.transcript]
+
+    def new_state(self) -> None:
+        return None
+
+    async def build(self, inp: ViewInput, state: None, summarize: Any) -> BuiltView:
+        case, live = self._case, inp.entries
+        record = self._views.get((inp.turn, inp.attempt)) if self._baseline else None
+        if record is None:
+            record = case.views[0]
+        span = len(live) if self._baseline else min(len(live), case.start_entries)
+        mapped = {rid: live[i] for i, rid in enumerate(self._ids[:span])}
+        messages: list[TranscriptEntry] = []
+        replaced: dict[str, TranscriptEntry] = {}
+        for rid in record.order:
+            data = record.replaced.get(rid)
+            entry = entry_from_dict(data) if data is not None else mapped.get(rid)
+            if entry is None:
+                continue
+            if data is not None:
+                replaced[entry.id] = entry
+            messages.append(entry)
+        if self._baseline or inp.turn == case.start_turn:
+            for data in record.injected:
+                entry = entry_from_dict(data)
+                replaced[entry.id] = entry
+                messages.append(entry)
+        if not self._baseline:
+            messages.extend(e for e in live[case.start_entries :] if not isinstance(e, SystemEntry))
+        return BuiltView(
+            messages=messages,
+            order=[m.id for m in messages],
+            replaced=replaced,
+            evicted=any(t.get("name") == RECALL for t in record.tools),
+            compacted=bool(replaced),
+        )
+
+
+class ReplayModel:
+    """The recorded model: verifies each request, answers with the recorded response."""
+
+    def __init__(self, execution: Execution) -> None:
+        case = execution.case
+        self._execution = execution
+        self._name = str(case.agent.get("provider") or "replay")
+        self._model = str(case.agent.get("model") or "replay")
+        self._profile = ModelProfile(native_json_schema=case.agent.get("output_schema") is not None)
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def model(self) -> str:
+        return self._model
+
+    @property
+    def profile(self) -> ModelProfile:
+        return self._profile
+
+    server_address: str | None = None
+    server_port: int | None = None
+
+    def render_request(self, request: ModelRequest) -> dict[str, Any]:
+        from ..view.record import canonical_request
+
+        return {"model": self._model, **canonical_request(request)}
+
+    async def aclose(self) -> None:
+        return None
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
+        ex = self._execution
+        case = ex.case
+        index = ex.pinned_model_calls
+        if index >= len(case.views):
+            last = case.views[-1]
+            ex.divergence = Divergence(
+                turn=last.turn,
+                attempt=last.attempt,
+                where="model calls",
+                recorded=f"{len(case.views)} model calls",
+                rerun=f"a call #{index + 1}",
+            )
+            raise Diverged("the re-run made more model calls than the recording")
+        record = case.views[index]
+        ex.pinned_model_calls += 1
+        self._verify(record, request)
+        answer = case.responses[index] if index < len(case.responses) else None
+        if answer is None or answer.error == "context_overflow":
+            raise ContextOverflow("recorded: the request was larger than the context window")
+        entries = tuple(cast(ResponseEntry, ex.by_id[i]) for i in answer.entry_ids)
+        yield ModelResponse(
+            entries=entries,
+            usage=answer.usage.copy(),
+            finish_reason=answer.finish_reason,  # pyright: ignore[reportArgumentType] -- as recorded
+            raw_finish_reason=answer.finish_reason,
+            response_id=None,
+            model=self._model,
+        )
+
+    def _verify(self, record: Any, request: ModelRequest) -> None:
+        ex = self._execution
+        pinned = rebuild_request(record, ex.by_id)
+        rerun, aligned = compare_request(request, pinned, record.hash)
+        ex.views_checked += 1
+        ex.hashes.append(
+            {"turn": record.turn, "attempt": record.attempt, "recorded": record.hash, "rerun": rerun}
+        )
+        if rerun == record.hash:
+            ex.views_reproduced += 1
+            return
+        where, recorded, got = first_difference(request, aligned, pinned)
+        ex.divergence = Divergence(
+            turn=record.turn, attempt=record.attempt, where=where, recorded=recorded, rerun=got
+        )
+        raise Diverged(f"the view of turn {record.turn} does not reproduce its recorded hash")
+
+
+def synthetic_agent(
+    case: Case, execution: Execution, *, model: Any, instructions: str | None, baseline: bool
+) -> Agent[Any, Any]:
+    """An agent made of the recording: its system prompt, its tools (pinned), its name."""
+    tools = [pinned_tool(t, execution) for t in case.tools if t.get("name") != RECALL]
+    return Agent(
+        name=case.start_agent,
+        instructions=instructions if instructions is not None else str(case.agent.get("system", "")),
+        model=model,
+        tools=tools,
+        context=PinnedView(case, baseline=baseline),
+    )
+
+
+def candidate_agent(
+    agent: Agent[Any, Any], case: Case, execution: Execution
+) -> Agent[Any, Any]:
+    """The user's agent, started from the case's pinned view, its tools answered from
+    the pinned results (safe-to-run-live tools run when a call has no pinned result)."""
+    return agent.clone(
+        tools=[guarded_tool(t, execution) for t in agent.tools],
+        context=PinnedView(case, baseline=False),
+    )
+
+
+async def start_store(case: Case, agent_name: str) -> Store:
+    """A ``memory://`` store holding the case's start as the run's checkpoint."""
+    db = open_store("memory://")
+    run_id = str(case.source.get("run_id") or case.name)
+    info = RunInfo(
+        run_id=run_id,
+        agent=agent_name,
+        status="running",
+        started_at=time.time(),
+        extra={"first_agent": agent_name, "eval_case": case.name},
+    )
+    await db.begin(info)
+    records = [
+        to_checkpoint(EntriesRecord(tuple(case.start))),
+        to_checkpoint(StateRecord(turn=case.start_turn - 1, usage=case.start_usage, agent=agent_name)),
+    ]
+    await db.append(run_id, records)
+    return db
