@@ -9,6 +9,8 @@ lovia replay RUN --turn N --model M [--base-url U]     # what-if, writes nothing
 lovia replay --trace-id T
 lovia prune  --older-than 30d [--status completed|failed] [--records-only]
 lovia web    [--host 127.0.0.1] [--port 8765] [--agent pkg.mod:agent]   # extra `web`
+lovia pin    RUN[:TURN] [--to DIR]                  # a recorded run as an eval case
+lovia eval   DIR (--baseline | --agent M:A | --model M) [--format table|json|junit]
 ```
 
 Every command takes ``--store URL`` (default ``$LOVIA_STORE`` or
@@ -72,6 +74,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="keep each run's summary row; drop its checkpoint records (no replay after)",
     )
     _web_parser(sub.add_parser("web", parents=[common], help="the postmortem in a browser"))
+    from ._eval_args import add_eval_parsers
+
+    add_eval_parsers(sub, common)
     return parser
 
 

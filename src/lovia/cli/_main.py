@@ -40,6 +40,10 @@ def _command(name: str) -> Command:
         from ._web import web
 
         return web
+    if name in ("pin", "eval"):
+        from ._eval import eval_command, pin_command
+
+        return pin_command if name == "pin" else eval_command
     from ._replay import replay
 
     return replay
