@@ -39,6 +39,8 @@ class LLMJudge:
     threshold: float = 0.5
     max_cost_usd: float | None = None
     settings: ModelSettings = field(default_factory=lambda: ModelSettings(temperature=0.0))
+    tracer_provider: Any = None
+    meter_provider: Any = None
     _spent: list[float] = field(default_factory=lambda: [0.0], repr=False, compare=False)
 
     @property
@@ -80,6 +82,8 @@ class LLMJudge:
             request,
             purpose="eval",
             base={"run_id": str(sample.case.source.get("run_id", "")), "agent": self.name, "turn": 0},
+            tracer_provider=self.tracer_provider,
+            meter_provider=self.meter_provider,
         )
         cost = response.usage.cost_usd
         self._spent[0] += cost

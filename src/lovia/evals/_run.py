@@ -270,7 +270,7 @@ def _agent_for(case: Case, ex: Execution, options: _Options) -> Agent[Any, Any]:
     return synthetic_agent(case, ex, model=options.model, instructions=options.instructions, baseline=False)
 
 
-def _recorded_sample(case: Case) -> Sample:
+def recorded_sample(case: Case) -> Sample:
     """The recording itself as a sample (what the baseline pass rate is scored on)."""
     after = case.transcript[case.start_entries :]
     return Sample(
@@ -367,5 +367,5 @@ async def _evaluate_case(
         runs.append(SampleResult(sample=sample, execution=ex, scores=scores, trace_id=trace_id, span_id=span_id))
     base: bool | None = None
     if not options.baseline:
-        base = all(s.passed for s in await score_sample(chosen, _recorded_sample(case)))
+        base = all(s.passed for s in await score_sample(chosen, recorded_sample(case)))
     return CaseResult(case=case, samples=runs, baseline_passed=base)
