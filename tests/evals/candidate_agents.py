@@ -20,4 +20,6 @@ def _broken(request, info):  # type: ignore[no-untyped-def]
 
 
 same = Agent(name="support", instructions="Be brief.", model=FunctionModel(_same), tools=[lookup])
-broken = Agent(name="support", instructions="Be terse.", model=FunctionModel(_broken), tools=[lookup])
+broken = Agent(
+    name="support", instructions="Be terse.", model=FunctionModel(_broken), tools=[lookup]
+)

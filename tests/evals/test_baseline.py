@@ -42,7 +42,7 @@ async def test_a_turn_pin_starts_at_that_turn(tmp_path: Path) -> None:
     run_id = await record_compacted(db)
     case = await evals.pin(f"{run_id[:10]}:7", db)
     await db.aclose()
-    assert case.start_turn == 7 and [v.turn for v in case.views][0] == 7
+    assert case.start_turn == 7 and case.views[0].turn == 7
     assert case.source["run_id"] == run_id and case.source["turn"] == 7
     report = await evals.evaluate([case], baseline=True)
     assert report.ok(), report.cases[0].diff()
@@ -83,7 +83,9 @@ async def test_case_folder_round_trips_and_refuses_newer_versions(tmp_path: Path
     assert loaded.transcript == case.transcript and loaded.views == case.views
     assert loaded.responses == case.responses and loaded.tool_results == case.tool_results
     head = (tmp_path / "c1" / "case.json").read_text()
-    (tmp_path / "c1" / "case.json").write_text(head.replace('"format_version": 1', '"format_version": 99'))
+    (tmp_path / "c1" / "case.json").write_text(
+        head.replace('"format_version": 1', '"format_version": 99')
+    )
     with pytest.raises(SchemaVersionError, match="format_version 99"):
         evals.load_case(tmp_path / "c1")
     (tmp_path / "c1" / "views.jsonl").write_text("{not json\n")

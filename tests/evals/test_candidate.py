@@ -40,7 +40,9 @@ async def _cases(tmp_path: Path, n: int = 2) -> Path:
     return tmp_path / "cases"
 
 
-async def test_candidate_starts_from_the_pinned_view_and_uses_pinned_results(tmp_path: Path) -> None:
+async def test_candidate_starts_from_the_pinned_view_and_uses_pinned_results(
+    tmp_path: Path,
+) -> None:
     cases = await _cases(tmp_path, 1)
     seen: list[list[str]] = []
 
@@ -54,14 +56,18 @@ async def test_candidate_starts_from_the_pinned_view_and_uses_pinned_results(tmp
         return "done"
 
     LIVE.clear()
-    agent = Agent(name="support", instructions="New prompt.", model=FunctionModel(model), tools=[lookup])
+    agent = Agent(
+        name="support", instructions="New prompt.", model=FunctionModel(model), tools=[lookup]
+    )
     report = await evals.evaluate(cases, agent=agent, evaluators=[evals.Contains("done")])
     sample = report.cases[0].samples[0]
     assert seen[0] == ["InputEntry"]  # the pinned start: the user's question
     assert sample.execution.pinned_tool_calls == 1 and LIVE == []
     assert sample.execution.unmatched == ['lookup({"order_id": "Z9"})']
     assert not report.ok() and "unmatched tool call lookup" in report.cases[0].diff()
-    report = await evals.evaluate(cases, agent=agent, safe_live=["lookup"], evaluators=[evals.Contains("done")])
+    report = await evals.evaluate(
+        cases, agent=agent, safe_live=["lookup"], evaluators=[evals.Contains("done")]
+    )
     assert report.ok() and LIVE == ["Z9"]
     assert report.cases[0].samples[0].execution.live_tool_calls == 1
 
@@ -92,10 +98,12 @@ async def test_cli_pin_baseline_and_a_breaking_prompt(tmp_path: Path) -> None:
     proc = lovia("eval", "cases", "--baseline", "--format", "json", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
-    assert data["pass_rate"] == 1.0 and all(c["samples"][0]["views_reproduced"] == 3 for c in data["cases"])
+    assert data["pass_rate"] == 1.0 and all(
+        c["samples"][0]["views_reproduced"] == 3 for c in data["cases"]
+    )
     # the candidate agents only know the recording of case A0/B0 (run 0)
     first = sorted((tmp_path / "cases").iterdir())
-    keep = [p for p in first if evals.load_case(p).source["run_id"] == ids[0]][0]
+    keep = next(p for p in first if evals.load_case(p).source["run_id"] == ids[0])
     same = lovia("eval", str(keep), "--agent", "tests.evals.candidate_agents:same", cwd=ROOT)
     assert same.returncode == 0, same.stdout + same.stderr
     broken = lovia("eval", str(keep), "--agent", "tests.evals.candidate_agents:broken", cwd=ROOT)
@@ -103,10 +111,18 @@ async def test_cli_pin_baseline_and_a_breaking_prompt(tmp_path: Path) -> None:
     assert "FAIL" in broken.stdout and "-Both shipped (0)." in broken.stdout
     assert "+Only A0 shipped." in broken.stdout
     junit = lovia(
-        "eval", str(keep), "--agent", "tests.evals.candidate_agents:broken", "--format", "junit",
+        "eval",
+        str(keep),
+        "--agent",
+        "tests.evals.candidate_agents:broken",
+        "--format",
+        "junit",
         cwd=ROOT,
     )
-    assert junit.returncode == 1 and '<testsuite name="lovia eval candidate" tests="1" failures="1"' in junit.stdout
+    assert (
+        junit.returncode == 1
+        and '<testsuite name="lovia eval candidate" tests="1" failures="1"' in junit.stdout
+    )
     bad = lovia("eval", "cases", cwd=tmp_path)
     assert bad.returncode == 2 and "needs --baseline" in bad.stderr
     missing = lovia("eval", "nowhere", "--baseline", cwd=tmp_path)

@@ -25,8 +25,17 @@ from .conftest import record_tools
 
 def _sample(output: Any, **kw: Any) -> evals.Sample:
     case = evals.Case(
-        name="c", source={}, start_turn=1, start_entries=0, start_usage=Usage(),
-        start_agent="a", agent={}, transcript=[], views=[], responses=[], tool_results=[],
+        name="c",
+        source={},
+        start_turn=1,
+        start_entries=0,
+        start_usage=Usage(),
+        start_agent="a",
+        agent={},
+        transcript=[],
+        views=[],
+        responses=[],
+        tool_results=[],
         expected={"output": "Both shipped."},
     )
     return evals.Sample(case=case, output=output, **kw)
@@ -50,7 +59,11 @@ def test_builtin_evaluators_pass_and_fail() -> None:
     slow = _sample("x", turns=4, cost_usd=0.02, latency_s=3.0)
     assert evals.Within(max_turns=4, max_cost_usd=0.02, max_latency_s=3).evaluate(slow).passed
     verdict = evals.Within(max_turns=3, max_latency_s=1).evaluate(slow)
-    assert not verdict.passed and "turns 4 > 3" in verdict.explanation and "latency" in verdict.explanation
+    assert (
+        not verdict.passed
+        and "turns 4 > 3" in verdict.explanation
+        and "latency" in verdict.explanation
+    )
     from pydantic import BaseModel
 
     class Out(BaseModel):
@@ -122,7 +135,11 @@ async def test_each_score_is_an_event_in_the_run_trace_and_a_metric(tmp_path: Pa
     data = reader.get_metrics_data()
     assert data is not None
     points = {
-        (m.name, p.attributes["gen_ai.evaluation.name"], p.attributes.get("gen_ai.evaluation.score.label")): p
+        (
+            m.name,
+            p.attributes["gen_ai.evaluation.name"],
+            p.attributes.get("gen_ai.evaluation.score.label"),
+        ): p
         for rm in data.resource_metrics
         for sm in rm.scope_metrics
         for m in sm.metrics

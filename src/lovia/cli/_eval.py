@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
+from ..agent import Agent
 from ..errors import UserError
 from ._common import EXIT_MISMATCH, EXIT_OK, store_url
 from ._out import Out
@@ -20,10 +21,19 @@ async def pin_command(args: argparse.Namespace, out: Out) -> int:
     case = await pin(str(args.run), store_url(args), to=Path(args.to), name=args.name)
     folder = Path(args.to) / case.name
     if out.json_mode:
-        out.json({"case": case.name, "path": str(folder), "views": len(case.views), "source": case.source})
+        out.json(
+            {
+                "case": case.name,
+                "path": str(folder),
+                "views": len(case.views),
+                "source": case.source,
+            }
+        )
         return EXIT_OK
-    out.line(f"pinned {case.name}: turn {case.start_turn}, {len(case.views)} view(s), "
-             f"{len(case.tool_results)} tool result(s) -> {folder}")
+    out.line(
+        f"pinned {case.name}: turn {case.start_turn}, {len(case.views)} view(s), "
+        f"{len(case.tool_results)} tool result(s) -> {folder}"
+    )
     for note in case.notes:
         out.line(out.style(f"note: {note}", "yellow"))
     return EXIT_OK
@@ -35,24 +45,25 @@ def _instructions(path: str | None) -> str | None:
     try:
         return Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"cannot read --instructions {path}: {exc}", hint="Pass a UTF-8 text file.") from None
+        raise UserError(
+            f"cannot read --instructions {path}: {exc}", hint="Pass a UTF-8 text file."
+        ) from None
 
 
 async def eval_command(args: argparse.Namespace, out: Out) -> int:
     from ..evals import evaluate
     from ..evals._report import progress_line, to_json, to_junit, to_rows
 
-    agent: Any = None
+    agent: Agent[Any, Any] | None = None
     if args.agent:
         from .._imports import import_object
 
-        agent = import_object(
+        found = import_object(
             str(args.agent), hint="Run from the folder that holds the module, or set PYTHONPATH."
         )
-        from ..agent import Agent
-
-        if not isinstance(agent, Agent):
+        if not isinstance(found, Agent):
             raise UserError(f"{args.agent} is not a lovia Agent", hint="Point --agent at an Agent.")
+        agent = cast(Agent[Any, Any], found)
     if not (args.baseline or agent is not None or args.model):
         raise UserError(
             "lovia eval needs --baseline, --agent MOD:ATTR or --model M",
@@ -80,7 +91,7 @@ async def eval_command(args: argparse.Namespace, out: Out) -> int:
     fmt = args.format or ("json" if out.json_mode else "table")
     text = to_json(report) if fmt == "json" else to_junit(report) if fmt == "junit" else None
     if args.output and text is not None:
-        Path(args.output).write_text(text, encoding="utf-8")
+        _write(Path(args.output), text)
     if text is not None:
         out.stream.write(text)
     else:
@@ -88,8 +99,17 @@ async def eval_command(args: argparse.Namespace, out: Out) -> int:
     return EXIT_OK if report.ok(float(args.min_pass_rate)) else EXIT_MISMATCH
 
 
+def _write(path: Path, text: str) -> None:
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise UserError(f"cannot write --output {path}: {exc}", hint="Check the path.") from None
+
+
 def _table(report: Any, out: Out, rows: list[list[str]]) -> None:
-    out.table(["case", "result", "score", "pass", "cost", "views", "diff"], rows, right=(2, 3, 4, 5))
+    out.table(
+        ["case", "result", "score", "pass", "cost", "views", "diff"], rows, right=(2, 3, 4, 5)
+    )
     for c in report.cases:
         if not c.passed:
             out.line()

@@ -197,7 +197,7 @@ def _read_lines(path: Path) -> list[dict[str, Any]]:
             row = json.loads(line)
         except ValueError as exc:
             raise CaseError(
-                f"{path} line {number} is not valid JSON ({exc.msg})",
+                f"{path} line {number} is not valid JSON ({exc})",
                 hint="Fix or re-pin the case (`lovia pin RUN --to DIR`).",
             ) from None
         if not isinstance(row, dict):
@@ -249,7 +249,7 @@ def _case_from(root: Path, head: dict[str, Any]) -> Case:
             tool_results=[_tool_result(r) for r in _read_lines(root / "tools.jsonl")],
             expected=dict(head.get("expected") or {}),
             evaluators=list(head.get("evaluators") or []),
-            notes=[str(n) for n in head.get("notes") or []],
+            notes=[str(n) for n in cast(list[Any], head.get("notes") or [])],
             path=root,
         )
     except SchemaVersionError:

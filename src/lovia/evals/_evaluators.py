@@ -107,7 +107,9 @@ class Equals:
     def evaluate(self, sample: Sample) -> Score:
         want = self.expected if self.expected is not None else sample.case.expected.get("output")
         ok = sample.error is None and sample.output == want
-        return _verdict(self.name, ok, f"expected {_short(repr(want))}, got {_short(repr(sample.output))}")
+        return _verdict(
+            self.name, ok, f"expected {_short(repr(want))}, got {_short(repr(sample.output))}"
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,7 +139,9 @@ class Matches:
         try:
             re.compile(self.pattern)
         except re.error as exc:
-            raise UserError(f"bad pattern {self.pattern!r}: {exc}", hint="Use Python re syntax.") from None
+            raise UserError(
+                f"bad pattern {self.pattern!r}: {exc}", hint="Use Python re syntax."
+            ) from None
 
     def evaluate(self, sample: Sample) -> Score:
         ok = sample.error is None and re.search(self.pattern, sample.text) is not None
@@ -167,7 +171,8 @@ class ValidOutput:
         if schema is None:
             return _verdict(self.name, sample.output is not None, "an output was produced")
         required = cast(Mapping[str, Any], schema.get("schema", {})).get("required", [])
-        ok = isinstance(sample.output, dict) and all(k in sample.output for k in required)
+        output: Any = sample.output
+        ok = isinstance(output, dict) and all(k in output for k in required)
         return _verdict(self.name, ok, f"required keys {list(required)}")
 
 
@@ -182,7 +187,9 @@ class ToolCalled:
     name: str = ""
 
     def evaluate(self, sample: Sample) -> Score:
-        label = self.name or (f"tool_called:{self.tool}" if self.called else f"tool_not_called:{self.tool}")
+        label = self.name or (
+            f"tool_called:{self.tool}" if self.called else f"tool_not_called:{self.tool}"
+        )
         hits = [c for c in sample.tool_calls if c.name == self.tool and self._fits(c)]
         ok = bool(hits) == self.called
         what = f"{self.tool}({json.dumps(dict(self.arguments or {}), sort_keys=True)})"
@@ -259,7 +266,9 @@ async def score_sample(evaluators: Sequence[Evaluator], sample: Sample) -> list[
             if inspect.isawaitable(result):
                 result = await result
         except Exception as exc:
-            scores.append(_verdict(name, False, f"the evaluator failed: {type(exc).__name__}: {exc}"))
+            scores.append(
+                _verdict(name, False, f"the evaluator failed: {type(exc).__name__}: {exc}")
+            )
             continue
         if isinstance(result, Score):
             scores.append(result)

@@ -257,7 +257,12 @@ class ReplayModel:
         rerun, aligned = compare_request(request, pinned, record.hash)
         ex.views_checked += 1
         ex.hashes.append(
-            {"turn": record.turn, "attempt": record.attempt, "recorded": record.hash, "rerun": rerun}
+            {
+                "turn": record.turn,
+                "attempt": record.attempt,
+                "recorded": record.hash,
+                "rerun": rerun,
+            }
         )
         if rerun == record.hash:
             ex.views_reproduced += 1
@@ -276,16 +281,16 @@ def synthetic_agent(
     tools = [pinned_tool(t, execution) for t in case.tools if t.get("name") != RECALL]
     return Agent(
         name=case.start_agent,
-        instructions=instructions if instructions is not None else str(case.agent.get("system", "")),
+        instructions=instructions
+        if instructions is not None
+        else str(case.agent.get("system", "")),
         model=model,
         tools=tools,
         context=PinnedView(case, baseline=baseline),
     )
 
 
-def candidate_agent(
-    agent: Agent[Any, Any], case: Case, execution: Execution
-) -> Agent[Any, Any]:
+def candidate_agent(agent: Agent[Any, Any], case: Case, execution: Execution) -> Agent[Any, Any]:
     """The user's agent, started from the case's pinned view, its tools answered from
     the pinned results (safe-to-run-live tools run when a call has no pinned result)."""
     return agent.clone(
@@ -308,7 +313,9 @@ async def start_store(case: Case, agent_name: str) -> Store:
     await db.begin(info)
     records = [
         to_checkpoint(EntriesRecord(tuple(case.start))),
-        to_checkpoint(StateRecord(turn=case.start_turn - 1, usage=case.start_usage, agent=agent_name)),
+        to_checkpoint(
+            StateRecord(turn=case.start_turn - 1, usage=case.start_usage, agent=agent_name)
+        ),
     ]
     await db.append(run_id, records)
     return db

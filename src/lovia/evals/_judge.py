@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ..model import ModelRequest, ModelSettings, Provider
 from ..transcript import InputEntry, TextEntry
@@ -81,7 +81,8 @@ class LLMJudge:
             self._provider(),
             request,
             purpose="eval",
-            base={"run_id": str(sample.case.source.get("run_id", "")), "agent": self.name, "turn": 0},
+            run_id=str(sample.case.source.get("run_id", "")),
+            agent=self.name,
             tracer_provider=self.tracer_provider,
             meter_provider=self.meter_provider,
         )
@@ -103,10 +104,11 @@ def _parse(text: str) -> tuple[float, str]:
     start, end = text.find("{"), text.rfind("}")
     if start >= 0 and end > start:
         try:
-            data = json.loads(text[start : end + 1])
+            data: Any = json.loads(text[start : end + 1])
             if isinstance(data, dict) and "score" in data:
-                value = min(1.0, max(0.0, float(data["score"])))  # pyright: ignore[reportUnknownArgumentType]
-                return value, str(data.get("explanation", ""))  # pyright: ignore[reportUnknownArgumentType]
+                reply = cast(dict[str, Any], data)
+                value = min(1.0, max(0.0, float(reply["score"])))
+                return value, str(reply.get("explanation", ""))
         except (ValueError, TypeError):
             pass
     found = _NUMBER.search(text)

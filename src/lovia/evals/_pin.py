@@ -184,12 +184,18 @@ def _responses(run: RunData, views: Sequence[ViewRecord]) -> list[PinnedResponse
     for index, view in enumerate(views):
         retried = index + 1 < len(views) and views[index + 1].turn == view.turn
         if retried:
-            out.append(PinnedResponse(turn=view.turn, attempt=view.attempt, entry_ids=(), error="context_overflow"))
+            out.append(
+                PinnedResponse(
+                    turn=view.turn, attempt=view.attempt, entry_ids=(), error="context_overflow"
+                )
+            )
             continue
         ids = tuple(by_turn.get(view.turn, ()))
         calls = any(isinstance(e, ToolCallEntry) for e in run.entries if e.id in set(ids))
         used = usage.get(view.turn, Usage())
-        reason = "tool_calls" if calls else str(final or "stop") if index == len(views) - 1 else "stop"
+        reason = (
+            "tool_calls" if calls else str(final or "stop") if index == len(views) - 1 else "stop"
+        )
         out.append(
             PinnedResponse(
                 turn=view.turn,

@@ -6,9 +6,9 @@ import difflib
 import json
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from ..agent import Agent
 from ..errors import LoviaError, UserError
@@ -110,7 +110,9 @@ class CaseResult:
             if s.sample.error:
                 reasons.append(f"error: {s.sample.error}")
             reasons += [f"{x.name}: {x.explanation}" for x in s.scores if not x.passed]
-            return "\n".join([*reasons, *output_diff(self.case.expected.get("output"), s.sample.output)])
+            return "\n".join(
+                [*reasons, *output_diff(self.case.expected.get("output"), s.sample.output)]
+            )
         return ""
 
     def to_dict(self) -> dict[str, Any]:
@@ -135,7 +137,9 @@ def output_diff(recorded: Any, got: Any) -> list[str]:
 
     if recorded == got:
         return []
-    return list(difflib.unified_diff(lines(recorded), lines(got), "recorded", "candidate", lineterm="", n=1))
+    return list(
+        difflib.unified_diff(lines(recorded), lines(got), "recorded", "candidate", lineterm="", n=1)
+    )
 
 
 @dataclass(kw_only=True)
@@ -193,7 +197,9 @@ class _Options:
     logger_provider: Any = None
 
 
-async def run_case(case: Case, options: _Options) -> tuple[Sample, Execution, str | None, str | None]:
+async def run_case(
+    case: Case, options: _Options
+) -> tuple[Sample, Execution, str | None, str | None]:
     """Re-run ``case`` once from its pinned start; (sample, execution, trace id, span id)."""
     ex = Execution(case=case, safe_live=options.safe_live)
     agent = _agent_for(case, ex, options)
@@ -267,7 +273,9 @@ def _agent_for(case: Case, ex: Execution, options: _Options) -> Agent[Any, Any]:
             "a candidate needs a model or an agent",
             hint="Pass --model provider:model, --agent module:attr, or --baseline.",
         )
-    return synthetic_agent(case, ex, model=options.model, instructions=options.instructions, baseline=False)
+    return synthetic_agent(
+        case, ex, model=options.model, instructions=options.instructions, baseline=False
+    )
 
 
 def recorded_sample(case: Case) -> Sample:
@@ -285,7 +293,7 @@ def recorded_sample(case: Case) -> Sample:
 def _evaluators_for(case: Case, given: Sequence[Evaluator], baseline: bool) -> list[Evaluator]:
     found = [*given, *(from_spec(s) for s in case.evaluators)]
     if not found and not baseline:
-        found = [Equals()]
+        found = [cast(Evaluator, Equals())]
     return found
 
 
@@ -363,8 +371,14 @@ async def _evaluate_case(
                 agent=case.start_agent,
                 logger_provider=options.logger_provider,
             )
-            record_metrics(score, mode=mode, agent=case.start_agent, meter_provider=options.meter_provider)
-        runs.append(SampleResult(sample=sample, execution=ex, scores=scores, trace_id=trace_id, span_id=span_id))
+            record_metrics(
+                score, mode=mode, agent=case.start_agent, meter_provider=options.meter_provider
+            )
+        runs.append(
+            SampleResult(
+                sample=sample, execution=ex, scores=scores, trace_id=trace_id, span_id=span_id
+            )
+        )
     base: bool | None = None
     if not options.baseline:
         base = all(s.passed for s in await score_sample(chosen, recorded_sample(case)))

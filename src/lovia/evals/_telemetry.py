@@ -97,7 +97,11 @@ def record_metrics(
 ) -> None:
     """Count one scored result (and what it cost)."""
     results, histogram, cost = _instruments(meter_provider)
-    labels = {"lovia.eval.mode": mode, "gen_ai.agent.name": agent, "gen_ai.evaluation.name": score.name}
+    labels = {
+        "lovia.eval.mode": mode,
+        "gen_ai.agent.name": agent,
+        "gen_ai.evaluation.name": score.name,
+    }
     results.add(1, {**labels, "gen_ai.evaluation.score.label": score.label})
     histogram.record(float(score.value), labels)
     if cost_usd + score.cost_usd > 0:

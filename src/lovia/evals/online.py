@@ -67,7 +67,9 @@ async def run_online(
             if not run.views:
                 continue
             sample = recorded_sample(pin_run(run))
-            for s, score in zip(todo, await score_sample([s.evaluator for s in todo], sample), strict=True):
+            for s, score in zip(
+                todo, await score_sample([s.evaluator for s in todo], sample), strict=True
+            ):
                 done.add((info.run_id, s.evaluator.name))
                 emit_result(
                     score,
@@ -76,6 +78,8 @@ async def run_online(
                     agent=info.agent,
                     logger_provider=logger_provider,
                 )
-                record_metrics(score, mode="online", agent=info.agent, meter_provider=meter_provider)
+                record_metrics(
+                    score, mode="online", agent=info.agent, meter_provider=meter_provider
+                )
                 out.append((info.run_id, score))
     return out

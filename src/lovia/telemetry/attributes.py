@@ -139,7 +139,8 @@ RETRY_ATTEMPT: Final = "lovia.retry.attempt"
 RETRY_DELAY: Final = "lovia.retry.delay_s"
 RETRY_MESSAGE: Final = "lovia.retry.message"
 CALL_PURPOSE: Final = "lovia.call.purpose"
-"""Why lovia made a model call: ``main`` | ``repair`` | ``summary`` | ``what_if`` | ``eval`` (an LLM judge)."""
+"""Why lovia made a model call: ``main`` | ``repair`` | ``summary`` | ``what_if`` |
+``eval`` (an LLM judge)."""
 
 UNKNOWN_TOOL: Final = "_unknown"
 """The ``gen_ai.tool.name`` metric label of a tool the agent does not have."""
