@@ -54,24 +54,38 @@ class Divergence:
 
 
 def identity_aligned(
-    live: Sequence[TranscriptEntry], pinned: Sequence[TranscriptEntry]
+    live: Sequence[TranscriptEntry],
+    pinned: Sequence[TranscriptEntry],
+    cache: dict[tuple[str, str], TranscriptEntry] | None = None,
 ) -> list[TranscriptEntry]:
-    """``live`` with each entry's id and timestamp taken from ``pinned`` at its position."""
+    """``live`` with each entry's id and timestamp taken from ``pinned`` at its position.
+
+    ``cache`` (one per re-run) keeps each aligned copy, so the next view reuses the same
+    objects and the hasher only hashes what is new.
+    """
+    memo = cache if cache is not None else {}
     out: list[TranscriptEntry] = []
     for index, entry in enumerate(live):
         ref = pinned[index] if index < len(pinned) else None
         if ref is None or type(ref) is not type(entry) or (ref.id, ref.ts) == (entry.id, entry.ts):
             out.append(entry)
-        else:
-            out.append(entry.model_copy(update={"id": ref.id, "ts": ref.ts}))
+            continue
+        key = (entry.id, ref.id)
+        copy = memo.get(key)
+        if copy is None:  # entries are frozen and their ids unique: one copy per pair
+            copy = memo[key] = entry.model_copy(update={"id": ref.id, "ts": ref.ts})
+        out.append(copy)
     return out
 
 
 def compare_request(
-    live: ModelRequest, pinned: ModelRequest, recorded_hash: str
+    live: ModelRequest,
+    pinned: ModelRequest,
+    hasher: ViewHasher | None = None,
+    cache: dict[tuple[str, str], TranscriptEntry] | None = None,
 ) -> tuple[str, list[TranscriptEntry]]:
     """(the re-run's view hash after identity alignment, the aligned messages)."""
-    aligned = identity_aligned(live.messages, pinned.messages)
+    aligned = identity_aligned(live.messages, pinned.messages, cache)
     request = ModelRequest(
         system=live.system,
         messages=aligned,
@@ -79,7 +93,7 @@ def compare_request(
         settings=live.settings,
         output_schema=live.output_schema,
     )
-    return ViewHasher().hash(request), aligned
+    return (hasher or ViewHasher()).hash(request), aligned
 
 
 def _short(value: Any, limit: int = 300) -> str:

@@ -34,7 +34,7 @@ from ..stores.records import EntriesRecord, StateRecord, to_checkpoint
 from ..tools import Tool
 from ..transcript import SystemEntry, TranscriptEntry, entry_from_dict
 from ..view.base import BuiltView, ViewInput
-from ..view.record import rebuild_request
+from ..view.record import ViewHasher, rebuild_request
 from ._case import Case, call_key
 from ._compare import Divergence, compare_request, first_difference
 
@@ -63,6 +63,10 @@ class Execution:
     hashes: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
     _results: dict[str, list[Any]] = field(default_factory=dict[str, list[Any]])
     _by_id: dict[str, TranscriptEntry] = field(default_factory=dict[str, TranscriptEntry])
+    hasher: ViewHasher = field(default_factory=ViewHasher)
+    aligned: dict[tuple[str, str], TranscriptEntry] = field(
+        default_factory=dict[tuple[str, str], TranscriptEntry]
+    )
 
     def __post_init__(self) -> None:
         self._results = {k: list(v) for k, v in self.case.results_by_key().items()}
@@ -254,7 +258,7 @@ class ReplayModel:
     def _verify(self, record: Any, request: ModelRequest) -> None:
         ex = self._execution
         pinned = rebuild_request(record, ex.by_id)
-        rerun, aligned = compare_request(request, pinned, record.hash)
+        rerun, aligned = compare_request(request, pinned, ex.hasher, ex.aligned)
         ex.views_checked += 1
         ex.hashes.append(
             {
