@@ -88,3 +88,22 @@ async def record_nested(db: Store, n: int = 0) -> str:
     )
     result = await Runner.run(parent, "research", checkpointer=db)
     return result.run_id
+
+
+async def record_handoff(db: Store, n: int = 0) -> str:
+    billing = Agent(
+        name="billing",
+        instructions="You handle refunds.",
+        description="refunds and invoices",
+        model=ScriptedModel([call("lookup", order_id=f"R{n}"), f"Refunded R{n}."]),
+        tools=[lookup],
+    )
+    triage = Agent(
+        name="triage",
+        instructions="Route the user.",
+        model=ScriptedModel([call("transfer_to_billing")]),
+        handoffs=[billing],
+    )
+    result = await Runner.run(triage, f"refund R{n}", checkpointer=db)
+    assert result.final_agent.name == "billing"
+    return result.run_id

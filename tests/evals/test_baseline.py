@@ -5,13 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from pydantic import BaseModel
 
-from lovia import evals
+from lovia import Agent, ModelProfile, Runner, evals
 from lovia.errors import SchemaVersionError
 from lovia.stores import store
-from lovia.testing import block_network
+from lovia.testing import ScriptedModel, block_network
 
-from .conftest import LIVE, record_compacted, record_nested, record_tools
+from .conftest import LIVE, record_compacted, record_handoff, record_nested, record_tools
 
 
 async def test_hundred_runs_reproduce_every_view_with_no_live_calls(tmp_path: Path) -> None:
@@ -19,7 +20,8 @@ async def test_hundred_runs_reproduce_every_view_with_no_live_calls(tmp_path: Pa
     db = store(url)
     ids = [await record_compacted(db, pages=6 + i % 4) for i in range(10)]
     ids += [await record_nested(db, i) for i in range(40)]
-    ids += [await record_tools(db, i) for i in range(50)]
+    ids += [await record_handoff(db, i) for i in range(10)]
+    ids += [await record_tools(db, i) for i in range(40)]
     await db.aclose()
     for i, run_id in enumerate(ids):
         await evals.pin(run_id, url, to=tmp_path / "cases", name=f"case-{i:03}")
@@ -95,9 +97,7 @@ async def test_case_folder_round_trips_and_refuses_newer_versions(tmp_path: Path
 
 
 async def test_secrets_are_masked_in_the_case_and_the_store_url(tmp_path: Path) -> None:
-    from lovia import Agent, Runner
     from lovia.evals._pin import mask_url
-    from lovia.testing import ScriptedModel
 
     db = store(f"sqlite:///{tmp_path / 'lovia.db'}")
     agent = Agent(name="a", model=ScriptedModel(["ok"]))
@@ -108,3 +108,59 @@ async def test_secrets_are_masked_in_the_case_and_the_store_url(tmp_path: Path) 
     assert "abcdefghijklmnop1234" not in text and "***" in text
     assert case.notes and "masked" in case.notes[0]
     assert mask_url("postgresql://bob:hunter2@db:5432/x") == "postgresql://bob:***@db:5432/x"
+
+
+async def test_a_run_with_a_handoff_reproduces(tmp_path: Path) -> None:
+    db = store(f"sqlite:///{tmp_path / 'lovia.db'}")
+    case = await evals.pin(await record_handoff(db), db)
+    await db.aclose()
+    assert {v.agent for v in case.views} == {"triage", "billing"}
+    LIVE.clear()
+    report = await evals.evaluate([case], baseline=True)
+    assert report.ok(), report.cases[0].diff()
+    assert report.cases[0].samples[0].execution.views_reproduced == 3 and LIVE == []
+
+
+class Total(BaseModel):
+    vendor: str
+    total: float
+
+
+class Line(BaseModel):
+    sku: str
+
+
+class Invoice(BaseModel):
+    lines: list[Line]
+
+
+async def test_structured_output_runs_reproduce_native_and_prompted() -> None:
+    db = store("memory://")
+    native = ModelProfile(native_json_schema=True)
+    agents = [
+        Agent(
+            name="n",
+            model=ScriptedModel(['{"vendor": "A", "total": 1.5}'], profile=native),
+            output_type=Total,
+        ),
+        Agent(
+            name="w",
+            model=ScriptedModel(['{"result": [1, 2]}'], profile=native),
+            output_type=list[int],
+        ),
+        Agent(name="p", model=ScriptedModel(['{"vendor": "A", "total": 1.5}']), output_type=Total),
+    ]
+    cases = [
+        await evals.pin((await Runner.run(a, "go", checkpointer=db)).run_id, db) for a in agents
+    ]
+    assert cases[0].agent["output_schema"]["name"] == "Total"
+    assert cases[2].agent["output_schema"] is None and "JSON Schema" in cases[2].agent["system"]
+    report = await evals.evaluate(cases, baseline=True)
+    assert report.ok(), [c.diff() for c in report.cases]
+    nested = Agent(
+        name="i", model=ScriptedModel(['{"lines": []}'], profile=native), output_type=Invoice
+    )
+    case = await evals.pin((await Runner.run(nested, "go", checkpointer=db)).run_id, db)
+    report = await evals.evaluate([case], baseline=True)
+    div = report.cases[0].samples[0].execution.divergence
+    assert div is not None and div.where == "output_schema" and div.rerun == "null"

@@ -16,6 +16,7 @@ original ones. Three pieces replace the outside world:
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -23,16 +24,23 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic_core import core_schema
 
-from ..agent import Agent
+from ..agent import Agent, Handoff
 from ..context import RunContext
-from ..errors import ContextOverflow, LoviaError, ToolError
+from ..errors import ContextOverflow, LoviaError, ToolError, UserError
 from ..model import ModelProfile, ModelRequest, ModelResponse, ResponseEntry, StreamItem
 from ..stores import store as open_store
 from ..stores.base import RunInfo, Store
 from ..stores.records import EntriesRecord, StateRecord, to_checkpoint
 from ..tools import Tool
-from ..transcript import SystemEntry, TranscriptEntry, entry_from_dict
+from ..transcript import (
+    HandoffEntry,
+    SystemEntry,
+    ToolCallEntry,
+    TranscriptEntry,
+    entry_from_dict,
+)
 from ..view.base import BuiltView, ViewInput
 from ..view.record import ViewHasher, rebuild_request
 from ._case import Case, call_key
@@ -278,20 +286,84 @@ class ReplayModel:
         raise Diverged(f"the view of turn {record.turn} does not reproduce its recorded hash")
 
 
+def recorded_output_type(schema: Mapping[str, Any] | None) -> Any:
+    """A type whose JSON schema is the recorded output schema (native structured output):
+    the request carries the same schema; any JSON object the model returns is accepted.
+
+    ``str`` when there was none, or when it has ``$defs`` (pydantic resolves references
+    itself): such a case diverges on ``output_schema`` and needs the real agent.
+    """
+    recorded = dict((schema or {}).get("schema") or {})
+    if schema is None or "$defs" in recorded:
+        return str
+
+    class PinnedOutput:
+        @classmethod
+        def __get_pydantic_core_schema__(cls, source: Any, handler: Any) -> Any:
+            return core_schema.dict_schema()
+
+        @classmethod
+        def __get_pydantic_json_schema__(cls, core: Any, handler: Any) -> dict[str, Any]:
+            return copy.deepcopy(recorded)
+
+    PinnedOutput.__name__ = str(schema.get("name") or "final_output")
+    return PinnedOutput
+
+
+def _handoffs(case: Case) -> dict[str, str]:
+    """Handoff tool name -> target agent, from the recorded handoffs."""
+    names = {e.call_id: e.name for e in case.transcript if isinstance(e, ToolCallEntry)}
+    return {
+        names[e.call_id]: e.to_agent
+        for e in case.transcript
+        if isinstance(e, HandoffEntry) and e.call_id in names
+    }
+
+
 def synthetic_agent(
     case: Case, execution: Execution, *, model: Any, instructions: str | None, baseline: bool
 ) -> Agent[Any, Any]:
-    """An agent made of the recording: its system prompt, its tools (pinned), its name."""
-    tools = [pinned_tool(t, execution) for t in case.tools if t.get("name") != RECALL]
-    return Agent(
-        name=case.start_agent,
-        instructions=instructions
-        if instructions is not None
-        else str(case.agent.get("system", "")),
-        model=model,
-        tools=tools,
-        context=PinnedView(case, baseline=baseline),
-    )
+    """The agents of the recording: each one's name, system prompt and tools (pinned), and
+    the handoffs the recording made between them (a handoff cycle needs the real agents)."""
+    heads: dict[str, tuple[str, list[dict[str, Any]], dict[str, Any] | None]] = {}
+    for view in case.views:
+        heads.setdefault(view.agent, (view.system, view.tools, view.output_schema))
+    handoffs = _handoffs(case)
+    strategy = PinnedView(case, baseline=baseline)
+    built: dict[str, Agent[Any, Any]] = {}
+
+    def build(name: str, path: tuple[str, ...]) -> Agent[Any, Any]:
+        if name in path:
+            raise UserError(
+                f"case {case.name} hands off in a cycle ({' -> '.join((*path, name))})",
+                hint="Re-run it with the real agents: --agent MODULE:ATTR.",
+            )
+        if name not in built:
+            system, specs, schema = heads.get(name, ("", [], None))
+            if name == case.start_agent and instructions is not None:
+                system = instructions
+            plain = [t for t in specs if t.get("name") != RECALL and t.get("name") not in handoffs]
+            targets = [
+                Handoff(
+                    agent=build(handoffs[str(t["name"])], (*path, name)),
+                    tool_name=str(t["name"]),
+                    description=str(t.get("description", "")),
+                )
+                for t in specs
+                if t.get("name") in handoffs
+            ]
+            built[name] = Agent(
+                name=name,
+                instructions=system,
+                model=model,
+                tools=[pinned_tool(t, execution) for t in plain],
+                handoffs=targets,
+                context=strategy,
+                output_type=recorded_output_type(schema),
+            )
+        return built[name]
+
+    return build(case.start_agent, ())
 
 
 def candidate_agent(agent: Agent[Any, Any], case: Case, execution: Execution) -> Agent[Any, Any]:
