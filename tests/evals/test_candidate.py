@@ -127,3 +127,24 @@ async def test_cli_pin_baseline_and_a_breaking_prompt(tmp_path: Path) -> None:
     assert bad.returncode == 2 and "needs --baseline" in bad.stderr
     missing = lovia("eval", "nowhere", "--baseline", cwd=tmp_path)
     assert missing.returncode == 2 and "no case folder" in missing.stderr
+
+
+async def test_cli_refuses_hostile_input_clearly(tmp_path: Path) -> None:
+    cases = await _cases(tmp_path, 1)
+    case_dir = next(cases.iterdir())
+    hostile = lovia(
+        "eval", str(case_dir), "--model", "x:y", "--format", "table", cwd=tmp_path
+    )  # the model prefix is unknown: a clear error, not a traceback
+    assert hostile.returncode == 2 and "error:" in hostile.stderr
+    assert "Traceback" not in hostile.stderr
+    (case_dir / "tools.jsonl").write_bytes(b"\xff\xfe not utf-8\n")
+    bad = lovia("eval", str(case_dir), "--baseline", cwd=tmp_path)
+    assert bad.returncode == 2 and "is not UTF-8 text" in bad.stderr
+    unknown = lovia("pin", "nope", "--store", f"sqlite:///{tmp_path / 'lovia.db'}", cwd=tmp_path)
+    assert unknown.returncode == 2 and "no run 'nope'" in unknown.stderr
+
+
+def test_terminal_escapes_in_a_diff_are_shown_not_sent() -> None:
+    from lovia.cli._eval import _printable
+
+    assert _printable("a\x1b[31mred\x07 b\tc") == "a\\x1b[31mred\\x07 b\tc"

@@ -106,7 +106,16 @@ def _write(path: Path, text: str) -> None:
         raise UserError(f"cannot write --output {path}: {exc}", hint="Check the path.") from None
 
 
+def _printable(text: str) -> str:
+    """Control characters (terminal escapes included) shown, never sent to the terminal."""
+    return "".join(
+        ch if ch.isprintable() or ch == "\t" else ch.encode("unicode_escape").decode()
+        for ch in text
+    )
+
+
 def _table(report: Any, out: Out, rows: list[list[str]]) -> None:
+    rows = [[_printable(cell) for cell in row] for row in rows]
     out.table(
         ["case", "result", "score", "pass", "cost", "views", "diff"], rows, right=(2, 3, 4, 5)
     )
@@ -115,7 +124,7 @@ def _table(report: Any, out: Out, rows: list[list[str]]) -> None:
             out.line()
             out.line(out.style(f"{c.case.name}:", "red", "bold"))
             for line in c.diff().splitlines():
-                out.line("  " + line)
+                out.line("  " + _printable(line))
     base = report.baseline_pass_rate
     out.line()
     out.line(

@@ -189,8 +189,15 @@ def _write_lines(path: Path, rows: Iterator[dict[str, Any]]) -> None:
 def _read_lines(path: Path) -> list[dict[str, Any]]:
     if not path.exists():
         return []
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise CaseError(
+            f"{path} is not UTF-8 text (byte {exc.start})",
+            hint="Case files are UTF-8 JSON Lines; re-pin the case.",
+        ) from None
     rows: list[dict[str, Any]] = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         try:

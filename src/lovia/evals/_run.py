@@ -321,6 +321,10 @@ async def evaluate(
     case's own (default: the output equals the recorded one).
     """
     loaded = _load(cases)
+    if isinstance(model, str):  # a bad model name is one clear error, not one per case
+        from ..providers.registry import resolve_model
+
+        model = resolve_model(model)
     options = _Options(
         baseline=baseline,
         agent=agent,
