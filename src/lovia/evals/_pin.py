@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -25,7 +26,7 @@ from ..usage import Usage
 from ..view.record import ViewRecord
 from ._case import Case, PinnedResponse, PinnedToolResult
 
-__all__ = ["mask_url", "parse_ref", "pin", "pin_run"]
+__all__ = ["mask_url", "parse_ref", "pin", "pin_run", "safe_name"]
 
 _RESPONSE_KINDS = (TextEntry, ReasoningEntry, ToolCallEntry)
 
@@ -38,6 +39,17 @@ def parse_ref(ref: str) -> tuple[str, int | None]:
     if not run:
         raise UserError(f"{ref!r} names no run", hint="Write RUN or RUN:TURN, e.g. 3f9c2a:4.")
     return run, int(turn)
+
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
+
+
+def safe_name(name: str) -> str:
+    """A case name usable as one folder name: no separators, no leading dot."""
+    clean = _UNSAFE.sub("_", name).lstrip(".")[:120]
+    if not clean:
+        raise UserError(f"{name!r} cannot name a case folder", hint="Pass --name NAME.")
+    return clean
 
 
 def mask_url(url: str) -> str:
@@ -75,7 +87,7 @@ async def pin(
         run = await load_run(run_id, db)
     require_views(run)
     url = store if isinstance(store, str) else f"<{type(store).__name__}>"
-    case = pin_run(run, turn=turn, store_url=mask_url(url), name=name)
+    case = pin_run(run, turn=turn, store_url=mask_url(url), name=safe_name(name) if name else None)
     if to is not None:
         case.save(Path(to) / case.name)
     return case
@@ -100,7 +112,8 @@ def pin_run(
     before = sum(1 for e in run.entries if e.turn < start)
     first = pinned[0]
     return Case(
-        name=name or (run.info.run_id if turn is None else f"{run.info.run_id}-turn{start}"),
+        name=name
+        or safe_name(run.info.run_id if turn is None else f"{run.info.run_id}-turn{start}"),
         source=_source(run, turn, store_url),
         start_turn=start,
         start_entries=history + before,

@@ -49,6 +49,21 @@
     });
   });
 
+  // Pin: write this run as an evaluation case (the same folder as `lovia pin RUN`).
+  const pin = document.getElementById("pin-run");
+  if (pin) {
+    pin.addEventListener("click", async () => {
+      const out = document.getElementById("pin-result");
+      pin.disabled = true;
+      out.textContent = "pinning…";
+      const resp = await post("/api/runs/" + encodeURIComponent(pin.dataset.run) + "/pin", {});
+      pin.disabled = false;
+      if (!resp.ok) { out.textContent = await failure(resp); return; }
+      const data = await resp.json();
+      out.textContent = "pinned " + data.views + " views to " + data.path + " (lovia eval " + data.path + " --baseline)";
+    });
+  }
+
   // What-if: send this view to another model; the answer goes beside the recorded one.
   const whatif = document.getElementById("whatif-form");
   if (whatif) {
