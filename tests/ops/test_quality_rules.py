@@ -53,3 +53,31 @@ def test_only_online_results_count_and_pages_are_pages() -> None:
         assert rules[alert]["labels"]["burn_rate"] == burn
     prometheus = (ALERTS.parents[1] / "deploy/prometheus/prometheus.yml").read_text()
     assert "/etc/prometheus/rules/quality/*.yml" in prometheus
+
+
+def test_the_rules_select_the_series_lovia_exports() -> None:
+    """lovia.eval.results reaches Prometheus under the name and labels the rules use."""
+    from opentelemetry.exporter.prometheus import PrometheusMetricReader
+    from opentelemetry.sdk.metrics import MeterProvider
+    from prometheus_client import REGISTRY, generate_latest
+
+    from lovia.evals import Score
+    from lovia.evals._telemetry import record_metrics
+
+    reader = PrometheusMetricReader()
+    provider = MeterProvider(metric_readers=[reader])
+    try:
+        bad = Score(name="judge", value=0.0, passed=False)
+        record_metrics(bad, mode="online", agent="support", meter_provider=provider)
+        text = generate_latest(REGISTRY).decode()
+    finally:
+        provider.shutdown()
+    line = next(x for x in text.splitlines() if x.startswith("lovia_eval_results_total{"))
+    for label in (
+        'gen_ai_agent_name="support"',
+        'gen_ai_evaluation_name="judge"',
+        'gen_ai_evaluation_score_label="fail"',
+        'lovia_eval_mode="online"',
+    ):
+        assert label in line
+    assert "lovia_eval_results_total{" in RULES.read_text()
