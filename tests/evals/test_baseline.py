@@ -37,6 +37,7 @@ async def test_hundred_runs_reproduce_every_view_with_no_live_calls(tmp_path: Pa
     assert any(v.compacted for s in compacted for v in s.sample.case.views)
     assert LIVE == []  # no tool ran, nested agents included
     assert all(s.execution.live_tool_calls == 0 for s in samples)
+    assert all(s.execution.live_model_calls == 0 for s in samples)
 
 
 async def test_a_turn_pin_starts_at_that_turn(tmp_path: Path) -> None:

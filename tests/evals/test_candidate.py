@@ -62,6 +62,7 @@ async def test_candidate_starts_from_the_pinned_view_and_uses_pinned_results(
     report = await evals.evaluate(cases, agent=agent, evaluators=[evals.Contains("done")])
     sample = report.cases[0].samples[0]
     assert seen[0] == ["InputEntry"]  # the pinned start: the user's question
+    assert sample.execution.start_matches is True and sample.execution.live_model_calls == 3
     assert sample.execution.pinned_tool_calls == 1 and LIVE == []
     assert sample.execution.unmatched == ['lookup({"order_id": "Z9"})']
     assert not report.ok() and "unmatched tool call lookup" in report.cases[0].diff()
@@ -148,3 +149,25 @@ def test_terminal_escapes_in_a_diff_are_shown_not_sent() -> None:
     from lovia.cli._eval import _printable
 
     assert _printable("a\x1b[31mred\x07 b\tc") == "a\\x1b[31mred\\x07 b\tc"
+
+
+async def test_a_candidate_whose_start_differs_is_flagged(tmp_path: Path) -> None:
+    from lovia import PluginInstance
+
+    class Nag:
+        name = "nag"
+
+        async def setup(self, ctx: object) -> PluginInstance:
+            return PluginInstance(view_injectors=[lambda c: ["<reminder>hurry</reminder>"]])
+
+    cases = await _cases(tmp_path, 1)
+    agent = Agent(
+        name="support",
+        model=FunctionModel(lambda r, i: "Both shipped (0)."),
+        tools=[lookup],
+        plugins=[Nag()],
+    )
+    report = await evals.evaluate(cases, agent=agent)
+    sample = report.cases[0].samples[0]
+    assert report.ok() and sample.execution.start_matches is False
+    assert sample.to_dict()["start_view_matches"] is False

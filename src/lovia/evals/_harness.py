@@ -29,7 +29,14 @@ from pydantic_core import core_schema
 from ..agent import Agent, Handoff
 from ..context import RunContext
 from ..errors import ContextOverflow, LoviaError, ToolError, UserError
-from ..model import ModelProfile, ModelRequest, ModelResponse, ResponseEntry, StreamItem
+from ..model import (
+    ModelProfile,
+    ModelRequest,
+    ModelResponse,
+    Provider,
+    ResponseEntry,
+    StreamItem,
+)
 from ..stores import store as open_store
 from ..stores.base import RunInfo, Store
 from ..stores.records import EntriesRecord, StateRecord, to_checkpoint
@@ -40,13 +47,22 @@ from ..transcript import (
     ToolCallEntry,
     TranscriptEntry,
     entry_from_dict,
+    entry_to_dict,
 )
 from ..view.base import BuiltView, ViewInput
 from ..view.record import ViewHasher, rebuild_request
 from ._case import Case, call_key
-from ._compare import Divergence, compare_request, first_difference
+from ._compare import Divergence, compare_request, first_difference, identity_aligned
 
-__all__ = ["Diverged", "Execution", "PinnedView", "ReplayModel", "start_store"]
+__all__ = [
+    "Diverged",
+    "Execution",
+    "PinnedView",
+    "ReplayModel",
+    "Watched",
+    "start_store",
+    "watched",
+]
 
 RECALL = "recall_tool_result"
 
@@ -66,6 +82,10 @@ class Execution:
     live_tool_calls: int = 0
     views_checked: int = 0
     views_reproduced: int = 0
+    live_model_calls: int = 0
+    start_matches: bool | None = None
+    """Candidate: its first request's messages are the pinned start view's (None: not
+    observed, the agent's model is resolved by the loop)."""
     divergence: Divergence | None = None
     unmatched: list[str] = field(default_factory=list[str])
     hashes: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
@@ -318,6 +338,66 @@ def _handoffs(case: Case) -> dict[str, str]:
         for e in case.transcript
         if isinstance(e, HandoffEntry) and e.call_id in names
     }
+
+
+class Watched:
+    """A candidate's provider, passed through: counts its calls and compares its first
+    request's messages with the pinned start view."""
+
+    def __init__(self, inner: Provider, execution: Execution) -> None:
+        self._inner = inner
+        self._execution = execution
+
+    @property
+    def name(self) -> str:
+        return self._inner.name
+
+    @property
+    def model(self) -> str:
+        return self._inner.model
+
+    @property
+    def profile(self) -> ModelProfile:
+        return self._inner.profile
+
+    @property
+    def server_address(self) -> str | None:
+        return getattr(self._inner, "server_address", None)
+
+    @property
+    def server_port(self) -> int | None:
+        return getattr(self._inner, "server_port", None)
+
+    def render_request(self, request: ModelRequest) -> dict[str, Any]:
+        return self._inner.render_request(request)
+
+    async def aclose(self) -> None:
+        close = getattr(self._inner, "aclose", None)
+        if close is not None:
+            await close()
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
+        ex = self._execution
+        ex.live_model_calls += 1
+        if ex.start_matches is None:
+            pinned = rebuild_request(ex.case.views[0], ex.by_id).messages
+            aligned = identity_aligned(request.messages, pinned)
+            ex.start_matches = [entry_to_dict(e) for e in aligned] == [
+                entry_to_dict(e) for e in pinned
+            ]
+        async for item in self._inner.stream(request):
+            yield item
+
+
+def watched(model: Any, execution: Execution) -> Any:
+    """``model`` (a Provider or ``provider:model``) behind :class:`Watched`; None as is."""
+    if model is None:
+        return None
+    if isinstance(model, str):
+        from ..providers.registry import resolve_model
+
+        model = resolve_model(model)
+    return Watched(cast(Provider, model), execution)
 
 
 def synthetic_agent(

@@ -19,7 +19,14 @@ from ..usage import Usage
 from ._case import Case, load_cases
 from ._compare import Divergence
 from ._evaluators import Equals, Evaluator, Sample, Score, from_spec, score_sample
-from ._harness import Execution, ReplayModel, candidate_agent, start_store, synthetic_agent
+from ._harness import (
+    Execution,
+    ReplayModel,
+    candidate_agent,
+    start_store,
+    synthetic_agent,
+    watched,
+)
 from ._telemetry import emit_result, record_metrics
 
 __all__ = ["CaseResult", "EvalReport", "SampleResult", "evaluate", "run_case"]
@@ -66,6 +73,8 @@ class SampleResult:
             "views_reproduced": ex.views_reproduced,
             "view_hashes": ex.hashes,
             "pinned_model_calls": ex.pinned_model_calls,
+            "live_model_calls": ex.live_model_calls,
+            "start_view_matches": ex.start_matches,
             "pinned_tool_calls": ex.pinned_tool_calls,
             "live_tool_calls": ex.live_tool_calls,
             "unmatched_tool_calls": ex.unmatched,
@@ -263,8 +272,9 @@ def _agent_for(case: Case, ex: Execution, options: _Options) -> Agent[Any, Any]:
     if options.agent is not None:
         agent = options.agent
         changes: dict[str, Any] = {}
-        if options.model is not None:
-            changes["model"] = options.model
+        model = watched(options.model if options.model is not None else agent.model, ex)
+        if model is not None:
+            changes["model"] = model
         if options.instructions is not None:
             changes["instructions"] = options.instructions
         return candidate_agent(agent.clone(**changes) if changes else agent, case, ex)
@@ -274,7 +284,11 @@ def _agent_for(case: Case, ex: Execution, options: _Options) -> Agent[Any, Any]:
             hint="Pass --model provider:model, --agent module:attr, or --baseline.",
         )
     return synthetic_agent(
-        case, ex, model=options.model, instructions=options.instructions, baseline=False
+        case,
+        ex,
+        model=watched(options.model, ex),
+        instructions=options.instructions,
+        baseline=False,
     )
 
 
