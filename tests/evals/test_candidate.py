@@ -171,3 +171,18 @@ async def test_a_candidate_whose_start_differs_is_flagged(tmp_path: Path) -> Non
     sample = report.cases[0].samples[0]
     assert report.ok() and sample.execution.start_matches is False
     assert sample.to_dict()["start_view_matches"] is False
+
+
+async def test_instructions_replace_the_recorded_system_prompt(tmp_path: Path) -> None:
+    cases = await _cases(tmp_path, 1)
+    systems: list[str] = []
+
+    def model(request, info):  # type: ignore[no-untyped-def]
+        systems.append(request.system)
+        return "Both shipped (0)."
+
+    report = await evals.evaluate(cases, model=FunctionModel(model), instructions="Be kind.")
+    assert systems == ["Be kind."] and report.ok()
+    systems.clear()
+    await evals.evaluate(cases, model=FunctionModel(model))
+    assert systems == ["Be brief."]  # the recorded prompt

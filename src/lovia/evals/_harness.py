@@ -455,7 +455,23 @@ def candidate_agent(agent: Agent[Any, Any], case: Case, execution: Execution) ->
     )
 
 
-async def start_store(case: Case, agent_name: str) -> Store:
+RECORDED_PROMPT = " (recorded prompt)"
+
+
+def _start_entries(case: Case, fresh_prompts: bool) -> tuple[TranscriptEntry, ...]:
+    """The start; ``fresh_prompts``: its system entries re-labelled, so a resumed run
+    renders each agent's prompt anew (a resumed run otherwise keeps the recorded one)."""
+    if not fresh_prompts:
+        return tuple(case.start)
+    return tuple(
+        e.model_copy(update={"agent": e.agent + RECORDED_PROMPT})
+        if isinstance(e, SystemEntry)
+        else e
+        for e in case.start
+    )
+
+
+async def start_store(case: Case, agent_name: str, *, fresh_prompts: bool = False) -> Store:
     """A ``memory://`` store holding the case's start as the run's checkpoint."""
     db = open_store("memory://")
     run_id = str(case.source.get("run_id") or case.name)
@@ -468,7 +484,7 @@ async def start_store(case: Case, agent_name: str) -> Store:
     )
     await db.begin(info)
     records = [
-        to_checkpoint(EntriesRecord(tuple(case.start))),
+        to_checkpoint(EntriesRecord(_start_entries(case, fresh_prompts))),
         to_checkpoint(
             StateRecord(turn=case.start_turn - 1, usage=case.start_usage, agent=agent_name)
         ),

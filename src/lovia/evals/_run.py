@@ -212,7 +212,7 @@ async def run_case(
     """Re-run ``case`` once from its pinned start; (sample, execution, trace id, span id)."""
     ex = Execution(case=case, safe_live=options.safe_live)
     agent = _agent_for(case, ex, options)
-    db = await start_store(case, agent.name)
+    db = await start_store(case, agent.name, fresh_prompts=not options.baseline)
     run_id = str(case.source.get("run_id") or case.name)
     recorded_turns = int(case.expected.get("turns") or 0)
     max_turns = options.max_turns or max(recorded_turns + 5, 25)
