@@ -107,3 +107,21 @@ async def record_handoff(db: Store, n: int = 0) -> str:
     result = await Runner.run(triage, f"refund R{n}", checkpointer=db)
     assert result.final_agent.name == "billing"
     return result.run_id
+
+
+async def record_parallel(db: Store) -> str:
+    import asyncio
+
+    @tool(concurrency_safe=True)
+    async def slow(n: int) -> str:
+        """Slow for a small n."""
+        await asyncio.sleep(0.05 * (3 - n))
+        LIVE.append(f"slow {n}")
+        return f"slow {n} done"
+
+    model = ScriptedModel(
+        [[call("slow", n=0), call("slow", n=1), call("slow", n=2)], "All three done."]
+    )
+    agent = Agent(name="fan", model=model, tools=[slow])
+    result = await Runner.run(agent, "run three", checkpointer=db)
+    return result.run_id

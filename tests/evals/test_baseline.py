@@ -12,7 +12,14 @@ from lovia.errors import SchemaVersionError
 from lovia.stores import store
 from lovia.testing import ScriptedModel, block_network
 
-from .conftest import LIVE, record_compacted, record_handoff, record_nested, record_tools
+from .conftest import (
+    LIVE,
+    record_compacted,
+    record_handoff,
+    record_nested,
+    record_parallel,
+    record_tools,
+)
 
 
 async def test_hundred_runs_reproduce_every_view_with_no_live_calls(tmp_path: Path) -> None:
@@ -165,3 +172,16 @@ async def test_structured_output_runs_reproduce_native_and_prompted() -> None:
     report = await evals.evaluate([case], baseline=True)
     div = report.cases[0].samples[0].execution.divergence
     assert div is not None and div.where == "output_schema" and div.rerun == "null"
+
+
+async def test_parallel_results_reproduce_in_their_recorded_order() -> None:
+    from lovia.transcript import ToolResultEntry
+
+    db = store("memory://")
+    case = await evals.pin(await record_parallel(db), db)
+    order = [e.content for e in case.transcript if isinstance(e, ToolResultEntry)]
+    assert order == ["slow 2 done", "slow 1 done", "slow 0 done"]  # completion order
+    LIVE.clear()
+    report = await evals.evaluate([case], baseline=True)
+    assert report.ok(), report.cases[0].diff()
+    assert LIVE == []

@@ -16,6 +16,7 @@ original ones. Three pieces replace the outside world:
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import dataclasses
 import time
@@ -45,6 +46,7 @@ from ..transcript import (
     HandoffEntry,
     SystemEntry,
     ToolCallEntry,
+    ToolResultEntry,
     TranscriptEntry,
     entry_from_dict,
     entry_to_dict,
@@ -140,11 +142,51 @@ class _Arguments(BaseModel):
         return {"arguments": cast(dict[str, Any], data)}
 
 
-def pinned_tool(spec: Mapping[str, Any], execution: Execution) -> Tool:
-    """A tool with a recorded schema, answered only from the pinned results."""
+_ORDER_WAIT = 2_000
+"""Event-loop turns a baseline tool call waits for its recorded predecessor's result."""
+
+
+def _recorded_order(case: Case) -> dict[str, str]:
+    """call_id -> the call_id whose result the recording appended just before it (same
+    turn): parallel calls finish in whatever order they did, and that order is in the
+    transcript."""
+    before: dict[str, str] = {}
+    last: tuple[int, str] | None = None
+    for e in case.transcript[case.start_entries :]:
+        if isinstance(e, ToolResultEntry):
+            if last is not None and last[0] == e.turn:
+                before[e.call_id] = last[1]
+            last = (e.turn, e.call_id)
+    return before
+
+
+async def _in_recorded_order(ctx: RunContext[Any], before: Mapping[str, str]) -> None:
+    """Wait until the result recorded before this call's is in the transcript."""
+    call = ctx.tool_call
+    wanted = before.get(call.call_id) if call is not None else None
+    if wanted is None:
+        return
+    for _ in range(_ORDER_WAIT):
+        if any(
+            isinstance(e, ToolResultEntry) and e.call_id == wanted for e in reversed(ctx.entries)
+        ):
+            return
+        await asyncio.sleep(0)
+
+
+def pinned_tool(
+    spec: Mapping[str, Any], execution: Execution, order: Mapping[str, str] | None = None
+) -> Tool:
+    """A tool with a recorded schema, answered only from the pinned results.
+
+    With ``order`` (the baseline) calls of a turn run in parallel and each returns once
+    the result recorded before its own is in — the recording's order.
+    """
     name = str(spec["name"])
 
     async def answer(arguments: dict[str, Any], ctx: RunContext[Any]) -> Any:
+        if order is not None:
+            await _in_recorded_order(ctx, order)
         return await execution.answer(name, ctx)
 
     return Tool(
@@ -156,6 +198,7 @@ def pinned_tool(spec: Mapping[str, Any], execution: Execution) -> Tool:
         ctx_param="ctx",
         is_async=True,
         strict=bool(spec.get("strict", False)),
+        concurrency_safe=order is not None,
     )
 
 
@@ -410,6 +453,7 @@ def synthetic_agent(
         heads.setdefault(view.agent, (view.system, view.tools, view.output_schema))
     handoffs = _handoffs(case)
     strategy = PinnedView(case, baseline=baseline)
+    order = _recorded_order(case) if baseline else None
     built: dict[str, Agent[Any, Any]] = {}
 
     def build(name: str, path: tuple[str, ...]) -> Agent[Any, Any]:
@@ -436,7 +480,7 @@ def synthetic_agent(
                 name=name,
                 instructions=system,
                 model=model,
-                tools=[pinned_tool(t, execution) for t in plain],
+                tools=[pinned_tool(t, execution, order) for t in plain],
                 handoffs=targets,
                 context=strategy,
                 output_type=recorded_output_type(schema),
