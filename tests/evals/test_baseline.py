@@ -98,9 +98,19 @@ async def test_case_folder_round_trips_and_refuses_newer_versions(tmp_path: Path
     )
     with pytest.raises(SchemaVersionError, match="format_version 99"):
         evals.load_case(tmp_path / "c1")
-    (tmp_path / "c1" / "views.jsonl").write_text("{not json\n")
     (tmp_path / "c1" / "case.json").write_text(head)
+    views = (tmp_path / "c1" / "views.jsonl").read_text()
+    (tmp_path / "c1" / "views.jsonl").write_text("{not json\n")
     with pytest.raises(evals.CaseError, match="line 1 is not valid JSON"):
+        evals.load_case(tmp_path / "c1")
+    (tmp_path / "c1" / "views.jsonl").write_text("")
+    with pytest.raises(evals.CaseError, match="has 0 view"):
+        evals.load_case(tmp_path / "c1")
+    (tmp_path / "c1" / "views.jsonl").write_text(views)
+    responses = (tmp_path / "c1" / "responses.jsonl").read_text()
+    first_id = case.responses[0].entry_ids[0]
+    (tmp_path / "c1" / "responses.jsonl").write_text(responses.replace(first_id, "bogus", 1))
+    with pytest.raises(evals.CaseError, match=r"names entries not in transcript\.jsonl"):
         evals.load_case(tmp_path / "c1")
 
 

@@ -242,7 +242,7 @@ def _case_from(root: Path, head: dict[str, Any]) -> Case:
         )
     try:
         start = cast(dict[str, Any], head["start"])
-        return Case(
+        case = Case(
             name=str(head.get("name") or root.name),
             source=dict(head.get("source") or {}),
             start_turn=int(start["turn"]),
@@ -266,6 +266,21 @@ def _case_from(root: Path, head: dict[str, Any]) -> Case:
             f"case {root} is damaged: {type(exc).__name__}: {exc}",
             hint="Re-pin it with `lovia pin RUN --to DIR`.",
         ) from None
+    if not case.views or len(case.responses) != len(case.views):
+        raise CaseError(
+            f"case {root} has {len(case.views)} view(s) and {len(case.responses)} "
+            "response(s); it needs one response per view, at least one",
+            hint="Re-pin it with `lovia pin RUN --to DIR`.",
+        )
+    known = {e.id for e in case.transcript}
+    missing = [i for r in case.responses for i in r.entry_ids if i not in known]
+    if missing:
+        raise CaseError(
+            f"case {root}: responses.jsonl names entries not in transcript.jsonl "
+            f"({', '.join(missing[:3])})",
+            hint="Re-pin it with `lovia pin RUN --to DIR`.",
+        )
+    return case
 
 
 def _response(row: Mapping[str, Any]) -> PinnedResponse:
