@@ -126,6 +126,8 @@ async def test_cli_pin_baseline_and_a_breaking_prompt(tmp_path: Path) -> None:
     )
     bad = lovia("eval", "cases", cwd=tmp_path)
     assert bad.returncode == 2 and "needs --baseline" in bad.stderr
+    rate = lovia("eval", "cases", "--baseline", "--min-pass-rate", "90", cwd=tmp_path)
+    assert rate.returncode == 2 and "not between 0 and 1" in rate.stderr
     missing = lovia("eval", "nowhere", "--baseline", cwd=tmp_path)
     assert missing.returncode == 2 and "no case folder" in missing.stderr
 

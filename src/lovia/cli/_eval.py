@@ -69,6 +69,11 @@ async def eval_command(args: argparse.Namespace, out: Out) -> int:
             "lovia eval needs --baseline, --agent MOD:ATTR or --model M",
             hint="Start with `lovia eval DIR --baseline` to prove the cases reproduce.",
         )
+    if not 0.0 <= float(args.min_pass_rate) <= 1.0:
+        raise UserError(
+            f"--min-pass-rate {args.min_pass_rate} is not between 0 and 1",
+            hint="0.9 requires 90% of the cases to pass.",
+        )
     progress = sys.stderr.isatty()
 
     def on_case(done: int, total: int, result: Any) -> None:
