@@ -17,6 +17,7 @@ No ids or content are labels.
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 from opentelemetry import metrics, trace
@@ -71,12 +72,13 @@ def emit_result(
     )
 
 
-_INSTRUMENTS: dict[int, tuple[Any, Any, Any]] = {}
+_INSTRUMENTS: weakref.WeakKeyDictionary[Any, tuple[Any, Any, Any]] = weakref.WeakKeyDictionary()
+"""Instruments by meter provider (weak: a provider shut down and freed takes its own)."""
 
 
 def _instruments(meter_provider: Any) -> tuple[Any, Any, Any]:
     provider = meter_provider if meter_provider is not None else metrics.get_meter_provider()
-    found = _INSTRUMENTS.get(id(provider))
+    found = _INSTRUMENTS.get(provider)
     if found is None:
         meter = provider.get_meter("lovia.evals")
         found = (
@@ -88,7 +90,7 @@ def _instruments(meter_provider: Any) -> tuple[Any, Any, Any]:
             ),
             meter.create_counter("lovia.eval.cost", "USD", "Priced cost of evaluation."),
         )
-        _INSTRUMENTS[id(provider)] = found
+        _INSTRUMENTS[provider] = found
     return found
 
 
