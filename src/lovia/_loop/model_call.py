@@ -26,6 +26,7 @@ from ..view.compaction import Compaction
 from ..view.record import view_parts
 from .call import ModelCall, Purpose, Relay, Slot, call_model
 from .checkpoint import raise_failed, turn_rides_with_tools, write_progress
+from .lifelog import note_failed_call
 from .state import ActiveAgent, RunState
 
 __all__ = ["MAX_OVERFLOW_RETRIES", "model_step", "stamp"]
@@ -50,8 +51,15 @@ async def model_step(state: RunState) -> AsyncIterator[ev.Event]:
         async for event in _build_view(state, attempt, view):
             yield event
         call = _main_call(state, view.value, attempt, purpose)
+        retries = 0
         try:  # phases 4-5: stream the answer; record() appends it to the transcript
             async for event in call_model(call, state, partial(_record_response, state, call)):
+                if isinstance(event, ev.ProviderRetry):
+                    retries += 1
+                elif isinstance(event, ev.ModelCallFailed):  # beside its view record
+                    note_failed_call(
+                        state, event, view_hash=call.view_hash, attempt=attempt, retries=retries
+                    )
                 yield event
         except ContextOverflow as exc:
             if attempt > MAX_OVERFLOW_RETRIES or getattr(exc, "_lovia_partial", False):

@@ -40,6 +40,11 @@ def _command(name: str) -> Command:
         from ._web import web
 
         return web
+    if name == "resume":
+        from ._resume import resume
+
+        return resume
+
     if name in ("pin", "eval"):
         from ._eval import eval_command, pin_command
 

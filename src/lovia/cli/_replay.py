@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from dataclasses import asdict
 from typing import Any
 
 from ..errors import RunNotFound, UserError
@@ -21,6 +22,7 @@ from ..replay import (
     select,
 )
 from ..replay import verify as verify_views
+from ..replay._query import failed_call
 from ..stores.base import Store
 from ._common import EXIT_MISMATCH, EXIT_OK, info_dict, store_url
 from ._out import Out, one_line
@@ -50,7 +52,7 @@ async def replay(args: argparse.Namespace, out: Out) -> int:
             {
                 "run": info_dict(run.info),
                 "ok": not bad,
-                "views": [_json_view(v, report) for v in chosen],
+                "views": [_json_view(run, v, report) for v in chosen],
             }
         )
     else:
@@ -121,9 +123,11 @@ def _turns(views: Sequence[ReplayedView]) -> str:
     return ", ".join(str(t) for t in sorted({v.turn for v in views}))
 
 
-def _json_view(view: ReplayedView, report: Verification) -> dict[str, Any]:
+def _json_view(run: RunData, view: ReplayedView, report: Verification) -> dict[str, Any]:
     data = view.to_dict()
     data["mismatch"] = next((m.details for m in report.mismatches if m.view is view), None)
+    failed = failed_call(run, view)
+    data["failed_call"] = None if failed is None else asdict(failed)
     return data
 
 
@@ -138,6 +142,16 @@ def _text(
     for view in views:
         out.line()
         _view_block(out, view, report, width)
+        failed = failed_call(run, view)
+        if failed is not None:  # the request above is what was sent when the call failed
+            status = f" HTTP {failed.status}" if failed.status is not None else ""
+            out.line(
+                out.style(
+                    f"  this call FAILED after {failed.retries} retries: {failed.error_type}"
+                    f"{status}: {failed.message}",
+                    "red",
+                )
+            )
     good = sum(1 for v in views if v.ok)
     verdict = "all verified" if good == len(views) else f"{len(views) - good} MISMATCHED"
     out.line()

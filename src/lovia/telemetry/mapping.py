@@ -20,6 +20,7 @@ ToolCallStarted →           ``execute_tool {tool}``     INTERNAL open → clos
   ToolCallCompleted
 GuardrailStarted →          ``lovia.guardrail {name}``  INTERNAL open → close
   GuardrailCompleted                                           GuardrailTriggered = event
+ApprovalDecided             (the innermost open span)           attach: ``lovia.approval`` event
 HandoffOccurred             ``lovia.handoff``           INTERNAL leaf
 CompactionApplied           ``lovia.compaction``        INTERNAL leaf (under the view)
 CheckpointSaved             ``lovia.checkpoint.write``  INTERNAL note: a span event on the
@@ -95,6 +96,8 @@ def _run_start(e: ev.RunStarted) -> Attrs:
     }
     if e.resumed:
         out[A.RUN_RESUMED] = True
+    if e.attempt > 1:
+        out[A.RUN_ATTEMPT] = e.attempt
     if e.parent_run_id is not None:
         out[A.RUN_PARENT_ID] = e.parent_run_id
         out[A.RUN_PARENT_CALL_ID] = e.parent_call_id or ""
@@ -342,6 +345,7 @@ EVENTS: Mapping[type[ev.Event], Phase] = {
     ),
     ev.GuardrailCompleted: Phase(A.SPAN_GUARDRAIL, "close", "guardrail", attrs=_guard_end),
     ev.GuardrailTriggered: Phase(A.SPAN_GUARDRAIL, "attach", "container"),
+    ev.ApprovalDecided: Phase(A.SPAN_TURN, "attach", "container"),
     ev.HandoffOccurred: Phase(A.SPAN_HANDOFF, "leaf", "run", attrs=_handoff),
     ev.CompactionApplied: Phase(A.SPAN_COMPACTION, "leaf", "container", attrs=_compaction),
     ev.CheckpointSaved: Phase(A.SPAN_CHECKPOINT, "note", "container", attrs=_checkpoint),

@@ -257,6 +257,8 @@ class RunTracer:
                 labels[A.ERROR_TYPE] = event.error_type
                 self._m.retries.add(1, labels)
             return span
+        if isinstance(event, ev.ApprovalDecided):
+            return self._approval(event)
         if isinstance(event, ev.GuardrailTriggered):
             container = self._container()
             if container is None:
@@ -268,6 +270,23 @@ class RunTracer:
             )
             return span
         return self._chat
+
+    def _approval(self, event: ev.ApprovalDecided) -> Any:
+        """A decision on a tool call: a ``lovia.approval`` event on the innermost span."""
+        container = self._container()
+        if container is None:
+            return None
+        span = trace.get_current_span(container)
+        attrs: Attrs = {
+            A.APPROVAL_CALL_ID: event.call_id,
+            A.APPROVAL_TOOL: event.tool,
+            A.APPROVAL_DECISION: event.decision,
+            A.APPROVAL_ACTOR: event.actor,
+        }
+        if event.reason:
+            attrs[A.APPROVAL_REASON] = event.reason
+        span.add_event(A.EVENT_APPROVAL, attrs)
+        return span
 
     def _leaf(self, phase: Phase, event: ev.Event) -> Span:
         duration = getattr(event, "duration_s", 0.0) or 0.0
