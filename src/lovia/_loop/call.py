@@ -43,7 +43,7 @@ __all__ = ["ModelCall", "Purpose", "Relay", "Slot", "call_model"]
 
 logger = logging.getLogger("lovia.loop")
 
-Purpose = Literal["main", "repair", "summary", "what_if"]
+Purpose = Literal["main", "repair", "summary", "what_if", "eval"]
 T = TypeVar("T")
 
 

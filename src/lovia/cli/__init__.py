@@ -10,6 +10,8 @@ lovia replay --trace-id T
 lovia prune  --older-than 30d [--status completed|failed|cancelled] [--records-only]
 lovia resume RUN --agent pkg.mod:agent [--approve CALL] [--deny CALL [--reason R]]
 lovia web    [--host 127.0.0.1] [--port 8765] [--agent pkg.mod:agent]   # extra `web`
+lovia pin    RUN[:TURN] [--to DIR]                  # a recorded run as an eval case
+lovia eval   DIR (--baseline | --agent M:A | --model M) [--format table|json|junit]
 ```
 
 Every command takes ``--store URL`` (default ``$LOVIA_STORE`` or
@@ -88,6 +90,10 @@ def build_parser() -> argparse.ArgumentParser:
             "resume", parents=[common], help="continue an interrupted, paused or failed run"
         )
     )
+
+    from ._eval_args import add_eval_parsers
+
+    add_eval_parsers(sub, common)
     return parser
 
 

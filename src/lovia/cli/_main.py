@@ -44,6 +44,11 @@ def _command(name: str) -> Command:
         from ._resume import resume
 
         return resume
+
+    if name in ("pin", "eval"):
+        from ._eval import eval_command, pin_command
+
+        return pin_command if name == "pin" else eval_command
     from ._replay import replay
 
     return replay

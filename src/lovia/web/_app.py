@@ -169,7 +169,7 @@ def create_app(
             trace_url=trace_url or os.environ.get("LOVIA_TRACE_URL") or None,
             allowed_hosts=allowed_hosts,
         )
-    from . import _live, _pages
+    from . import _evals, _live, _pages
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncGenerator[None]:
@@ -181,7 +181,7 @@ def create_app(
             app.state.db = db
             yield
 
-    routes: list[Any] = [*_pages.ROUTES, *_live.ROUTES]
+    routes: list[Any] = [*_pages.ROUTES, *_live.ROUTES, *_evals.ROUTES]
     routes.append(Mount("/static", StaticFiles(packages=[("lovia.web", "static")]), name="static"))
     app = Starlette(
         routes=routes,

@@ -49,6 +49,21 @@
     });
   });
 
+  // Pin: write this run as an evaluation case (the same folder as `lovia pin RUN`).
+  const pin = document.getElementById("pin-run");
+  if (pin) {
+    pin.addEventListener("click", async () => {
+      const out = document.getElementById("pin-result");
+      pin.disabled = true;
+      out.textContent = "pinning…";
+      const resp = await post("/api/runs/" + encodeURIComponent(pin.dataset.run) + "/pin", {});
+      pin.disabled = false;
+      if (!resp.ok) { out.textContent = await failure(resp); return; }
+      const data = await resp.json();
+      out.textContent = "pinned " + data.views + " views to " + data.path + " (lovia eval " + data.path + " --baseline)";
+    });
+  }
+
   // An interrupted run: resume it from its checkpoint (lovia web --agent).
   document.querySelectorAll("button.resume").forEach((button) => {
     button.addEventListener("click", async () => {
