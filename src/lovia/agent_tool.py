@@ -30,7 +30,7 @@ import pydantic
 from pydantic import BaseModel, ConfigDict, create_model
 
 from . import events as ev
-from .context import CancelToken, Mailbox, RunContext
+from .context import CancelToken, Mailbox, RunContext, call_key
 from .errors import BudgetExceeded, LoviaError, RunCancelled, ToolError, UserError
 from .result import RunResult
 from .runner import DEFAULT_MAX_TURNS, Runner, RunStream
@@ -47,8 +47,13 @@ _NAMESPACE = uuid.UUID("6f1d4f0e-5a8c-4c1e-9a57-1b6f3c2d9e10")
 
 
 def child_run_id(parent_run_id: str, call_id: str) -> str:
-    """The ``run_id`` of the child run that call ``call_id`` of run ``parent_run_id`` starts."""
-    return uuid.uuid5(_NAMESPACE, f"{parent_run_id}:{call_id}").hex
+    """The ``run_id`` of the child run that call ``call_id`` of run ``parent_run_id`` starts.
+
+    A name-based UUID of the call's unambiguous key (:func:`lovia.context.call_key`):
+    the same parent and call always give the same child (resume finds it), and two
+    different (parent, call) pairs never share one, whatever ``:`` their ids hold.
+    """
+    return uuid.uuid5(_NAMESPACE, call_key(parent_run_id, call_id)).hex
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
