@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 from ._diff import ViewDiff, diff_views, entry_text, explain_mismatch
 from ._load import NoViewRecords, RunData, StoreLike, load_run, open_store, require_views
+from ._policy import WhatIfPolicy
 from ._render import provider_for, redact, render_request, rerun
 from ._views import HASH_ATTRIBUTE, ReplayedView, rebuild_request, rebuild_views, select
 
@@ -35,6 +36,7 @@ __all__ = [
     "StoreLike",
     "Verification",
     "ViewDiff",
+    "WhatIfPolicy",
     "diff_views",
     "entry_text",
     "load_run",
