@@ -18,7 +18,7 @@ from lovia import (
     Runner,
     Usage,
 )
-from lovia.agent_tool import DEFAULT_MAX_DEPTH
+from lovia.agent_tool import DEFAULT_MAX_DEPTH, child_run_id
 from lovia.errors import UserError
 from lovia.stores.memory import MemoryStore
 from lovia.testing import FunctionModel, ScriptedModel, call, reply
@@ -167,3 +167,58 @@ async def test_parallel_children_share_the_parents_token_budget() -> None:
     spent = sum(r.input_tokens + r.output_tokens for r in runs if r.run_id != "boss")
     assert spent == 1200
     await _assert_all_ended(db, runs)
+
+
+@pytest.mark.lovia_unconsumed  # the slow child's answer is never read
+async def test_a_parent_failing_ends_its_running_child_recorded() -> None:
+    """A sibling's recursion trips the depth limit and ends the parent mid-turn: the
+    child still waiting on its model ends recorded (cancelled), not left running."""
+    slow = Agent(name="slow", model=ScriptedModel([reply("late", delay=30)]))
+    digger = self_calling(delay=0.1, max_depth=2)
+    boss = Agent(
+        name="boss",
+        model=ScriptedModel(
+            [[call("slow", input="wait", id="c1"), call("dig", input="go", id="c2")], "no"]
+        ),
+        tools=[slow.as_tool(concurrency_safe=True), digger.as_tool("dig", concurrency_safe=True)],
+    )
+    db = MemoryStore()
+    with pytest.raises(NestingLimitExceeded):
+        await asyncio.wait_for(Runner.run(boss, "go", checkpointer=db, run_id="boss"), 20)
+    kid = await db.load(child_run_id("boss", "c1"))
+    assert kid is not None and kid.info.status == "failed"
+    assert kid.info.finish_reason == "cancelled"
+    runs = await _tree(db)
+    assert len(runs) == 4  # boss, slow, dig (depth 1) and its one recursion (depth 2)
+    await _assert_all_ended(db, runs)
+
+
+@pytest.mark.lovia_unconsumed  # children refused by the shared budget never call their model
+async def test_parallel_children_share_a_cost_budget_too() -> None:
+    """The same with dollars: $1 per input token, $2 per output token (the priced test
+    model), each child's call costs $700 (estimated $500), the parent may spend $1,000."""
+    from nested_support import PRICED
+
+    calls: list[str] = []
+
+    def worker_model(request: Any, info: Any) -> Any:
+        calls.append("call")
+        return reply("done", usage=u(500, 100))
+
+    worker = Agent(name="worker", model=FunctionModel(worker_model, model=PRICED))
+    steps = [
+        reply(
+            tool_calls=[call("worker", input="x" * 2000, id=f"c{i}") for i in range(6)],
+            usage=u(0, 0),
+        ),
+        "never",
+    ]
+    boss = Agent(
+        name="boss",
+        model=ScriptedModel(steps, model=PRICED),
+        tools=[worker.as_tool(concurrency_safe=True)],
+    )
+    with pytest.raises(BudgetExceeded) as caught:
+        await asyncio.wait_for(Runner.run(boss, "go", budget=RunBudget(max_cost_usd=1000)), 30)
+    assert caught.value.limit == "max_cost_usd"
+    assert len(calls) == 2, "two estimates fit beside each other, then the money is spent"
