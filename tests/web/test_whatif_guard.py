@@ -81,6 +81,9 @@ def configured(monkeypatch: pytest.MonkeyPatch) -> Iterator[Listener]:
     monkeypatch.delenv("LOVIA_WHATIF_ALLOW_HOSTS", raising=False)
     yield listener
     listener.server.shutdown()
+    from lovia.providers import registry
+
+    registry._cache.pop(("openai", "m"), None)  # pyright: ignore[reportPrivateUsage] -- built from this test's environment
 
 
 @pytest.fixture
