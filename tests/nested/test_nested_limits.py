@@ -135,8 +135,9 @@ async def test_parallel_children_share_the_parents_token_budget() -> None:
     budget is spent and the rest are refused before calling. 1,200, not 4,800."""
     calls: list[str] = []
 
-    def worker_model(request: Any, info: Any) -> Any:
+    async def worker_model(request: Any, info: Any) -> Any:
         calls.append("call")
+        await asyncio.sleep(0.1)  # in flight together, as real calls are
         return reply("done", usage=u(500, 100))
 
     worker = Agent(name="worker", model=FunctionModel(worker_model))
@@ -201,8 +202,9 @@ async def test_parallel_children_share_a_cost_budget_too() -> None:
 
     calls: list[str] = []
 
-    def worker_model(request: Any, info: Any) -> Any:
+    async def worker_model(request: Any, info: Any) -> Any:
         calls.append("call")
+        await asyncio.sleep(0.1)  # in flight together, as real calls are
         return reply("done", usage=u(500, 100))
 
     worker = Agent(name="worker", model=FunctionModel(worker_model, model=PRICED))
