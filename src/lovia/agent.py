@@ -149,6 +149,8 @@ class Agent(Generic[DepsT, OutputT]):
         max_turns: int | None = None,
         budget: RunBudget | None = None,
         concurrency_safe: bool = False,
+        max_depth: int | None = None,
+        max_children: int | None = None,
     ) -> Tool:
         """A tool that runs this agent as a child run of the run calling it.
 
@@ -158,6 +160,9 @@ class Agent(Generic[DepsT, OutputT]):
         linked, priced, traced and resumed with its parent (see :mod:`lovia.agent_tool`);
         ``max_turns`` and ``budget`` limit the child alone (the parent's budget applies
         too). ``concurrency_safe=True`` lets several calls of one turn run in parallel.
+        ``max_depth`` (default 5) bounds how deep below its top-level run the child may
+        be, ``max_children`` (default 50) how many child runs the calling run may start:
+        past either, ``NestingLimitExceeded`` ends the calling run and those above it.
         """
         from .agent_tool import agent_tool
 
@@ -170,6 +175,11 @@ class Agent(Generic[DepsT, OutputT]):
             max_turns=max_turns,
             budget=budget,
             concurrency_safe=concurrency_safe,
+            **{
+                k: v
+                for k, v in (("max_depth", max_depth), ("max_children", max_children))
+                if v is not None
+            },
         )
 
     def handoff_targets(self) -> tuple[Handoff, ...]:

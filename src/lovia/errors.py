@@ -57,6 +57,7 @@ __all__ = [
     "RateLimited",
     "RunCancelled",
     "RunError",
+    "NestingLimitExceeded",
     "RunLeaseHeld",
     "RunNotFound",
     "SchemaVersionError",
@@ -116,6 +117,16 @@ class BudgetExceeded(RunError):
         self.used = used
         self.budget_run_id: str | None = None
         """The run whose budget was hit: this run's or, in a child run, a parent's."""
+
+
+class NestingLimitExceeded(RunError):
+    """Agents as tools nested deeper (``max_depth``), or one run started more child runs
+    (``max_children``), than allowed: the whole tree of runs ends."""
+
+    def __init__(self, message: str, hint: str | None = None, *, limit: str = "", used: int = 0):
+        super().__init__(message, hint)
+        self.limit = limit
+        self.used = used
 
 
 class RunCancelled(RunError):

@@ -24,6 +24,7 @@ from opentelemetry import trace
 
 from .. import events as ev
 from ..agent import Handoff
+from ..context import call_key
 from ..errors import ApprovalPending, BudgetExceeded, ToolError
 from ..stores.records import ApprovalRecord, LedgerRecord, LedgerStatus
 from ..tools import Tool, ToolArgumentsError, serialize_result
@@ -248,7 +249,7 @@ def _started(state: RunState, plan: Plan) -> ev.ToolCallStarted:
     return ev.ToolCallStarted(
         **state.base(),
         call=plan.call,
-        idempotency_key=f"{state.run_id}:{plan.call.call_id}",
+        idempotency_key=call_key(state.run_id, plan.call.call_id),
         description=plan.tool.description if plan.tool else "",
     )
 

@@ -121,6 +121,20 @@ def _web_parser(web: argparse.ArgumentParser) -> None:
     web.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     web.add_argument("--port", type=int, default=8765, help="port (default 8765; 0: any free)")
     web.add_argument("--agent", metavar="MOD:ATTR", help="agent to chat with (pkg.mod:agent)")
+    web.add_argument(
+        "--whatif",
+        action="store_true",
+        help="allow what-if (re-sending a view to a model: it spends money); "
+        "every request then needs the access token, on loopback too",
+    )
+    web.add_argument(
+        "--whatif-allow-host",
+        metavar="HOST[:PORT]",
+        action="append",
+        default=[],
+        help="a host a what-if base URL may name besides the configured providers' "
+        "(repeatable; also $LOVIA_WHATIF_ALLOW_HOSTS); configured keys never go there",
+    )
     _telemetry_option(web)
 
 
@@ -155,7 +169,17 @@ def _replay_parser(replay: argparse.ArgumentParser) -> None:
     replay.add_argument(
         "--model", metavar="M", help="what-if: send the view of --turn to model M (provider:model)"
     )
-    replay.add_argument("--base-url", metavar="U", help="API base URL for --model")
+    replay.add_argument(
+        "--base-url",
+        metavar="U",
+        help="API base URL for --model (another host than the configured one gets "
+        "no configured key: see --api-key-env)",
+    )
+    replay.add_argument(
+        "--api-key-env",
+        metavar="VAR",
+        help="the environment variable holding the key to send to --base-url",
+    )
     replay.add_argument(
         "--provider",
         metavar="P",

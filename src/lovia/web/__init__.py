@@ -21,9 +21,18 @@ from .._lazy import lazy_exports
 from ..errors import UserError
 
 if TYPE_CHECKING:
+    from ..replay import WhatIfPolicy
     from ._app import WebConfig, create_app
 
-__all__ = ["INSTALL_HINT", "LOOPBACK", "WebConfig", "create_app", "redact_url", "require_web"]
+__all__ = [
+    "INSTALL_HINT",
+    "LOOPBACK",
+    "WebConfig",
+    "WhatIfPolicy",
+    "create_app",
+    "redact_url",
+    "require_web",
+]
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
 """Host names accepted by default (the server binds to 127.0.0.1)."""
@@ -54,5 +63,7 @@ def redact_url(url: str) -> str:
 
 
 __getattr__, __dir__ = lazy_exports(
-    __name__, {"WebConfig": "._app", "create_app": "._app"}, guard=require_web
+    __name__,
+    {"WebConfig": "._app", "WhatIfPolicy": "..replay", "create_app": "._app"},
+    guard=require_web,
 )

@@ -20,7 +20,8 @@ from starlette.routing import Mount
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from ..errors import LoviaError
+from ..errors import LoviaError, UserError
+from ..replay._policy import WhatIfPolicy
 from ..stores.base import Store
 from . import LOOPBACK, redact_url
 
@@ -48,6 +49,9 @@ class WebConfig:
     """A Jaeger/Tempo URL template with ``{trace_id}`` (default ``$LOVIA_TRACE_URL``)."""
     allowed_hosts: tuple[str, ...] = LOOPBACK
     """``Host`` header names accepted (DNS-rebinding guard); ``("*",)`` accepts any."""
+    whatif: WhatIfPolicy | None = None
+    """What-if (re-send a view to a model: it spends money, opens connections): off
+    when None; else the hosts it may reach. Needs ``token`` (loopback included)."""
     runs_per_page: int = 50
     turns_per_page: int = 40
     csrf: str = field(default_factory=lambda: secrets.token_urlsafe(24))
@@ -158,6 +162,7 @@ def create_app(
     token: str | None = None,
     trace_url: str | None = None,
     allowed_hosts: tuple[str, ...] = LOOPBACK,
+    whatif: WhatIfPolicy | None = None,
     config: WebConfig | None = None,
 ) -> Starlette:
     """The ``lovia web`` ASGI app over ``store`` (a store or its URL)."""
@@ -168,6 +173,13 @@ def create_app(
             token=token,
             trace_url=trace_url or os.environ.get("LOVIA_TRACE_URL") or None,
             allowed_hosts=allowed_hosts,
+            whatif=whatif,
+        )
+    if config.whatif is not None and not config.token:
+        raise UserError(
+            "what-if needs an access token: it spends money and opens connections",
+            hint="Pass token=... (lovia web --whatif makes one and prints the URL to open); "
+            "a CSRF token alone is readable by anyone who can load a page.",
         )
     from . import _evals, _live, _pages
 

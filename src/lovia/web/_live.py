@@ -74,7 +74,21 @@ def _text(data: dict[str, Any], name: str, *, required: bool = False) -> str | N
 
 
 async def whatif_json(request: Request) -> Response:
-    """Re-send one turn's exact view to another model (``lovia replay --model``)."""
+    """Re-send one turn's exact view to another model (``lovia replay --model``).
+
+    Only when the server was started with what-if on (and so with an access token);
+    the policy decides which hosts it reaches, and a key sent with the request is used
+    for that request only."""
+    policy = _config(request).whatif
+    if policy is None:
+        return JSONResponse(
+            {
+                "error": "what-if is off on this lovia web",
+                "hint": "Start it with --whatif (it then asks for its access token on every "
+                "request) to re-send views to models.",
+            },
+            status_code=403,
+        )
     data = await body_of(request)
     model = _text(data, "model", required=True)
     assert model is not None
@@ -83,7 +97,13 @@ async def whatif_json(request: Request) -> Response:
     view = pick(
         views, int(request.path_params["turn"]), attempt if isinstance(attempt, int) else None
     )
-    response = await whatif(view, model, base_url=_text(data, "base_url"))
+    response = await whatif(
+        view,
+        model,
+        base_url=_text(data, "base_url"),
+        api_key=_text(data, "api_key"),
+        policy=policy,
+    )
     return JSONResponse(whatif_dict(run, view, model, response))
 
 

@@ -77,6 +77,7 @@ def render(request: Request, name: str, status_code: int = 200, **context: Any) 
         csrf=config.csrf,
         store_label=config.store_label,
         has_agent=config.agent is not None,
+        whatif_on=config.whatif is not None,
         **context,
     )
     return HTMLResponse(html, status_code=status_code)

@@ -87,7 +87,7 @@
       const form = new FormData(whatif);
       out.replaceChildren(el("span", "dim", "sending…"));
       const url = "/api/runs/" + encodeURIComponent(whatif.dataset.run) + "/turns/" + whatif.dataset.turn + "/whatif";
-      const resp = await post(url, { model: form.get("model"), base_url: form.get("base_url") || null, attempt: Number(whatif.dataset.attempt) });
+      const resp = await post(url, { model: form.get("model"), base_url: form.get("base_url") || null, api_key: form.get("api_key") || null, attempt: Number(whatif.dataset.attempt) });
       if (!resp.ok) { out.replaceChildren(el("span", "err-type", await failure(resp))); return; }
       const data = await resp.json();
       const nodes = data.rerun.entries.map((e) => {
