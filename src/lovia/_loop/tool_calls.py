@@ -23,6 +23,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 
 from .. import events as ev
+from .._redact import redact
 from ..agent import Handoff
 from ..errors import ApprovalPending, BudgetExceeded, ToolError
 from ..stores.records import LedgerRecord, LedgerStatus
@@ -58,7 +59,9 @@ class Outcome:
 
 
 def _failed(content: str, error_type: str) -> Outcome:
-    return Outcome(content, is_error=True, error_type=error_type)
+    """An error result: keys in the text (an exception may quote one) are masked before
+    the model sees it or the store keeps it."""
+    return Outcome(redact(content), is_error=True, error_type=error_type)
 
 
 @dataclass(frozen=True, slots=True)

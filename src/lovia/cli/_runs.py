@@ -7,7 +7,7 @@ import argparse
 from ..replay import open_store
 from ..stores.base import RunInfo
 from ._common import info_dict, store_url
-from ._out import Out, fmt_cost, fmt_duration, fmt_time, fmt_tokens
+from ._out import Out, fmt_cost, fmt_duration, fmt_time, fmt_tokens, safe_name
 
 __all__ = ["runs"]
 
@@ -43,9 +43,9 @@ def _status(out: Out, info: RunInfo) -> str:
 def _row(out: Out, info: RunInfo) -> list[str]:
     duration = None if info.ended_at is None else max(0.0, info.ended_at - info.started_at)
     return [
-        info.run_id if info.parent_run_id is None else f"└ {info.run_id}",
-        info.agent,
-        info.session_id or "-",
+        safe_name(info.run_id) if info.parent_run_id is None else f"└ {safe_name(info.run_id)}",
+        safe_name(info.agent),
+        safe_name(info.session_id or "-"),
         _status(out, info),
         str(info.turns),
         fmt_tokens(info.input_tokens + info.output_tokens),

@@ -10,7 +10,7 @@ from ..replay._query import entry_label
 from ..stores.base import RunInfo, Store
 from ..transcript import ToolCallEntry, ToolResultEntry, TranscriptEntry, entry_to_dict
 from ._common import info_dict, store_url
-from ._out import Out, fmt_cost, fmt_duration, fmt_time, one_line
+from ._out import Out, fmt_cost, fmt_duration, fmt_time, one_line, safe_name
 
 __all__ = ["child_runs", "header", "render_transcript", "show"]
 
@@ -55,14 +55,15 @@ def header(out: Out, run: RunData) -> None:
     """One line naming the run and its outcome."""
     info = run.info
     first = str(info.extra.get("first_agent", info.agent))
-    agents = info.agent if first == info.agent else f"{first} -> {info.agent}"
+    agent = safe_name(info.agent)
+    agents = agent if first == info.agent else f"{safe_name(first)} -> {agent}"
     reason = info.error_type or info.finish_reason
     status = f"{info.status} ({reason})" if reason else info.status
     duration = None if info.ended_at is None else info.ended_at - info.started_at
-    out.line(out.style(f"run {info.run_id}", "bold"))
+    out.line(out.style(f"run {safe_name(info.run_id)}", "bold"))
     turns = f"{info.turns} turn{'' if info.turns == 1 else 's'}"
     out.line(
-        f"agent {agents} · session {info.session_id or '-'} · {status} · {turns} · "
+        f"agent {agents} · session {safe_name(info.session_id or '-')} · {status} · {turns} · "
         f"{info.input_tokens}+{info.output_tokens} tokens · "
         f"{fmt_cost(info.cost_usd)} · {fmt_time(info.started_at)} · "
         f"{fmt_duration(duration)}"
@@ -85,7 +86,7 @@ def render_transcript(
             continue  # printed under its call
         if (entry.turn, entry.agent) != turn:
             turn = (entry.turn, entry.agent)
-            out.line(out.style(f"turn {entry.turn} · {entry.agent}", "bold", "blue"))
+            out.line(out.style(f"turn {entry.turn} · {safe_name(entry.agent)}", "bold", "blue"))
         _entry(out, entry, width)
         if isinstance(entry, ToolCallEntry):
             result = results.get(entry.call_id)
@@ -103,10 +104,11 @@ def render_transcript(
 def _child_line(info: RunInfo) -> str:
     reason = info.error_type or info.finish_reason
     status = f"{info.status} ({reason})" if reason else info.status
+    run_id = safe_name(info.run_id)
     return (
-        f"child run {info.run_id} · {info.agent} · {status} · {info.turns} turns · "
+        f"child run {run_id} · {safe_name(info.agent)} · {status} · {info.turns} turns · "
         f"{info.input_tokens}+{info.output_tokens} tokens · {fmt_cost(info.cost_usd)}  "
-        f"(lovia show {info.run_id})"
+        f"(lovia show {run_id})"
     )
 
 
@@ -121,11 +123,13 @@ _COLORS = {
 
 def _entry(out: Out, entry: TranscriptEntry, width: int | None) -> None:
     label = entry_label(entry)
-    text = _cut(entry_text(entry), width)
-    if isinstance(entry, ToolCallEntry):
-        text = f"{text}  [{entry.call_id}]"
-    elif isinstance(entry, ToolResultEntry):
-        text = f"{text}  [{entry.call_id}, no call in this run]"
+    if isinstance(entry, ToolCallEntry):  # a tool's name is shown as a name
+        text = f"{_cut(f'{safe_name(entry.name)}({entry.arguments})', width)}"
+        text = f"{text}  [{safe_name(entry.call_id)}]"
+    else:
+        text = _cut(entry_text(entry), width)
+    if isinstance(entry, ToolResultEntry):
+        text = f"{text}  [{safe_name(entry.call_id)}, no call in this run]"
     out.line(f"  {out.style(label.ljust(10), _COLORS.get(label, 'bold'))}{text}")
 
 

@@ -29,7 +29,7 @@ from typing import Any, Protocol, cast
 
 import httpx
 
-from .._redact import excerpt, redact_error, remember
+from .._redact import excerpt, redact_error, redact_url, remember
 from ..errors import ProviderError, ProviderServerError, StreamInterrupted
 from ..model import ModelResponse, ReasoningChunk, RetryNotice, StreamItem, TextChunk, ToolCallChunk
 from ..transcript import ReasoningEntry, TextEntry
@@ -301,7 +301,7 @@ class HttpSeam:
         self._client: Any = http_client
 
     def __repr__(self) -> str:
-        return f"HttpSeam(provider={self.provider!r}, base_url={self.base_url!r})"
+        return f"HttpSeam(provider={self.provider!r}, base_url={redact_url(self.base_url)!r})"
 
     @property
     def url(self) -> httpx.URL:

@@ -37,6 +37,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 from urllib.parse import unquote
 
+from .._redact import redact_url
 from ..errors import StoreError, UserError
 from ..transcript import TranscriptEntry
 from . import _sqlite_sql as sql
@@ -71,7 +72,7 @@ def sqlite_path(url: str) -> str:
     scheme, sep, rest = url.partition("://")
     if scheme.lower() != "sqlite" or not sep or "?" in rest:
         raise UserError(
-            f"not a SQLite store URL: {url!r}",
+            f"not a SQLite store URL: {redact_url(url)!r}",
             hint="Use sqlite:///relative/path.db, sqlite:////absolute/path.db "
             "or sqlite://:memory: (no query string).",
         )

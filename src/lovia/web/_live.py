@@ -23,6 +23,7 @@ from ..replay import load_run
 from ..replay._query import whatif, whatif_dict
 from ..runner import Runner
 from ._app import WebConfig
+from ._format import run_id_param
 from ._pages import load_views, pick, render
 
 __all__ = ["ROUTES"]
@@ -102,7 +103,7 @@ async def approvals_json(request: Request) -> Response:
     decisions = _decisions(await body_of(request))
     agent = agent_of(_config(request))
     db = request.app.state.db
-    run = await load_run(request.path_params["run_id"], db)
+    run = await load_run(run_id_param(request.path_params["run_id"]), db)
     info = run.info
     if info.status != "paused":
         raise UserError(f"run {info.run_id} is {info.status}, not waiting for approval")
