@@ -13,6 +13,7 @@ from ._version import __version__
 from .agent import Agent, Handoff
 from .context import CancelToken, Mailbox, RunContext
 from .errors import (
+    AnswerTooLarge,
     ApprovalPending,
     BudgetExceeded,
     ContextOverflow,
@@ -25,6 +26,7 @@ from .errors import (
     RunCancelled,
     RunError,
     ToolError,
+    TooManyToolCalls,
     UserError,
 )
 from .guardrails import GuardrailResult, guardrail
@@ -73,6 +75,7 @@ __getattr__, __dir__ = _lazy_exports(
 __all__ = [
     "Agent",
     "AgentHooks",
+    "AnswerTooLarge",
     "Anthropic",
     "ApprovalPending",
     "BudgetExceeded",
@@ -108,6 +111,7 @@ __all__ = [
     "Runner",
     "Skills",
     "Todo",
+    "TooManyToolCalls",
     "Tool",
     "ToolError",
     "TranscriptEntry",

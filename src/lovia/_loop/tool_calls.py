@@ -25,7 +25,7 @@ from opentelemetry import trace
 from .. import events as ev
 from .._redact import redact
 from ..agent import Handoff
-from ..errors import ApprovalPending, BudgetExceeded, ToolError
+from ..errors import ApprovalPending, BudgetExceeded, ToolError, TooManyToolCalls
 from ..stores.records import LedgerRecord, LedgerStatus
 from ..tools import Tool, ToolArgumentsError, serialize_result
 from ..tools.tool import ResultNotSerializable
@@ -102,7 +102,26 @@ class Plan:
         return self.refusal is None and self.handoff is None and self.over_budget is None
 
 
+def check_call_count(state: RunState, calls: Sequence[ToolCallEntry]) -> None:
+    """One answer may ask for at most ``max_tool_calls_per_turn`` calls; more ends the run
+    before any of them runs (the answer itself is recorded, for the postmortem)."""
+    assert state.active is not None
+    limit = state.active.agent.max_tool_calls_per_turn
+    if len(calls) > limit:
+        raise TooManyToolCalls(
+            f"the model asked for {len(calls)} tool calls in one answer; agent "
+            f"{state.active.agent.name!r} allows {limit} (max_tool_calls_per_turn); "
+            "none of them ran",
+            hint="If the task really needs that many calls in one turn, raise "
+            "Agent(max_tool_calls_per_turn=...); otherwise check the prompt and the model "
+            "(lovia show RUN_ID shows the answer).",
+            calls=len(calls),
+            limit=limit,
+        )
+
+
 async def tool_phase(state: RunState, calls: Sequence[ToolCallEntry]) -> AsyncIterator[ev.Event]:
+    check_call_count(state, calls)
     plans: list[Plan] = []
     waiting: list[ToolCallEntry] = []
     for call in calls:

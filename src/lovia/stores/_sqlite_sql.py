@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from .._files import private_file
 from ..errors import RunNotFound, StoreError
 from ._codec import RUN_COLUMNS, decode_record, info_from_row, load_result
 from .base import (
@@ -60,7 +61,7 @@ def connect(path: str, timeout_s: float, read_only: bool = False) -> sqlite3.Con
     if read_only:
         return _connect_read_only(path, timeout_s)
     if path != ":memory:":
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        private_file(Path(path))  # 0600 file (and -wal/-shm), 0700 new folders
     conn = sqlite3.connect(path, timeout=timeout_s, isolation_level=None, check_same_thread=False)
     try:
         _init(conn, path, timeout_s)
