@@ -93,3 +93,27 @@ def test_non_ascii_csrf_is_403_not_500(odd_url: str, value: str) -> None:
             headers={"x-lovia-csrf": value.encode()},
         )
         assert res.status_code == 403
+
+
+async def _record_bidi(url: str) -> None:
+    db = store(url)
+    agent = Agent(name="a", model=ScriptedModel(["ok"]))
+    await Runner.run(
+        agent, "hi", run_id="inv\u202egnp.exe", checkpointer=db, session=db, session_id="s\u200d1"
+    )
+    await db.aclose()
+
+
+def test_bidi_and_invisible_characters_in_names_are_shown_visibly(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    url = f"sqlite:///{tmp_path_factory.mktemp('bidi') / 'lovia.db'}"
+    asyncio.run(_record_bidi(url))
+    with TestClient(create_app(url), base_url=LOCAL) as c:
+        listing = c.get("/").text
+        page = c.get("/runs/" + path("inv\u202egnp.exe")).text
+    for html_text in (listing, page):
+        assert "inv\\u202egnp.exe" in html_text
+    assert "s\\u200d1" in listing
+    visible = re.sub(r'"[^"]*"', "", listing + page)  # attributes keep the exact id
+    assert "\u202e" not in visible and "\u200d" not in visible

@@ -8,7 +8,7 @@ import json
 from typing import Any
 from urllib.parse import quote
 
-from .._display import fmt_cost, fmt_duration, fmt_time, fmt_tokens
+from .._display import fmt_cost, fmt_duration, fmt_time, fmt_tokens, safe_name
 
 __all__ = ["FILTERS", "path", "run_id_param"]
 
@@ -60,6 +60,7 @@ FILTERS: dict[str, Any] = {
     "cost": cost,
     "duration": fmt_duration,
     "json": pretty_json,
+    "name": safe_name,  # bidi overrides and invisible characters in names shown visibly
     "path": path,
     "path_id": path_id,
     "time": fmt_time,
