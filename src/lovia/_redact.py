@@ -54,7 +54,6 @@ _SHAPES = (
     r"(?<=[Bb]earer )" + _KEY_CHARS + r"{8,}",
     r"(?i:(?<=api[_-]key)|(?<=api-key)|(?<=x-api-key)|(?<=authorization))"
     r"""(?P<sep>["']?\s*[:=]\s*["']?)""" + _KEY_CHARS + r"{8,}",
-    *_URL_SHAPES,
 )
 _url_pattern = re.compile("|".join(_URL_SHAPES))
 _known: dict[str, None] = {}  # insertion-ordered set of configured keys
@@ -94,7 +93,9 @@ def redact(text: str) -> str:
     """``text`` with every configured key, key prefix and key-shaped token masked."""
     if not text:
         return text
-    return _compiled().sub(_mask, text)
+    text = _compiled().sub(_mask, text)
+    # URL secrets need a "://" or a "=": a second pass only then (most text has neither)
+    return _url_pattern.sub(_mask, text) if "=" in text or "://" in text else text
 
 
 def redact_url(url: str) -> str:
