@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
 
 .DEFAULT_GOAL := help
-.PHONY: help install demo test test-fast lint typecheck format bench bench-quick up down clean
+.PHONY: help install demo test test-fast lint typecheck format bench bench-quick mutate up down clean
 
 help:  ## list the commands
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -34,8 +34,10 @@ format: $(STAMP)  ## apply ruff fixes and formatting
 	$(VENV)/bin/ruff check --fix src tests examples bench
 	$(VENV)/bin/ruff format src tests examples
 
-test: lint typecheck  ## lint, typecheck and the whole test suite
-	$(PY) -m pytest -q -p no:cacheprovider
+test: lint typecheck  ## lint, typecheck and the whole suite in random order (SEED=n repeats one)
+	@seed=$${SEED:-$$(od -An -N2 -tu2 /dev/urandom | tr -d ' ')}; \
+	echo "test order: pytest-randomly seed $$seed (repeat with: make test SEED=$$seed)"; \
+	$(PY) -m pytest -q -p no:cacheprovider -p randomly --randomly-seed=$$seed
 
 test-fast: $(STAMP)  ## only the tests
 	$(PY) -m pytest -q -x
@@ -45,6 +47,9 @@ bench: $(STAMP)  ## benchmarks against the raw-httpx floor and the peers (slow)
 
 bench-quick: $(STAMP)  ## the CPU ratios table only (< 2 minutes): check a change before it lands
 	$(PY) bench/run.py --quick
+
+mutate: $(STAMP)  ## mutation testing of the promise-carrying modules (slow; MODULES="usage sse" or CHANGED=1)
+	$(PY) scripts/mutate.py $(if $(CHANGED),--changed,) $(MODULES)
 
 up:  ## start the observability stack (collector, Jaeger, Prometheus, Alertmanager, Grafana)
 	docker compose up -d

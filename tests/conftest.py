@@ -23,6 +23,22 @@ def _no_real_network() -> Iterator[None]:
         yield
 
 
+@pytest.fixture(autouse=True)
+def _process_wide_settings_restored() -> Iterator[None]:
+    """Price overrides, the default store and the content-capture policy are process-wide:
+    whatever a test sets is put back after it, so no test passes because of another's
+    leftovers (the suite also runs in random order)."""
+    from lovia import _defaults, pricing
+    from lovia.telemetry import content
+
+    saved = (_defaults._configured, content._configured, content._scrub)
+    prices = dict(pricing._overrides)
+    yield
+    _defaults._configured, content._configured, content._scrub = saved
+    pricing.clear_prices()
+    pricing._overrides.update(prices)
+
+
 def in_ci() -> bool:
     return os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
