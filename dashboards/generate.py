@@ -20,12 +20,27 @@ AGENT = 'gen_ai_agent_name=~"$agent"'
 AGENT_RULE = (
     "Agent = the agent each run started with (the one given to Runner.run). The cost, "
     "tokens, model calls and tools of agents it handed off to count under that agent, so "
-    "per-run figures add up; the chat spans name the agent that answered."
+    "per-run figures add up; the chat spans name the agent that answered. The cost and "
+    "tokens of child runs (agents used as tools) count under their top-level run's agent."
 )
 MODEL = 'gen_ai_request_model=~"$model"'
 AGENT_MODEL = f"{AGENT}, {MODEL}"
-NO_ERROR = 'error_type=""'
-ERROR = 'error_type!=""'
+TOP = 'lovia_run_nested!="true"'  # top-level runs (child runs are tools of a parent)
+COUNTED = 'lovia_run_outcome=~"completed|failed"'  # the SLI's runs
+FAILED = 'lovia_run_outcome="failed"'  # burns the error budget
+ENDED = 'lovia_run_outcome!~"paused|interrupted"'  # ended for good: one per run
+RUNS_TOP = f"{AGENT}, {TOP}"
+RUNS_COUNTED = f"{AGENT}, {TOP}, {COUNTED}"
+NESTED_RULE = (
+    'Top-level runs only (lovia_run_nested!="true"): a child run (an agent used as a '
+    "tool) is part of its parent run. Spend is labelled with the top-level run's agent, so "
+    "a run's cost includes its children's."
+)
+SLI_RULE = (
+    "SLI = completed / (completed + failed) top-level runs. Cancelled runs (a person "
+    "stopped them), paused runs (waiting for an approval: they end later) and interrupted "
+    "attempts (another worker took the run over) neither burn nor earn budget."
+)
 CACHE_READ = f'{AGENT_MODEL}, gen_ai_token_type="cache_read"'
 INPUT = f'{AGENT_MODEL}, gen_ai_token_type="input"'
 
@@ -191,7 +206,9 @@ def _options(kind: str, opts: dict) -> dict:
     }
 
 
-def _query_var(name: str, label: str, query: str, description: str = "") -> dict:
+def _query_var(
+    name: str, label: str, query: str, description: str = "", all_value: str = ".*"
+) -> dict:
     return {
         "type": "query",
         "name": name,
@@ -203,7 +220,7 @@ def _query_var(name: str, label: str, query: str, description: str = "") -> dict
         "refresh": 2,
         "includeAll": True,
         "multi": True,
-        "allValue": ".*",
+        "allValue": all_value,
         "current": {"selected": True, "text": ["All"], "value": ["$__all"]},
         "sort": 1,
     }
@@ -222,7 +239,11 @@ def _variables() -> list[dict]:
             "label_values(target_info, deployment_environment_name)",
         ),
         _query_var(
-            "agent", "Agent", "label_values(lovia_runs_total, gen_ai_agent_name)", AGENT_RULE
+            "agent",
+            "Agent",
+            "label_values(lovia_runs_total, gen_ai_agent_name)",
+            AGENT_RULE,
+            all_value=".+",  # not the agent-less series lovia_runs_total starts with at 0
         ),
         _query_var(
             "model",
@@ -241,11 +262,22 @@ def overview() -> dict:
     runs = "lovia_runs_total"
     run_hist = "gen_ai_invoke_agent_duration_seconds"
     chat_hist = "gen_ai_client_operation_duration_seconds"
-    b.add("stat", "Runs/s", [(sum_rate("", runs, AGENT), "runs/s")], w=6, h=4, unit="reqps")
+    ended = f"{RUNS_TOP}, {ENDED}"
+    b.add(
+        "stat",
+        "Runs/s",
+        [(sum_rate("", runs, ended), "runs/s")],
+        w=6,
+        h=4,
+        unit="reqps",
+        description="Top-level runs that ended (paused runs and interrupted attempts end "
+        "later, once). " + NESTED_RULE,
+    )
     b.add(
         "stat",
         "Run failure ratio",
-        [(ratio("", runs, ERROR, AGENT), "failed")],
+        [(ratio("", runs, FAILED, RUNS_COUNTED), "failed")],
+        description=SLI_RULE,
         w=6,
         h=4,
         unit="percentunit",
@@ -254,7 +286,7 @@ def overview() -> dict:
     b.add(
         "stat",
         "p95 run duration",
-        [(quantile(0.95, "", run_hist, AGENT), "p95")],
+        [(quantile(0.95, "", run_hist, RUNS_TOP), "p95")],
         w=6,
         h=4,
         unit="s",
@@ -272,7 +304,7 @@ def overview() -> dict:
         "Runs/s by agent and outcome",
         [
             (
-                sum_rate("gen_ai_agent_name, lovia_run_outcome", runs, AGENT),
+                sum_rate("gen_ai_agent_name, lovia_run_outcome", runs, RUNS_TOP),
                 "{{gen_ai_agent_name}} {{lovia_run_outcome}}",
             )
         ],
@@ -282,7 +314,8 @@ def overview() -> dict:
     b.add(
         "timeseries",
         "Run failure ratio by agent",
-        [(ratio("gen_ai_agent_name", runs, ERROR, AGENT), "{{gen_ai_agent_name}}")],
+        [(ratio("gen_ai_agent_name", runs, FAILED, RUNS_COUNTED), "{{gen_ai_agent_name}}")],
+        description=SLI_RULE,
         unit="percentunit",
         min=0,
         threshold=0.01,
@@ -291,21 +324,25 @@ def overview() -> dict:
     b.add(
         "timeseries",
         "Run duration p50 / p95 / p99",
-        [(quantile(q, "", run_hist, AGENT), f"p{int(q * 100)}") for q in (0.5, 0.95, 0.99)],
+        [(quantile(q, "", run_hist, RUNS_TOP), f"p{int(q * 100)}") for q in (0.5, 0.95, 0.99)],
+        description=NESTED_RULE,
         unit="s",
     )
     b.add(
         "timeseries",
         "Turns per run (p50 / p95 / mean) by agent",
         [
-            (quantile(0.5, "gen_ai_agent_name", "lovia_turns", AGENT), "p50 {{gen_ai_agent_name}}"),
             (
-                quantile(0.95, "gen_ai_agent_name", "lovia_turns", AGENT),
+                quantile(0.5, "gen_ai_agent_name", "lovia_turns", RUNS_TOP),
+                "p50 {{gen_ai_agent_name}}",
+            ),
+            (
+                quantile(0.95, "gen_ai_agent_name", "lovia_turns", RUNS_TOP),
                 "p95 {{gen_ai_agent_name}}",
             ),
             (
-                f"{sum_rate('gen_ai_agent_name', 'lovia_turns_sum', AGENT)} / "
-                f"{sum_rate('gen_ai_agent_name', 'lovia_turns_count', AGENT)}",
+                f"{sum_rate('gen_ai_agent_name', 'lovia_turns_sum', RUNS_TOP)} / "
+                f"{sum_rate('gen_ai_agent_name', 'lovia_turns_count', RUNS_TOP)}",
                 "mean {{gen_ai_agent_name}}",
             ),
         ],
@@ -421,7 +458,8 @@ def cost() -> dict:
     by_model = "gen_ai_provider_name, gen_ai_request_model"
     spend_range = f"sum({env(f'increase({c}{{{AGENT_MODEL}}}[$__range])')})"
     cache = f"{sum_rate('', t, CACHE_READ)} / {sum_rate('', t, INPUT)}"
-    per_run = f"{sum_rate('', c, AGENT_MODEL)} / {sum_rate('', 'lovia_runs_total', AGENT)}"
+    ended = f"{RUNS_TOP}, {ENDED}"
+    per_run = f"{sum_rate('', c, AGENT_MODEL)} / {sum_rate('', 'lovia_runs_total', ended)}"
     b.add("stat", "Spend in time range", [(spend_range, "USD")], w=6, h=4, unit="currencyUSD")
     b.add(
         "stat",
@@ -439,7 +477,28 @@ def cost() -> dict:
         h=4,
         unit="percentunit",
     )
-    b.add("stat", "Cost per run", [(per_run, "USD/run")], w=6, h=4, unit="currencyUSD")
+    b.add(
+        "stat",
+        "Cost per run",
+        [(per_run, "USD/run")],
+        w=6,
+        h=4,
+        unit="currencyUSD",
+        description=NESTED_RULE,
+    )
+    unpriced = f"sum({env(f'increase(lovia_cost_unpriced_total{{{AGENT_MODEL}}}[$__range])')})"
+    b.add(
+        "stat",
+        "Unpriced model calls in time range",
+        [(unpriced, "calls")],
+        w=24,
+        h=4,
+        unit="short",
+        threshold=1,
+        description="Model calls whose cost is unknown (no price for the model, or the "
+        "provider sent no usage). When this is not 0, every USD figure here is a lower "
+        "bound: set a price with lovia.telemetry.set_price.",
+    )
     b.add(
         "timeseries",
         "USD per hour by agent",
@@ -508,7 +567,7 @@ def cost() -> dict:
         [
             (
                 f"{sum_rate('gen_ai_agent_name', c, AGENT_MODEL)} / "
-                f"{sum_rate('gen_ai_agent_name', 'lovia_runs_total', AGENT)}",
+                f"{sum_rate('gen_ai_agent_name', 'lovia_runs_total', ended)}",
                 "{{gen_ai_agent_name}}",
             )
         ],
@@ -574,9 +633,10 @@ def slo() -> dict:
         "lovia:run_success:objective, 99 % by default) and error-budget burn rates.",
     )
     runs = "lovia_runs_total"
-    success_30d = f"1 - {ratio('', runs, ERROR, AGENT, '30d')}"
+    success_30d = f"1 - {ratio('', runs, FAILED, RUNS_COUNTED, '30d')}"
     budget_30d = (
-        f"1 - ({ratio('', runs, ERROR, AGENT, '30d')}) / scalar(1 - lovia:run_success:objective)"
+        f"1 - ({ratio('', runs, FAILED, RUNS_COUNTED, '30d')}) / "
+        "scalar(1 - lovia:run_success:objective)"
     )
     b.add(
         "stat", "Run success ratio (30 d)", [(success_30d, "success")], w=6, h=4, unit="percentunit"
@@ -615,7 +675,10 @@ def slo() -> dict:
         "timeseries",
         "Run success ratio vs objective by agent",
         [
-            (f"1 - {ratio('gen_ai_agent_name', runs, ERROR, AGENT)}", "{{gen_ai_agent_name}}"),
+            (
+                f"1 - {ratio('gen_ai_agent_name', runs, FAILED, RUNS_COUNTED)}",
+                "{{gen_ai_agent_name}}",
+            ),
             ("lovia:run_success:objective", "objective"),
         ],
         unit="percentunit",
@@ -627,7 +690,7 @@ def slo() -> dict:
         "Error budget remaining (30 d) by agent",
         [
             (
-                f"1 - ({ratio('gen_ai_agent_name', runs, ERROR, AGENT, '30d')}) / "
+                f"1 - ({ratio('gen_ai_agent_name', runs, FAILED, RUNS_COUNTED, '30d')}) / "
                 "scalar(1 - lovia:run_success:objective)",
                 "{{gen_ai_agent_name}}",
             )
@@ -663,7 +726,7 @@ def slo() -> dict:
         "Failed runs/s by error type",
         [
             (
-                sum_rate("gen_ai_agent_name, error_type", runs, f"{AGENT}, {ERROR}"),
+                sum_rate("gen_ai_agent_name, error_type", runs, f"{RUNS_TOP}, {FAILED}"),
                 "{{gen_ai_agent_name}} {{error_type}}",
             )
         ],
@@ -672,8 +735,20 @@ def slo() -> dict:
     )
     b.add(
         "timeseries",
+        "Cancelled runs/s by agent (not in the SLI)",
+        [
+            (
+                sum_rate("gen_ai_agent_name", runs, f'{RUNS_TOP}, lovia_run_outcome="cancelled"'),
+                "{{gen_ai_agent_name}}",
+            )
+        ],
+        description=SLI_RULE,
+        unit="reqps",
+    )
+    b.add(
+        "timeseries",
         "Runs/s by finish reason",
-        [(sum_rate("lovia_run_finish_reason", runs, AGENT), "{{lovia_run_finish_reason}}")],
+        [(sum_rate("lovia_run_finish_reason", runs, RUNS_TOP), "{{lovia_run_finish_reason}}")],
         unit="reqps",
     )
     return b.json()

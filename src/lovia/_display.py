@@ -7,6 +7,10 @@ clear the screen, set the clipboard (OSC 52), hide hyperlinks (OSC 8) or retitle
 window, a lone ``CR`` overwrites what was printed, and bidi overrides reorder a name
 (``echo\u202egnp.exe`` reads "echoexe.png"). Both functions replace each such character
 with a visible escape (``\x1b``, ``\u202e``) and leave everything else as it is.
+
+Unknown is never shown as zero: a cost with unpriced calls in it reads ``?`` (nothing
+priced) or ``$0.0123+?`` (a lower bound), tokens a provider did not report read ``?`` or
+``1200+80+?``, and a running run is "in turn N", never "0 turns".
 """
 
 from __future__ import annotations
@@ -17,8 +21,12 @@ import time
 __all__ = [
     "fmt_cost",
     "fmt_duration",
+    "fmt_run_cost",
     "fmt_time",
+    "fmt_token_total",
     "fmt_tokens",
+    "fmt_turns",
+    "fmt_usage",
     "safe_json",
     "safe_name",
     "safe_text",
@@ -85,6 +93,35 @@ def fmt_cost(usd: float) -> str:
     if not usd:
         return "-"
     return f"${usd:.4f}" if usd < 1 else f"${usd:.2f}"
+
+
+def fmt_run_cost(usd: float, unpriced: int = 0) -> str:
+    """A cost that may be partly unknown (``unpriced``: calls with no known cost)."""
+    if unpriced:
+        return f"{fmt_cost(usd)}+?" if usd else "?"
+    return fmt_cost(usd)
+
+
+def fmt_usage(input_tokens: int, output_tokens: int, missing: bool = False) -> str:
+    """``input+output`` tokens; ``?`` when a provider reported none of them."""
+    pair = f"{input_tokens}+{output_tokens}"
+    if missing:
+        return f"{pair}+?" if input_tokens or output_tokens else "?"
+    return pair
+
+
+def fmt_token_total(total: int, missing: bool = False) -> str:
+    """A token count for a table column (``fmt_tokens``), unknown when not reported."""
+    if missing:
+        return f"{fmt_tokens(total)}+?" if total else "?"
+    return fmt_tokens(total)
+
+
+def fmt_turns(turns: int, running: bool = False) -> str:
+    """``3 turns``; a running run is in a turn (its first counts before it is saved)."""
+    if running:
+        return f"in turn {max(turns, 1)}"
+    return f"{turns} turn{'' if turns == 1 else 's'}"
 
 
 def fmt_duration(seconds: float | None) -> str:

@@ -84,6 +84,9 @@ class RunStarted(Event):
     """Set for a child run (an agent run as a tool): the run that started it."""
     parent_call_id: str | None = None
     """The parent's tool call that started this child run."""
+    root_agent: str | None = None
+    """Set for a child run: the starting agent of its top-level run (spend metrics
+    name it, so a top-level run's cost includes its children's)."""
 
 
 @slotted(frozen=True, slots=True, kw_only=True, eq=False)
@@ -293,6 +296,10 @@ class ToolCallCompleted(Event):
     known: bool = True
     """False when the model named a tool the agent does not have (metrics label such
     calls ``_unknown``: the model's invented names never become label values)."""
+    recovered: bool = False
+    """True when a resumed run answered the call from its tool ledger without running
+    it: it was running when an earlier attempt died, and is not idempotent (its outcome
+    is unknown). Not an execution: tool metrics do not count it as one."""
 
 
 @slotted(frozen=True, slots=True, kw_only=True, eq=False)
@@ -342,6 +349,8 @@ class RunCompleted(Event):
     duration_s: float = 0.0
     replayed: bool = False
     """True when the run_id was already completed and the stored result was returned."""
+    child_usage: Usage | None = None
+    """The part of ``usage`` its child runs (agents as tools) used; None: no child run."""
 
 
 @slotted(frozen=True, slots=True, kw_only=True, eq=False)
@@ -355,6 +364,8 @@ class RunFailed(Event):
     turns: int = 0
     finish_reason: str = "error"
     duration_s: float = 0.0
+    child_usage: Usage | None = None
+    """The part of ``usage`` its child runs (agents as tools) used; None: no child run."""
 
 
 @slotted(frozen=True, slots=True, kw_only=True, eq=False)

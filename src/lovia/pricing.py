@@ -3,8 +3,10 @@
 A core module: the engine prices each call (budgets) and telemetry reports the cost, so
 neither owns it. ``lovia.telemetry`` re-exports these names.
 
-``price_usage`` returns the cost in USD of one model call, or 0.0 when no price is
-known (or the extra is not installed). Overrides win over the table:
+``price_call`` returns the cost in USD of one model call, or None when it is unknown (no
+price, the extra not installed, or no usage reported); the engine then counts the call in
+``Usage.unpriced`` and the first unpriced call of a model is logged (level INFO).
+``price_usage`` is the same with 0.0 for unknown. Overrides win over the table:
 ``set_price("openai", "my-finetune", input_per_mtok=..., output_per_mtok=...)``.
 
 It runs for every model response, so the table lookup happens once per
@@ -27,7 +29,14 @@ from typing import Any
 
 from .usage import Usage
 
-__all__ = ["clear_prices", "has_price", "price_table_version", "price_usage", "set_price"]
+__all__ = [
+    "clear_prices",
+    "has_price",
+    "price_call",
+    "price_table_version",
+    "price_usage",
+    "set_price",
+]
 
 logger = logging.getLogger("lovia.telemetry")
 
@@ -97,16 +106,43 @@ def has_price(provider: str, model: str) -> bool:
 
 def price_usage(provider: str, model: str, usage: Usage) -> float:
     """Cost in USD of ``usage`` on ``provider``/``model`` (0.0 when unknown)."""
+    cost = price_call(provider, model, usage)
+    return 0.0 if cost is None else cost
+
+
+def price_call(provider: str, model: str, usage: Usage) -> float | None:
+    """Cost in USD of one call's ``usage``, or None when it is unknown: no price for the
+    model, or the provider reported no usage (unknown is not free)."""
     if usage.missing and not (usage.input_tokens or usage.output_tokens):
-        return 0.0
+        return None
     price = _lookup(provider, model)
     if price is None:
-        return 0.0
+        _warn_unpriced(provider, model)
+        return None
     try:
         return price.cost(usage)
     except Exception:  # a pricing bug must never break a run
         logger.debug("pricing %s/%s failed", provider, model, exc_info=True)
-        return 0.0
+        return None
+
+
+_warned: set[tuple[str, str]] = set()
+
+
+def _warn_unpriced(provider: str, model: str) -> None:
+    """Say once per model that its calls are not priced (unknown is not free; every
+    surface shows it, so a log line is enough)."""
+    key = (provider.lower(), model.lower())
+    if key in _warned:
+        return
+    _warned.add(key)
+    logger.info(  # not a warning: test fakes and local models are unpriced by design
+        "no price is known for %s:%s: its calls count as unpriced (lovia.cost.unpriced) "
+        "and every cost that includes them is a lower bound; register one with "
+        "lovia.telemetry.set_price",
+        provider,
+        model,
+    )
 
 
 def price_table_version() -> str:

@@ -3,7 +3,8 @@
 ``Usage`` follows the OpenTelemetry GenAI rule: ``input_tokens`` *includes* cache reads
 and writes, ``output_tokens`` *includes* reasoning tokens; the detail fields are subsets.
 A provider that reported no usage at all yields ``Usage(missing=True)`` rather than
-zeros, so dashboards never mistake "unknown" for "free".
+zeros, and a call whose cost is unknown counts in ``unpriced``, so dashboards never
+mistake "unknown" for "free".
 """
 
 from __future__ import annotations
@@ -37,6 +38,9 @@ class Usage:
     """Priced cost when a price is known (0.0 otherwise)."""
     missing: bool = False
     """True when a provider reported no usage for at least one call."""
+    unpriced: int = 0
+    """Model calls whose cost is unknown (no price for the model, or no usage reported):
+    when not 0, ``cost_usd`` is a lower bound (the priced calls only), never the cost."""
 
     @property
     def total_tokens(self) -> int:
@@ -53,6 +57,7 @@ class Usage:
         self.tool_calls += other.tool_calls
         self.cost_usd += other.cost_usd
         self.missing = self.missing or other.missing
+        self.unpriced += other.unpriced
 
     def minus(self, before: Usage) -> Usage:
         """What was used since ``before`` (a copy taken earlier): e.g. one turn's usage."""
@@ -66,6 +71,7 @@ class Usage:
             tool_calls=self.tool_calls - before.tool_calls,
             cost_usd=self.cost_usd - before.cost_usd,
             missing=self.missing,
+            unpriced=self.unpriced - before.unpriced,
         )
 
     def copy(self) -> Usage:
@@ -81,6 +87,7 @@ class Usage:
             tool_calls=self.tool_calls,
             cost_usd=self.cost_usd,
             missing=self.missing,
+            unpriced=self.unpriced,
         )
 
     def to_dict(self) -> dict[str, int | float | bool]:

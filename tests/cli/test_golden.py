@@ -1,7 +1,9 @@
 """Golden output (plain mode) of ``lovia runs``, ``lovia show``, ``lovia replay``, ``lovia trace``.
 
 Run ids, entry ids, hashes, times and durations are normalized; column padding is
-collapsed to two spaces (widths follow the ids).
+collapsed to two spaces (widths follow the ids). The scripted model has no price: its
+runs' cost is unknown (``?``), never ``-`` or $0; a run whose only call failed cost
+nothing (``-``).
 """
 
 from __future__ import annotations
@@ -19,18 +21,18 @@ from .conftest import Recorded, lovia, normalize
 RUNS = """\
 RUN  AGENT  SESSION  STATUS  TURNS  TOKENS  COST  STARTED  DURATION
 <run2>  support  sess-2  failed/ProviderServerError  1  0  -  <time>  <dur>
-<run1>  billing  sess-1  completed/stop  4  177  -  <time>  <dur>
-<run0>  support  sess-1  completed/stop  1  18  -  <time>  <dur>
+<run1>  billing  sess-1  completed/stop  4  177  ?  <time>  <dur>
+<run0>  support  sess-1  completed/stop  1  18  ?  <time>  <dur>
 """
 
 RUNS_FILTERED = """\
 RUN  AGENT  SESSION  STATUS  TURNS  TOKENS  COST  STARTED  DURATION
-<run1>  billing  sess-1  completed/stop  4  177  -  <time>  <dur>
+<run1>  billing  sess-1  completed/stop  4  177  ?  <time>  <dur>
 """
 
 SHOW = """\
 run <run1>
-agent support -> billing · session sess-1 · completed (stop) · 4 turns · 153+24 tokens · - · \
+agent support -> billing · session sess-1 · completed (stop) · 4 turns · 153+24 tokens · ? · \
 <time> · <dur>
 (3 earlier entries from session sess-1 precede this run)
 turn 0 · support
@@ -139,17 +141,17 @@ async def _traced_run(url: str) -> str:
 
 GOLDEN_TRACE = """\
 trace <id32>  (search this trace id in Jaeger / Grafana Tempo)
-invoke_agent support  <dur>  tokens 12+8  finish=stop
+invoke_agent support  <dur>  tokens 12+8  ?  finish=stop
 ├─ lovia.checkpoint.write  <dur>
 ├─ lovia.turn  <dur>  tokens 3+5
 │  ├─ lovia.view  <dur>  view=<view>
-│  ├─ chat gm-1  <dur>  tokens 3+5  finish=tool_calls  view=<view>
+│  ├─ chat gm-1  <dur>  tokens 3+5  ?  finish=tool_calls  view=<view>
 │  ├─ execute_tool lookup  <dur>
 │  ├─ lovia.checkpoint.write  <dur>
 │  └─ lovia.checkpoint.write  <dur>
 ├─ lovia.turn  <dur>  tokens 9+3
 │  ├─ lovia.view  <dur>  view=<view>
-│  ├─ chat gm-1  <dur>  tokens 9+3  finish=stop  view=<view>
+│  ├─ chat gm-1  <dur>  tokens 9+3  ?  finish=stop  view=<view>
 │  └─ lovia.checkpoint.write  <dur>
 ├─ lovia.checkpoint.write  <dur>
 └─ lovia.session.write  <dur>

@@ -27,6 +27,15 @@ EXPECT = {
         "echo\\u202egnp.exe({})",
         "resumed: A1 charged. (charge ran 1 time)",
     ],
+    "42_run_outcomes.py": [
+        "report: 'report written', cost $0.005980, unpriced calls: 1",
+        "span invoke_agent manager: outcome=completed own=$0.005600 total=$0.005980 unpriced=1",
+        "span invoke_agent manager: outcome=cancelled",
+        "metric lovia.runs agent=manager cancelled nested=False: 1",
+        "metric lovia.runs agent=helper completed nested=True: 1",
+        "metric lovia.cost agent=manager  nested=True: 0.00038",
+        "metric lovia.cost.unpriced agent=manager  nested=True: 1",
+    ],
     "14_budget_cancel.py": [
         "budget: max_tool_calls hit at turn 2",
         "cancelled after 0.",

@@ -61,7 +61,7 @@ def test_show_runs_replay_and_trace_of_child_runs(tmp_path: Path) -> None:
     lines = out.splitlines()
     call = next(i for i, line in enumerate(lines) if "research(" in line and "[c1]" in line)
     assert "-> moths like lamps" in lines[call + 1]
-    assert f"child run {c1} · research · completed (stop) · 1 turns" in lines[call + 2]
+    assert f"child run {c1} · research · completed (stop) · 1 turn" in lines[call + 2]
 
     code, out, _ = cli("replay", parent, "--store", url)
     assert code == 0, out

@@ -27,7 +27,7 @@ SUBSTITUTIONS = {
     "$__interval": "15s",
     "$__range": "5m",
     "$environment": ".*",
-    "$agent": ".*",
+    "$agent": ".+",  # the variable's "All" (allValue)
     "$model": ".*",
 }
 

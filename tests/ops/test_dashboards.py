@@ -73,7 +73,10 @@ def test_template_variables(dashboards: dict[str, dict], name: str) -> None:
     assert environment == "label_values(target_info, deployment_environment_name)"
     for key in ("agent", "model", "environment"):
         assert variables[key]["includeAll"]
-        assert variables[key]["allValue"] == ".*"
+    assert variables["model"]["allValue"] == variables["environment"]["allValue"] == ".*"
+    # "All" agents: every series that names one, not the agent-less series lovia.runs
+    # starts with at 0 (it keeps absent() quiet on an idle deploy)
+    assert variables["agent"]["allValue"] == ".+"
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))

@@ -63,6 +63,7 @@ COUNTERS = (
     "lovia_tool_errors_total",
     "lovia_provider_retries_total",
     "lovia_compactions_total",
+    "lovia_cost_unpriced_total",  # the helper agent's model has no price
 )
 CONTRACT_SERIES = {f"{h}_{s}" for h in HISTOGRAMS for s in ("bucket", "sum", "count")}
 CONTRACT_SERIES |= set(COUNTERS)
@@ -185,7 +186,9 @@ def prom(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PromAPI]:
         # enough scrapes for rate() plus one evaluation of every rule group
         api.wait_for('count_over_time(lovia_runs_total{error_type!=""}[1m]) >= 4')
         # enough runs per agent that the failure ratio is not young-series noise
-        api.wait_for("min(sum by (gen_ai_agent_name) (lovia_runs_total)) >= 60")
+        api.wait_for(
+            'min(sum by (gen_ai_agent_name) (lovia_runs_total{gen_ai_agent_name!=""})) >= 60'
+        )
         api.wait_for("lovia:run_failure:ratio_rate3d")
         api.wait_for('ALERTS{alertname="LoviaRunErrorBudgetBurn1h"}')
         yield api

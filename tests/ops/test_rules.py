@@ -58,8 +58,12 @@ def test_recording_rules_cover_every_window() -> None:
     for window in WINDOWS:
         ratio = rules[f"lovia:run_failure:ratio_rate{window}"]["expr"]
         assert f"[{window}]" in ratio
-        assert 'error_type!=""' in ratio
-        assert f"lovia:runs:rate{window}" in rules
+        # bad: failed top-level runs; total: those that completed or failed
+        assert 'lovia_run_nested!="true", lovia_run_outcome="failed"' in ratio
+        assert 'lovia_run_nested!="true", lovia_run_outcome=~"completed|failed"' in ratio
+        assert "error_type" not in ratio  # a cancelled run has one, and does not burn
+        total = rules[f"lovia:runs:rate{window}"]["expr"]
+        assert 'lovia_run_nested!="true", lovia_run_outcome=~"completed|failed"' in total
     assert rules["lovia:run_success:objective"]["expr"].strip() == "vector(0.99)"
 
 

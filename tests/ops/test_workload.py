@@ -63,6 +63,7 @@ def test_lovia_workload_runs_every_outcome(workload) -> None:
         "MaxTurnsExceeded",
         "RateLimited",
         "ApprovalPending",
+        "RunCancelled",
     }
     failed = seen["MaxTurnsExceeded"] + seen["RateLimited"]
     assert failed / 30 == pytest.approx(1 / workload.FAILURE_EVERY)
@@ -102,6 +103,7 @@ def test_emits_every_contract_metric_with_units(workload) -> None:
         "lovia.tool.errors": "{error}",
         "lovia.provider.retries": "{retry}",
         "lovia.compactions": "{compaction}",
+        "lovia.cost.unpriced": "{call}",
     }
     agent_duration = metrics["gen_ai.invoke_agent.duration"].data.data_points[0]
     assert list(agent_duration.explicit_bounds) == pytest.approx([0.1 * 2**i for i in range(13)])

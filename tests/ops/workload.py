@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from opentelemetry.metrics import Counter, Histogram, Meter
 
 AGENTS = ("triage", "researcher")
+HELPER = "helper"  # the child agent both use as a tool (lovia workload)
 MODELS = (("openai", "gpt-4o-mini"), ("anthropic", "claude-sonnet-4"))
 TOOLS = ("search", "fetch_url")
 FAILURES = (("ProviderError", "error"), ("MaxTurnsExceeded", "max_turns"))
@@ -56,6 +57,7 @@ class Instruments:
     tool_errors: Counter
     retries: Counter
     compactions: Counter
+    unpriced: Counter
 
 
 def _views() -> list:
@@ -91,6 +93,7 @@ def make_instruments(meter: Meter) -> Instruments:
         tool_errors=counter("lovia.tool.errors", unit="{error}"),
         retries=counter("lovia.provider.retries", unit="{retry}"),
         compactions=counter("lovia.compactions", unit="{compaction}"),
+        unpriced=counter("lovia.cost.unpriced", unit="{call}"),
     )
 
 
@@ -119,6 +122,8 @@ def _model_call(ins: Instruments, agent: str, provider: str, model: str, rnd) ->
     for kind, count in split.items():
         ins.tokens.add(count, {**short, "gen_ai.token.type": kind})
     ins.cost.add(input_tokens * 2.5e-6 + output_tokens * 1e-5, short)
+    if rnd.random() < 0.05:  # a call to a model without a price
+        ins.unpriced.add(1, {**short, "lovia.run.nested": False})
 
 
 def _tool_call(ins: Instruments, agent: str, tool: str, fail: bool, rnd) -> None:
@@ -167,6 +172,7 @@ def one_run(ins: Instruments, index: int, rnd: random.Random) -> None:
         "gen_ai.agent.name": agent,
         "lovia.run.outcome": outcome,
         "lovia.run.finish_reason": finish,
+        "lovia.run.nested": False,
     }
     duration_attrs = {
         "gen_ai.agent.name": agent,
@@ -206,7 +212,7 @@ def emit_with_sdk(port: int, runs_per_second: float, stop: Callable[[], bool]) -
 
 def _lovia_agents() -> list:
     """Two agents on two providers' scripted models, with tools that succeed and fail."""
-    from lovia import Agent, Compaction, ModelProfile, tool
+    from lovia import Agent, Compaction, ModelProfile, RunContext, tool
     from lovia.errors import RateLimited
     from lovia.providers.base import RetryNotice
     from lovia.testing import FunctionModel, call, reply
@@ -254,19 +260,37 @@ def _lovia_agents() -> list:
             return RateLimited("still rate limited", status=429)
         if "pause" in text and done == 0:
             return reply(tool_calls=[call("send_email", to="ops@example.com")], usage=usage(done))
+        if "cancel" in text and done == 0:
+            return reply(tool_calls=[call("stop_run")], usage=usage(done))
+        if "helper" in text and done == 0:
+            return reply(tool_calls=[call("ask_helper", input="summarize")], usage=usage(done))
         if "loop" in text or done < 2:
             url = "bad.example" if "toolerror" in text else "ok.example"
             calls = [call("search", query=f"q{done}"), call("fetch_url", url=url)]
             return reply(tool_calls=calls, usage=usage(done))
         return reply("done", usage=usage(done))
 
+    @tool
+    def stop_run(ctx: RunContext) -> str:
+        """Stop this run (a user pressing cancel)."""
+        ctx.cancel_token.cancel("the user pressed stop")
+        return "stopping"
+
+    def helper_answer(request, info):  # type: ignore[no-untyped-def]
+        return reply("helped", usage=Usage(input_tokens=120, output_tokens=30))
+
     profile = ModelProfile(context_window=100_000)
+    # a child agent on a model without a price: nested runs and unpriced calls
+    helper = Agent(
+        name=HELPER,
+        model=FunctionModel(helper_answer, provider="local", model="llama-local", profile=profile),
+    )
     models = [
         FunctionModel(decide, provider="openai", model="gpt-4o-mini", profile=profile),
         Retrying(decide, provider="anthropic", model="claude-sonnet-4", profile=profile),
     ]
     context = Compaction(max_result_tokens=100)
-    tools = [search, fetch_url, send_email]
+    tools = [search, fetch_url, send_email, stop_run, helper.as_tool(name="ask_helper")]
     return [
         Agent(name=name, model=model, tools=tools, context=context)
         for name, model in zip(AGENTS, models, strict=True)
@@ -274,11 +298,16 @@ def _lovia_agents() -> list:
 
 
 def _lovia_input(index: int) -> tuple[str, int]:
-    """(input, max_turns) of the index-th run: one in five fails, some pause."""
+    """(input, max_turns) of the index-th run: one in five fails, some pause, some are
+    cancelled, some ask a child agent (on a model without a price) for help."""
     if index % FAILURE_EVERY == 0:
         return ("fail-provider" if index % 2 else "loop"), 2
     if index % 11 == 0:
         return "pause", 10
+    if index % 13 == 1:
+        return "cancel", 10
+    if index % 3 == 1:
+        return "helper", 10
     return ("toolerror" if index % 7 == 0 else "work"), 10
 
 

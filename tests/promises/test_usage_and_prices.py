@@ -5,7 +5,14 @@ from __future__ import annotations
 import pytest
 
 from lovia import RunBudget
-from lovia.pricing import clear_prices, has_price, price_table_version, price_usage, set_price
+from lovia.pricing import (
+    clear_prices,
+    has_price,
+    price_call,
+    price_table_version,
+    price_usage,
+    set_price,
+)
 from lovia.usage import Usage
 
 FULL = Usage(
@@ -17,6 +24,7 @@ FULL = Usage(
     requests=2,
     tool_calls=3,
     cost_usd=0.25,
+    unpriced=1,
 )
 
 
@@ -32,6 +40,7 @@ def test_adding_usage_adds_every_counter_including_tool_calls_and_cost() -> None
         requests=6,
         tool_calls=7,
         cost_usd=0.5,
+        unpriced=2,
     )
     total.add(FULL)
     assert total.to_dict() == {
@@ -44,6 +53,7 @@ def test_adding_usage_adds_every_counter_including_tool_calls_and_cost() -> None
         "tool_calls": 10,
         "cost_usd": 0.75,
         "missing": False,
+        "unpriced": 3,  # calls whose cost is unknown: the cost is a lower bound
     }
 
 
@@ -76,6 +86,7 @@ def test_minus_is_what_was_used_since_a_copy() -> None:
             tool_calls=2,
             cost_usd=0.5,
             missing=True,
+            unpriced=1,
         )
     )
     delta = after.minus(before)
@@ -89,6 +100,7 @@ def test_minus_is_what_was_used_since_a_copy() -> None:
         "tool_calls": 2,
         "cost_usd": 0.5,
         "missing": True,
+        "unpriced": 1,
     }
 
 
@@ -199,6 +211,7 @@ def test_a_call_with_no_usage_costs_nothing_even_for_a_priced_model() -> None:
     """A provider that reported no usage must not be billed (nor trip ``max_cost_usd``)."""
     set_price("acme", "m", input_per_mtok=1e6, output_per_mtok=1e6)
     assert price_usage("acme", "m", Usage(missing=True)) == 0.0
+    assert price_call("acme", "m", Usage(missing=True)) is None  # unknown, not free
 
 
 def test_missing_usage_with_some_counted_tokens_is_still_priced() -> None:
@@ -210,6 +223,7 @@ def test_missing_usage_with_some_counted_tokens_is_still_priced() -> None:
 def test_an_unknown_model_costs_zero_and_has_no_price() -> None:
     assert has_price("acme", "no-such-model-anywhere") is False
     assert price_usage("acme", "no-such-model-anywhere", Usage(input_tokens=1000)) == 0.0
+    assert price_call("acme", "no-such-model-anywhere", Usage(input_tokens=1000)) is None
 
 
 def test_override_prices_each_kind_of_token_at_its_own_rate() -> None:

@@ -240,7 +240,7 @@ async def test_cancellation_closes_open_spans_with_the_error(otel: Otel) -> None
                 "status": "ERROR",
                 "attrs": {
                     "error.type": "RunCancelled",
-                    "lovia.run.outcome": "failed",
+                    "lovia.run.outcome": "cancelled",
                     "lovia.run.turns": 1,
                     "lovia.run.finish_reason": "cancelled",
                 },

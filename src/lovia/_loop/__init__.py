@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +23,7 @@ from ..errors import LeaseLost, LoviaError, RunError
 from ..result import RunResult
 from ..telemetry.tracer import RunTracer, make_run_tracer
 from ..transcript import Transcript
+from ..usage import Usage
 from .checkpoint import finish_info, restore
 from .finish import call_close, close_plugins, finish, result_of, write_session
 from .lease import stop_heartbeat
@@ -203,7 +204,19 @@ def _failed(state: RunState, error: BaseException) -> ev.RunFailed:
         turns=state.turn,
         finish_reason=getattr(error, "finish_reason", "error"),
         duration_s=state.elapsed(),
+        child_usage=_children_total(state.child_usage().values()),
     )
+
+
+def _children_total(usages: Iterable[Usage]) -> Usage | None:
+    """The sum of the child runs' usages (None: the run started no child run)."""
+    items = list(usages)
+    if not items:
+        return None
+    total = Usage()
+    for usage in items:
+        total.add(usage)
+    return total
 
 
 def _completed(state: RunState) -> tuple[ev.RunCompleted, RunResult[Any]]:
@@ -219,6 +232,7 @@ def _completed(state: RunState) -> tuple[ev.RunCompleted, RunResult[Any]]:
         turns=result.turns,
         finish_reason=result.finish_reason,
         duration_s=state.elapsed(),
+        child_usage=_children_total(result.child_usage.values()),
     )
     return event, result
 

@@ -33,7 +33,7 @@ from ..model import (
     TextChunk,
     ToolCallChunk,
 )
-from ..pricing import price_usage
+from ..pricing import price_call
 from ..transcript import DeltaCleaner, TranscriptEntry, clean_text
 from .lease import confirm_lease
 from .limits import cancelled_error, check_budget
@@ -114,7 +114,8 @@ async def call_model(
     if not provider.profile.streaming:
         call.ttfc = None  # one-shot: "first chunk" would be the whole latency
     usage = response.usage
-    usage.cost_usd = price_usage(provider.name, response.model or provider.model, usage)
+    cost = price_call(provider.name, response.model or provider.model, usage)
+    usage.cost_usd, usage.unpriced = (0.0, 1) if cost is None else (cost, 0)
     if state is not None:
         state.usage.add(usage)
     entries = record(response) if record is not None else response.entries

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator
+from typing import Any
 
 from .. import events as ev
-from ..stores.base import RunInfo, RunSnapshot, RunStatus
+from ..stores.base import UNPRICED_KEY, USAGE_MISSING_KEY, RunInfo, RunSnapshot, RunStatus
 from ..stores.records import LedgerRecord, LedgerStatus, Record, StateRecord, read_records
 from ..transcript import ToolCallEntry, ToolResultEntry, TranscriptEntry
 from ..usage import Usage
@@ -123,10 +124,22 @@ def run_info(state: RunState, status: RunStatus = "running") -> RunInfo:
         trace_id=state.trace_ids[0] if state.trace_ids else None,
         span_id=state.trace_ids[1] if state.trace_ids else None,
         history_len=len(state.history),
-        extra={"first_agent": state.params.agent.name},
+        extra=_usage_extra(state.params.agent.name, usage),
         parent_run_id=link.run_id if link is not None else None,
         parent_call_id=link.call_id if link is not None else None,
     )
+
+
+def _usage_extra(first_agent: str, usage: Usage) -> dict[str, Any]:
+    """``RunInfo.extra``: the first agent, and what of the usage is unknown (unknown is
+    not zero: ``unpriced`` calls make ``cost_usd`` a lower bound, ``usage_missing`` says
+    a provider reported no tokens)."""
+    extra: dict[str, Any] = {"first_agent": first_agent}
+    if usage.unpriced:
+        extra[UNPRICED_KEY] = usage.unpriced
+    if usage.missing:
+        extra[USAGE_MISSING_KEY] = True
+    return extra
 
 
 def finish_info(

@@ -131,7 +131,19 @@ def run_started(state: RunState, resumed: bool) -> ev.RunStarted:
         trace_links=state.trace_links,
         parent_run_id=state.params.parent.run_id if state.params.parent else None,
         parent_call_id=state.params.parent.call_id if state.params.parent else None,
+        root_agent=_root_agent(state),
     )
+
+
+def _root_agent(state: RunState) -> str | None:
+    """A child run's top-level run's starting agent (None for a top-level run)."""
+    link = state.params.parent
+    if link is None:
+        return None
+    root = link.state
+    while root.params.parent is not None:
+        root = root.params.parent.state
+    return root.params.agent.name
 
 
 async def prepare(state: RunState, snapshot: RunSnapshot | None) -> AsyncIterator[ev.Event]:

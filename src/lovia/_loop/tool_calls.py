@@ -104,6 +104,9 @@ class Plan:
     handoff: Handoff | None = None
     over_budget: BudgetExceeded | None = None
     """The budget refused this call at its pre-check: the run ends when it is reached."""
+    recovered: bool = False
+    """Answered from the ledger: it was running when an earlier attempt died (outcome
+    unknown), so this attempt does not run it."""
 
     @property
     def will_run(self) -> bool:
@@ -192,7 +195,7 @@ async def _precheck(
     except ToolArgumentsError as exc:
         return Plan(call, t, refusal=str(exc))
     if state.ledger.get(call.call_id) == "started" and not t.idempotent:
-        return Plan(call, t, refusal=UNKNOWN_OUTCOME)
+        return Plan(call, t, refusal=UNKNOWN_OUTCOME, recovered=True)
     decision = await _approval(state, t, call)
     if isinstance(decision, Wait):
         waiting.append(call)
@@ -542,6 +545,7 @@ async def _complete(
         duration_s=duration,
         started=started,
         known=plan.call.name in state.active.tools or plan.call.name in state.active.handoffs,
+        recovered=plan.recovered,
     )
     if write and state.pending:  # no generator when there is nothing to write
         saved = await write_progress(state, "tool_result")

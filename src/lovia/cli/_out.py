@@ -18,14 +18,39 @@ from typing import Any, TextIO
 from .._display import (
     fmt_cost,
     fmt_duration,
+    fmt_run_cost,
     fmt_time,
     fmt_tokens,
+    fmt_usage,
     safe_json,
     safe_name,
     safe_text,
 )
+from ..stores.base import UNPRICED_KEY, USAGE_MISSING_KEY, RunInfo
 
-__all__ = ["Out", "fmt_cost", "fmt_duration", "fmt_time", "fmt_tokens", "one_line", "safe_name"]
+__all__ = [
+    "Out",
+    "fmt_cost",
+    "fmt_duration",
+    "fmt_time",
+    "fmt_tokens",
+    "info_cost",
+    "info_tokens",
+    "one_line",
+    "safe_name",
+]
+
+
+def info_cost(info: RunInfo) -> str:
+    """A run's cost: ``?`` or ``$0.0123+?`` when some of its calls have no known price."""
+    return fmt_run_cost(info.cost_usd, int(info.extra.get(UNPRICED_KEY, 0)))
+
+
+def info_tokens(info: RunInfo) -> str:
+    """A run's ``input+output`` tokens, ``?`` when a provider reported none."""
+    missing = bool(info.extra.get(USAGE_MISSING_KEY, False))
+    return fmt_usage(info.input_tokens, info.output_tokens, missing)
+
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _OWN_STYLE = re.compile(r"(\x1b\[(?:0|(?:[12]|3[1-6])(?:;(?:[12]|3[1-6]))*)m)")

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import argparse
 
+from .._display import fmt_token_total
 from ..replay import open_store
-from ..stores.base import RunInfo
+from ..stores.base import USAGE_MISSING_KEY, RunInfo
 from ._common import info_dict, store_url
-from ._out import Out, fmt_cost, fmt_duration, fmt_time, fmt_tokens, safe_name
+from ._out import Out, fmt_duration, fmt_time, info_cost, safe_name
 
 __all__ = ["runs"]
 
@@ -48,8 +49,11 @@ def _row(out: Out, info: RunInfo) -> list[str]:
         safe_name(info.session_id or "-"),
         _status(out, info),
         str(info.turns),
-        fmt_tokens(info.input_tokens + info.output_tokens),
-        fmt_cost(info.cost_usd),
+        fmt_token_total(
+            info.input_tokens + info.output_tokens,
+            bool(info.extra.get(USAGE_MISSING_KEY, False)),
+        ),
+        info_cost(info),
         fmt_time(info.started_at),
         fmt_duration(duration),
     ]

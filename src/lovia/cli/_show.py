@@ -5,12 +5,13 @@ from __future__ import annotations
 import argparse
 from collections.abc import Mapping, Sequence
 
+from .._display import fmt_turns
 from ..replay import RunData, entry_text, load_run, open_store
 from ..replay._query import entry_label
 from ..stores.base import RunInfo, Store
 from ..transcript import ToolCallEntry, ToolResultEntry, TranscriptEntry, entry_to_dict
 from ._common import info_dict, store_url
-from ._out import Out, fmt_cost, fmt_duration, fmt_time, one_line, safe_name
+from ._out import Out, fmt_duration, fmt_time, info_cost, info_tokens, one_line, safe_name
 
 __all__ = ["child_runs", "header", "render_transcript", "show"]
 
@@ -41,7 +42,9 @@ async def show(args: argparse.Namespace, out: Out) -> int:
                 "dim",
             )
         )
-    render_transcript(out, entries, width=None if args.full else WIDTH, children=children)
+    width = None if args.full else WIDTH
+    running = run.info.status == "running"
+    render_transcript(out, entries, width=width, children=children, running=running)
     return 0
 
 
@@ -61,11 +64,11 @@ def header(out: Out, run: RunData) -> None:
     status = f"{info.status} ({reason})" if reason else info.status
     duration = None if info.ended_at is None else info.ended_at - info.started_at
     out.line(out.style(f"run {safe_name(info.run_id)}", "bold"))
-    turns = f"{info.turns} turn{'' if info.turns == 1 else 's'}"
+    turns = fmt_turns(info.turns, running=info.status == "running")
     out.line(
         f"agent {agents} · session {safe_name(info.session_id or '-')} · {status} · {turns} · "
-        f"{info.input_tokens}+{info.output_tokens} tokens · "
-        f"{fmt_cost(info.cost_usd)} · {fmt_time(info.started_at)} · "
+        f"{info_tokens(info)} tokens · "
+        f"{info_cost(info)} · {fmt_time(info.started_at)} · "
         f"{fmt_duration(duration)}"
     )
 
@@ -75,9 +78,11 @@ def render_transcript(
     entries: Sequence[TranscriptEntry],
     width: int | None = WIDTH,
     children: Mapping[str, RunInfo] | None = None,
+    running: bool = False,
 ) -> None:
     """Entries grouped by turn; each tool call followed by its result (by call_id) and
-    by the child run it started, if any."""
+    by the child run it started, if any (``running``: a call without a result is in
+    flight, not failed)."""
     results = {e.call_id: e for e in entries if isinstance(e, ToolResultEntry)}
     calls = {e.call_id for e in entries if isinstance(e, ToolCallEntry)}
     turn: tuple[int, str] | None = None
@@ -91,7 +96,8 @@ def render_transcript(
         if isinstance(entry, ToolCallEntry):
             result = results.get(entry.call_id)
             if result is None:
-                out.line(out.style("      -> (no result)", "yellow"))
+                pending = "(running)" if running else "(no result)"
+                out.line(out.style(f"      -> {pending}", "yellow"))
             else:
                 mark = "error" if result.is_error else "->"
                 text = _cut(result.content, width)
@@ -106,8 +112,9 @@ def _child_line(info: RunInfo) -> str:
     status = f"{info.status} ({reason})" if reason else info.status
     run_id = safe_name(info.run_id)
     return (
-        f"child run {run_id} · {safe_name(info.agent)} · {status} · {info.turns} turns · "
-        f"{info.input_tokens}+{info.output_tokens} tokens · {fmt_cost(info.cost_usd)}  "
+        f"child run {run_id} · {safe_name(info.agent)} · {status} · "
+        f"{fmt_turns(info.turns, running=info.status == 'running')} · "
+        f"{info_tokens(info)} tokens · {info_cost(info)}  "
         f"(lovia show {run_id})"
     )
 

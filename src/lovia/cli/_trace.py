@@ -10,11 +10,12 @@ import argparse
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .._display import fmt_run_cost, fmt_usage
 from ..errors import LoviaError
 from ..replay import load_run, open_store
 from ..replay._spans import SpanRow, build_tree, load_run_spans, normalize, normalize_all, span_json
 from ._common import store_url
-from ._out import Out, fmt_cost, fmt_duration, safe_name
+from ._out import Out, fmt_duration, safe_name
 
 __all__ = ["SpanRow", "build_tree", "normalize", "trace", "tree_lines"]
 
@@ -84,11 +85,18 @@ def _details(attrs: Mapping[str, Any]) -> list[str]:
             attrs.get(prefix + "output_tokens"),
         )
         if tokens_in is not None or tokens_out is not None:
-            out.append(f"tokens {tokens_in or 0}+{tokens_out or 0}")
+            missing = bool(attrs.get(prefix + "missing"))
+            out.append(f"tokens {fmt_usage(int(tokens_in or 0), int(tokens_out or 0), missing)}")
             break
-    cost = attrs.get("lovia.cost.usd")
-    if cost:
-        out.append(fmt_cost(float(cost)))
+    else:
+        answered = attrs.get("gen_ai.operation.name") == "chat" and "error.type" not in attrs
+        if answered and "gen_ai.usage.input_tokens" not in attrs:
+            out.append("tokens ?")  # the provider reported no usage
+    # a run span: its cost with its child runs (lovia.cost.usd there is its own share)
+    cost = attrs.get("lovia.cost.total_usd", attrs.get("lovia.cost.usd"))
+    unpriced = int(attrs.get("lovia.cost.unpriced") or 0)
+    if cost or unpriced:
+        out.append(fmt_run_cost(float(cost or 0.0), unpriced))
     finish = attrs.get("lovia.run.finish_reason") or attrs.get("gen_ai.response.finish_reasons")
     if finish:
         reasons = finish if isinstance(finish, str) else ",".join(str(r) for r in finish)

@@ -16,8 +16,9 @@ from typing import Any
 
 from ..errors import UserError
 from ..model import ModelResponse, Provider
-from ..stores.base import RunInfo
+from ..stores.base import UNPRICED_KEY, USAGE_MISSING_KEY, RunInfo
 from ..transcript import ToolCallEntry, ToolResultEntry, TranscriptEntry, entry_to_dict
+from ..usage import Usage
 from ._diff import entry_text
 from ._load import RunData
 from ._render import provider_for, redact, render_request, rerun
@@ -62,6 +63,8 @@ def info_dict(info: RunInfo) -> dict[str, Any]:
         "parent_run_id": info.parent_run_id,
         "parent_call_id": info.parent_call_id,
         "records_pruned_at": info.extra.get("records_pruned_at"),
+        "unpriced": int(info.extra.get(UNPRICED_KEY, 0)),
+        "usage_missing": bool(info.extra.get(USAGE_MISSING_KEY, False)),
     }
 
 
@@ -96,6 +99,10 @@ class Turn:
     input_tokens: int | None = None
     output_tokens: int | None = None
     cost_usd: float | None = None
+    unpriced: int = 0
+    """Model calls of this turn whose cost is unknown (``cost_usd`` is a lower bound)."""
+    usage_missing: bool = False
+    """A model call of this turn reported no usage (its tokens are unknown)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -104,6 +111,8 @@ class Turn:
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
             "cost_usd": self.cost_usd,
+            "unpriced": self.unpriced,
+            "usage_missing": self.usage_missing,
             "items": [i.to_dict() for i in self.items],
         }
 
@@ -140,23 +149,46 @@ def _mark(entry: TranscriptEntry, result: ToolResultEntry | None, paused: bool) 
     return ""
 
 
-def _usage_by_turn(run: RunData) -> dict[int, tuple[int, int, float]]:
+def _open(entry: TranscriptEntry, result: ToolResultEntry | None) -> bool:
+    return isinstance(entry, ToolCallEntry) and result is None
+
+
+def in_flight(run: RunData) -> bool:
+    """True while the run's holder may still be working (its calls without a result are
+    running, not failed)."""
+    return run.info.status == "running"
+
+
+def _usage_by_turn(run: RunData) -> dict[int, TurnUsage]:
     """Each turn's own tokens and cost (the state records hold running totals)."""
-    out: dict[int, tuple[int, int, float]] = {}
-    before = (0, 0, 0.0)
+    out: dict[int, TurnUsage] = {}
+    before = Usage()
     for state in run.states:
         usage = state.usage
-        now = (usage.input_tokens, usage.output_tokens, usage.cost_usd)
         turn = state.turn
-        if now != before:
-            old = out.get(turn, (0, 0, 0.0))
-            out[turn] = (
-                old[0] + now[0] - before[0],
-                old[1] + now[1] - before[1],
-                old[2] + now[2] - before[2],
+        delta = usage.minus(before)
+        used = delta.input_tokens or delta.output_tokens or delta.cost_usd or delta.unpriced
+        if used or (delta.requests and usage.missing):
+            old = out.get(turn, TurnUsage())
+            out[turn] = TurnUsage(
+                old.input_tokens + delta.input_tokens,
+                old.output_tokens + delta.output_tokens,
+                old.cost_usd + delta.cost_usd,
+                old.unpriced + delta.unpriced,
+                # a call that reported no usage: this turn's tokens are not all known
+                old.missing or (usage.missing and not before.missing),
             )
-        before = now
+        before = usage
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class TurnUsage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+    unpriced: int = 0
+    missing: bool = False
 
 
 def turns(run: RunData) -> list[Turn]:
@@ -165,30 +197,34 @@ def turns(run: RunData) -> list[Turn]:
     results = {e.call_id: e for e in entries if isinstance(e, ToolResultEntry)}
     calls = {e.call_id for e in entries if isinstance(e, ToolCallEntry)}
     paused = run.info.status == "paused"
+    running = in_flight(run)
     usage = _usage_by_turn(run)
     out: list[Turn] = []
     for entry in entries:
         if isinstance(entry, ToolResultEntry) and entry.call_id in calls:
             continue
         if not out or (out[-1].turn, out[-1].agent) != (entry.turn, entry.agent):
-            tokens_in, tokens_out, cost = usage.pop(entry.turn, (None, None, None))
+            own = usage.pop(entry.turn, None)
             out.append(
                 Turn(
                     turn=entry.turn,
                     agent=entry.agent,
-                    input_tokens=tokens_in,
-                    output_tokens=tokens_out,
-                    cost_usd=cost,
+                    input_tokens=None if own is None else own.input_tokens,
+                    output_tokens=None if own is None else own.output_tokens,
+                    cost_usd=None if own is None else own.cost_usd,
+                    unpriced=0 if own is None else own.unpriced,
+                    usage_missing=own is not None and own.missing,
                 )
             )
         result = results.get(entry.call_id) if isinstance(entry, ToolCallEntry) else None
+        mark = "running" if running and _open(entry, result) else _mark(entry, result, paused)
         out[-1].items.append(
             Item(
                 entry=entry,
                 label=entry_label(entry),
                 text=entry_text(entry),
                 result=result,
-                mark=_mark(entry, result, paused),
+                mark=mark,
             )
         )
     return out

@@ -128,6 +128,12 @@ class RunSnapshot:
 PRUNABLE = ("completed", "failed")
 PRUNED_KEY = "records_pruned_at"
 """``RunInfo.extra`` key set when a run's checkpoint records were pruned."""
+UNPRICED_KEY = "unpriced"
+"""``RunInfo.extra`` key: model calls of the run (children included) whose cost is
+unknown; when set, ``cost_usd`` is a lower bound and surfaces show the cost as unknown."""
+USAGE_MISSING_KEY = "usage_missing"
+"""``RunInfo.extra`` key, ``True`` when a provider reported no usage for a call of the run:
+its token counts are incomplete and surfaces show them as unknown."""
 
 
 RESUMABLE_SQL = (

@@ -18,9 +18,11 @@ from __future__ import annotations
 
 from typing import Final
 
-TELEMETRY_VERSION: Final = "3"
+TELEMETRY_VERSION: Final = "4"
 """3: a checkpoint write is a span event ``lovia.checkpoint.write`` on its enclosing span
-(a span of its own only when it failed or was slow, see ``CHECKPOINT_SPAN_MIN_S``)."""
+(a span of its own only when it failed or was slow, see ``CHECKPOINT_SPAN_MIN_S``).
+4: ``lovia.cost.usd`` on ``invoke_agent`` is the run's own cost (``lovia.cost.total_usd``
+includes its children); ``lovia.run.outcome`` says ``cancelled``/``interrupted``."""
 SEMCONV_VERSION: Final = "v1.41.1+genai-main(conversation.compacted)"
 SCOPE_NAME: Final = "lovia"
 
@@ -98,17 +100,33 @@ RUN_REPLAYED: Final = "lovia.run.replayed"
 RUN_TURNS: Final = "lovia.run.turns"
 RUN_FINISH_REASON: Final = "lovia.run.finish_reason"
 RUN_OUTCOME: Final = "lovia.run.outcome"
+"""How a run attempt ended: ``completed``, ``failed`` (``error.type`` says why; burns the
+error budget), ``cancelled`` (``RunCancelled``: someone stopped it), ``paused`` (waits for
+an approval) or ``interrupted`` (``LeaseLost``: another worker took the run over)."""
 RUN_FINAL_AGENT: Final = "lovia.run.final_agent"
 RUN_USAGE_PREFIX: Final = "lovia.run.usage."
 RUN_PARENT_ID: Final = "lovia.run.parent_id"
 """On a child run's span (an agent run as a tool): the run that started it."""
 RUN_PARENT_CALL_ID: Final = "lovia.run.parent_call_id"
 RUN_NESTED: Final = "lovia.run.nested"
-"""Metric label, ``True`` on child runs only: count top-level runs without double counting."""
+"""Metric label on every run-level metric (and the spend metrics): ``true`` for a child
+run (an agent run as a tool), ``false`` for a top-level run. Count top-level runs with
+``lovia_run_nested!="true"``; a child's spend is labelled with its top-level run's agent."""
 TURN_USAGE_PREFIX: Final = "lovia.turn.usage."
 TURN_INDEX: Final = "lovia.turn.index"
 TURN_TOOL_CALLS: Final = "lovia.turn.tool_calls"
 COST_USD: Final = "lovia.cost.usd"
+"""The priced cost of this span's own work: a ``chat`` span's call; on ``invoke_agent``,
+the run's own model calls only (never its child runs'), so summing it over the
+``invoke_agent`` spans of a trace counts every call once. Absent on a ``chat`` span whose
+cost is unknown (see ``COST_UNPRICED``)."""
+COST_TOTAL_USD: Final = "lovia.cost.total_usd"
+"""On ``invoke_agent`` only: the run's cost including its child runs' (what the run cost in
+all). Sum it over top-level runs only, never together with ``lovia.cost.usd``."""
+COST_UNPRICED: Final = "lovia.cost.unpriced"
+"""Model calls whose cost is unknown (no price for the model, or no usage reported): 1
+on such a ``chat`` span; on ``invoke_agent``, the count over the run and its children.
+When present, the span's cost is a lower bound, not the cost."""
 PRICE_TABLE_VERSION: Final = "lovia.price_table.version"
 FINISH_REASON_RAW: Final = "lovia.finish_reason.raw"
 VIEW_HASH: Final = "lovia.view.hash"
@@ -118,6 +136,13 @@ VIEW_ATTEMPT: Final = "lovia.view.attempt"
 TOOL_IDEMPOTENCY_KEY: Final = "lovia.tool.idempotency_key"
 TOOL_STARTED: Final = "lovia.tool.started"
 TOOL_IS_ERROR: Final = "lovia.tool.is_error"
+TOOL_RECOVERED: Final = "lovia.tool.recovered"
+"""``true`` on an ``execute_tool`` span of a resumed run that did NOT run the tool: the
+call's outcome came from the run's tool ledger (see ``TOOL_OUTCOME``)."""
+TOOL_OUTCOME: Final = "lovia.tool.outcome"
+"""What a tool call came to: ``executed`` (the tool ran in this attempt), ``unknown``
+(it was running when an earlier attempt died and is not idempotent, so it was not run
+again), ``refused`` (never ran: denied, unknown tool, invalid arguments, handoff)."""
 GUARDRAIL_NAME: Final = "lovia.guardrail.name"
 GUARDRAIL_KIND: Final = "lovia.guardrail.kind"
 GUARDRAIL_TRIPPED: Final = "lovia.guardrail.tripped"
@@ -169,6 +194,8 @@ M_TOOL_CALLS: Final = "lovia.tool.calls"
 M_TOOL_ERRORS: Final = "lovia.tool.errors"
 M_RETRIES: Final = "lovia.provider.retries"
 M_COMPACTIONS: Final = "lovia.compactions"
+M_COST_UNPRICED: Final = "lovia.cost.unpriced"
+M_TOOL_RECOVERED: Final = "lovia.tool.recovered"
 
 TOKEN_BUCKETS: Final = (
     1,
@@ -237,10 +264,16 @@ METRIC_LABELS: Final[dict[str, frozenset[str]]] = {
     M_TOOL_DURATION: frozenset({TOOL_NAME, AGENT_NAME, ERROR_TYPE}),
     M_RUNS: frozenset({AGENT_NAME, RUN_OUTCOME, RUN_FINISH_REASON, ERROR_TYPE, RUN_NESTED}),
     M_TURNS: frozenset({AGENT_NAME, RUN_OUTCOME, RUN_NESTED}),
-    M_COST: frozenset({AGENT_NAME, PROVIDER_NAME, REQUEST_MODEL, CALL_PURPOSE}),
-    M_TOKENS: frozenset({AGENT_NAME, PROVIDER_NAME, REQUEST_MODEL, TOKEN_TYPE, CALL_PURPOSE}),
+    M_COST: frozenset({AGENT_NAME, PROVIDER_NAME, REQUEST_MODEL, CALL_PURPOSE, RUN_NESTED}),
+    M_COST_UNPRICED: frozenset(
+        {AGENT_NAME, PROVIDER_NAME, REQUEST_MODEL, CALL_PURPOSE, RUN_NESTED}
+    ),
+    M_TOKENS: frozenset(
+        {AGENT_NAME, PROVIDER_NAME, REQUEST_MODEL, TOKEN_TYPE, CALL_PURPOSE, RUN_NESTED}
+    ),
     M_TOOL_CALLS: frozenset({TOOL_NAME, AGENT_NAME}),
     M_TOOL_ERRORS: frozenset({TOOL_NAME, AGENT_NAME, ERROR_TYPE}),
+    M_TOOL_RECOVERED: frozenset({TOOL_NAME, AGENT_NAME, TOOL_OUTCOME}),
     M_RETRIES: frozenset({PROVIDER_NAME, REQUEST_MODEL, ERROR_TYPE}),
     M_COMPACTIONS: frozenset({AGENT_NAME, COMPACTION_KIND}),
 }
@@ -248,7 +281,10 @@ METRIC_LABELS: Final[dict[str, frozenset[str]]] = {
 
 ``gen_ai.agent.name`` on every metric is the agent the run *started* with (the one
 given to ``Runner.run``), also for the calls, tools and cost of agents it handed off
-to, so per-run ratios by agent add up; spans name the agent that did the work."""
+to, so per-run ratios by agent add up; spans name the agent that did the work. The spend
+metrics (``lovia.cost``, ``lovia.tokens``, ``lovia.cost.unpriced``) of a child run name its
+*top-level* run's starting agent (with ``lovia.run.nested=true``), so a top-level run's
+cost includes its children's."""
 
 NOT_IN_SEMCONV: Final[dict[str, str]] = {
     EVENT_DETAILS: "event name of the GenAI events spec (the package holds no event names)",

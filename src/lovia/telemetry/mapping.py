@@ -47,7 +47,17 @@ from ..transcript import ToolCallEntry, ToolResultEntry
 from ..usage import Usage
 from . import attributes as A
 
-__all__ = ["EVENTS", "SPANS", "Attrs", "Phase", "checkpoint_from_event", "span_base"]
+__all__ = [
+    "EVENTS",
+    "OUTCOMES",
+    "SPANS",
+    "Attrs",
+    "Phase",
+    "checkpoint_from_event",
+    "run_outcome",
+    "span_base",
+    "tool_outcome",
+]
 
 Attrs = dict[str, AttributeValue]
 Action = Literal["open", "close", "leaf", "attach", "note"]
@@ -96,21 +106,41 @@ def _run_end(e: ev.RunCompleted | ev.RunFailed) -> Attrs:
     out[A.RUN_TURNS] = e.turns
     out[A.RUN_FINISH_REASON] = e.finish_reason
     out[A.RUN_FINAL_AGENT] = e.agent
-    out[A.COST_USD] = e.usage.cost_usd
+    out.update(_run_cost(e))
     if isinstance(e, ev.RunCompleted):
         out[A.RUN_OUTCOME] = "completed"
         if e.replayed:
             out[A.RUN_REPLAYED] = True
     else:
         out[A.RUN_OUTCOME] = run_outcome(e)
-        if out[A.RUN_OUTCOME] == "failed":
+        if out[A.RUN_OUTCOME] != "paused":
             out[A.ERROR_TYPE] = e.error_type
     return out
 
 
+def _run_cost(e: ev.RunCompleted | ev.RunFailed) -> Attrs:
+    """Own cost and total cost: two attributes, so a sum over spans never counts a
+    child run twice (``attributes.COST_USD`` / ``COST_TOTAL_USD``)."""
+    own = e.usage.cost_usd - (e.child_usage.cost_usd if e.child_usage is not None else 0.0)
+    out: Attrs = {A.COST_USD: max(own, 0.0), A.COST_TOTAL_USD: e.usage.cost_usd}
+    if e.usage.unpriced:
+        out[A.COST_UNPRICED] = e.usage.unpriced
+    return out
+
+
+OUTCOMES: Mapping[str, str] = {
+    "ApprovalPending": "paused",
+    "RunCancelled": "cancelled",
+    "LeaseLost": "interrupted",
+}
+"""``lovia.run.outcome`` of a run that ended without an output, by error type (any other
+error type: ``failed``). Only ``failed`` burns the run-success SLO's error budget."""
+
+
 def run_outcome(e: ev.RunFailed) -> str:
-    paused = e.error_type == "ApprovalPending" or e.finish_reason == "approval_pending"
-    return "paused" if paused else "failed"
+    if e.finish_reason == "approval_pending":
+        return "paused"
+    return OUTCOMES.get(e.error_type, "failed")
 
 
 def _turn_end(e: ev.TurnEnded) -> Attrs:
@@ -165,7 +195,11 @@ def _chat_start(e: ev.ModelCallStarted) -> Attrs:
 
 
 def _chat_end(e: ev.ModelCallCompleted) -> Attrs:
-    out: Attrs = {A.RESPONSE_FINISH_REASONS: [e.finish_reason], A.COST_USD: e.usage.cost_usd}
+    out: Attrs = {A.RESPONSE_FINISH_REASONS: [e.finish_reason]}
+    if e.usage.unpriced:  # unknown is not zero: no cost, and say so
+        out[A.COST_UNPRICED] = e.usage.unpriced
+    else:
+        out[A.COST_USD] = e.usage.cost_usd
     if e.response_model:
         out[A.RESPONSE_MODEL] = e.response_model
     if e.response_id:
@@ -202,8 +236,17 @@ def _tool_start(e: ev.ToolCallStarted) -> Attrs:
     return out
 
 
+def tool_outcome(e: ev.ToolCallCompleted) -> str:
+    """``lovia.tool.outcome``: executed | unknown (recovered from the ledger) | refused."""
+    if e.started:
+        return "executed"
+    return "unknown" if e.recovered else "refused"
+
+
 def _tool_end(e: ev.ToolCallCompleted) -> Attrs:
-    out: Attrs = {A.TOOL_IS_ERROR: e.is_error}
+    out: Attrs = {A.TOOL_IS_ERROR: e.is_error, A.TOOL_OUTCOME: tool_outcome(e)}
+    if e.recovered:
+        out[A.TOOL_RECOVERED] = True
     if not e.started:
         out.update(
             {
@@ -341,6 +384,7 @@ class Finished:
             **values,
             cost_usd=float(self.get(prefix + "cost_usd", 0.0)),
             missing=bool(self.get(prefix + "missing", False)),
+            unpriced=int(self.get(A.COST_UNPRICED, 0)) if prefix == A.RUN_USAGE_PREFIX else 0,
         )
 
 
@@ -357,7 +401,7 @@ def _back_run(s: Finished) -> ev.Event:
     outcome = s.get(A.RUN_OUTCOME)
     if outcome == "paused":
         return ev.RunFailed(**base, **common, error_type="ApprovalPending", message=s.message)
-    if s.failed or outcome == "failed":
+    if s.failed or outcome in ("failed", "cancelled", "interrupted"):
         return ev.RunFailed(
             **base, **common, error_type=str(s.get(A.ERROR_TYPE, "_OTHER")), message=s.message
         )
@@ -387,6 +431,7 @@ def _back_chat(s: Finished) -> ev.Event:
         requests=1,
         cost_usd=float(s.get(A.COST_USD, 0.0)),
         missing=A.USAGE_INPUT not in s.attrs,
+        unpriced=int(s.get(A.COST_UNPRICED, 0)),
     )
     done = ev.SummaryCompleted if purpose == "summary" else ev.MessageCompleted
     return done(
@@ -415,6 +460,7 @@ def _back_tool(s: Finished) -> ev.Event:
         error_type=s.get(A.ERROR_TYPE),
         duration_s=s.duration_s,
         started=bool(s.get(A.TOOL_STARTED, True)),
+        recovered=bool(s.get(A.TOOL_RECOVERED, False)),
     )
 
 

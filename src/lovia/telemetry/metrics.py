@@ -4,7 +4,7 @@ Every label set is built here from a fixed allow-list (``attributes.METRIC_LABEL
 agent, provider, model, tool name, token type, outcome, finish reason, error type,
 compaction kind — never ids or content, so cardinality stays bounded.
 
-Histograms are the SDK's synchronous instruments: one record per observation. The seven
+Histograms are the SDK's synchronous instruments: one record per observation. The nine
 counters are *observable* counters over sums lovia keeps (:class:`Totals`): an increment
 is one dict update here instead of an SDK record (which copies, cleans, sorts and hashes
 its attribute set: ≈55 k instructions more than this, ≈3.8 per model round-trip), and the
@@ -17,7 +17,7 @@ from __future__ import annotations
 import threading
 import weakref
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, Final
 
 from opentelemetry.metrics import CallbackOptions, Histogram, Meter, MeterProvider, Observation
 from opentelemetry.util.types import AttributeValue
@@ -75,8 +75,14 @@ def _hist(meter: Meter, name: str, unit: str, desc: str, buckets: Sequence[float
     )
 
 
+RUNS_SEED: Final[Mapping[str, AttributeValue]] = {A.RUN_OUTCOME: "completed", A.RUN_NESTED: False}
+"""The label set ``lovia.runs`` starts with, at 0, when the instruments are created (by
+``configure``, before any run): ``absent(lovia_runs_total)`` then means "the pipeline is
+broken", not "no run ended yet". It names no agent, so per-agent panels leave it out."""
+
+
 class Instruments:
-    """The 13 instruments of one meter provider."""
+    """The 15 instruments of one meter provider."""
 
     __slots__ = (
         "agent_duration",
@@ -90,8 +96,10 @@ class Instruments:
         "tool_calls",
         "tool_duration",
         "tool_errors",
+        "tool_recovered",
         "ttfc",
         "turns",
+        "unpriced",
     )
 
     def __init__(self, meter: Meter) -> None:
@@ -120,11 +128,21 @@ class Instruments:
         )
         self.turns = _hist(meter, A.M_TURNS, "{turn}", "Turns per run.", A.TURN_BUCKETS)
         self.runs = _counter(meter, A.M_RUNS, "{run}", "Runs that ended, by outcome.")
+        self.runs.add(0, RUNS_SEED)  # exists from the start: absent() means a broken pipeline
         self.cost = _counter(meter, A.M_COST, "{USD}", "Priced cost of model calls in USD.")
+        self.unpriced = _counter(
+            meter, A.M_COST_UNPRICED, "{call}", "Model calls whose cost is unknown."
+        )
         self.tokens = _counter(meter, A.M_TOKENS, "{token}", "Tokens by type (for spend).")
         self.tool_calls = _counter(meter, A.M_TOOL_CALLS, "{call}", "Tool calls executed.")
         self.tool_errors = _counter(
             meter, A.M_TOOL_ERRORS, "{error}", "Tool calls that returned errors."
+        )
+        self.tool_recovered = _counter(
+            meter,
+            A.M_TOOL_RECOVERED,
+            "{call}",
+            "Tool calls a resumed run answered from its ledger without running them.",
         )
         self.retries = _counter(
             meter, A.M_RETRIES, "{retry}", "Provider retries inside model calls."

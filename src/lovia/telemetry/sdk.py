@@ -257,6 +257,9 @@ def configure(
         handle.meter_provider = MeterProvider(
             resource=resource, metric_readers=[reader], shutdown_on_exit=False
         )
+        from .metrics import instruments_for
+
+        instruments_for(handle.meter_provider)  # lovia.runs exists at 0 before any run
     if capture_content is not None or scrub is not None:
         C.set_policy(capture_content, scrub)
     if set_global:

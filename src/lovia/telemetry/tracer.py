@@ -48,6 +48,9 @@ logger = logging.getLogger("lovia.telemetry")
 _tracers: weakref.WeakKeyDictionary[Any, Tracer] = weakref.WeakKeyDictionary()
 _DELTAS = frozenset({ev.TextDelta, ev.ReasoningDelta, ev.ToolCallDelta})
 """Streamed chunks: ``start`` returns the chat span (``mapping.EVENTS`` says the same)."""
+INTERRUPTED_CALL = frozenset({"RunCancelled", "CancelledError", "LeaseLost"})
+"""``error.type`` of a model call cut off by the run itself (cancelled, out of time, lease
+lost): not a model-call error, so it records no ``gen_ai.client.operation.duration``."""
 
 
 class RunTracer:
@@ -67,6 +70,7 @@ class RunTracer:
         "_run",
         "_run_ctx",
         "_run_labels",
+        "_spend",
         "_tools",
         "_tracer",
         "_turn",
@@ -91,6 +95,7 @@ class RunTracer:
         self._tools: dict[str, Span] = {}
         self._guards: dict[tuple[str, str], Span] = {}
         self._run_labels: Attrs = {}
+        self._spend: Attrs = {}
         self._compacted = False
         self._noted: tuple[Span, int] | None = None
 
@@ -219,9 +224,14 @@ class RunTracer:
         )
         self._run = span
         self._run_ctx = trace.set_span_in_context(span)
-        self._run_labels = {A.AGENT_NAME: event.agent, A.REQUEST_MODEL: event.model}
-        if event.parent_run_id is not None:  # a child run: dashboards can leave it out
-            self._run_labels[A.RUN_NESTED] = True
+        nested = event.parent_run_id is not None  # a child run: dashboards can leave it out
+        self._run_labels = {
+            A.AGENT_NAME: event.agent,
+            A.REQUEST_MODEL: event.model,
+            A.RUN_NESTED: nested,
+        }
+        # spend is the top-level run's: a child's cost counts under its root's agent
+        self._spend = {A.AGENT_NAME: event.root_agent or event.agent, A.RUN_NESTED: nested}
         return span
 
     def _attach(self, event: ev.Event) -> Any:
@@ -350,6 +360,9 @@ class RunTracer:
         if self._m is not None:
             name = event.call.name if event.known else A.UNKNOWN_TOOL
             labels: Attrs = {A.TOOL_NAME: name, A.AGENT_NAME: self._agent(event)}
+            if event.recovered:  # answered from the ledger: not a new execution
+                self._m.tool_recovered.add(1, {**labels, A.TOOL_OUTCOME: "unknown"})
+                return span
             self._m.tool_calls.add(1, labels)  # every call the model made, run or refused
             if event.is_error:
                 labels = {**labels, A.ERROR_TYPE: event.error_type or "ToolError"}
@@ -431,8 +444,12 @@ class RunTracer:
             if self._chat_content and self._policy.on_event:
                 span.add_event(A.EVENT_DETAILS, dict(self._chat_content))
             if self._m is not None:
-                _chat_metrics(self._m, self._chat_labels, event)
-        elif isinstance(event, ev.ModelCallFailed) and self._m is not None:
+                _chat_metrics(self._m, self._chat_labels, self._spend, event)
+        elif (
+            isinstance(event, ev.ModelCallFailed)
+            and self._m is not None
+            and event.error_type not in INTERRUPTED_CALL  # a cut-off call is no latency
+        ):
             labels = {**self._chat_labels, A.ERROR_TYPE: event.error_type}
             self._m.op_duration.record(event.duration_s, labels)
         self._chat_content = {}
@@ -471,7 +488,7 @@ class RunTracer:
             A.RUN_OUTCOME: outcome,
             A.RUN_FINISH_REASON: event.finish_reason,
         }
-        nested = {A.RUN_NESTED: True} if A.RUN_NESTED in self._run_labels else {}
+        nested = {A.RUN_NESTED: self._run_labels.get(A.RUN_NESTED, False)}
         runs.update(nested)
         if error is not None:
             duration[A.ERROR_TYPE] = error
@@ -485,20 +502,24 @@ class RunTracer:
         )
 
 
-def _chat_metrics(m: Instruments, base: Attrs, event: ev.ModelCallCompleted) -> None:
+def _chat_metrics(m: Instruments, base: Attrs, run: Attrs, event: ev.ModelCallCompleted) -> None:
+    """``run``: the spend labels of the run (its top-level run's agent, nested or not)."""
     labels = {**base, A.RESPONSE_MODEL: event.response_model or event.model}
     m.op_duration.record(event.duration_s, labels)
     if event.time_to_first_chunk_s is not None:
         m.ttfc.record(event.time_to_first_chunk_s, labels)
     u = event.usage
     spend: Attrs = {
-        A.AGENT_NAME: base[A.AGENT_NAME],
+        A.AGENT_NAME: run.get(A.AGENT_NAME, base[A.AGENT_NAME]),
         A.PROVIDER_NAME: base[A.PROVIDER_NAME],
         A.REQUEST_MODEL: base[A.REQUEST_MODEL],
         A.CALL_PURPOSE: base[A.CALL_PURPOSE],
+        A.RUN_NESTED: run.get(A.RUN_NESTED, False),
     }
     if u.cost_usd:
         m.cost.add(u.cost_usd, spend)
+    if u.unpriced:
+        m.unpriced.add(u.unpriced, spend)
     if u.missing:
         return
     m.token_usage.record(u.input_tokens, {**labels, A.TOKEN_TYPE: "input"})

@@ -5,10 +5,20 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from typing import Any
+from typing import Any, cast
 from urllib.parse import quote
 
-from .._display import fmt_cost, fmt_duration, fmt_time, fmt_tokens, safe_name
+from .._display import (
+    fmt_cost,
+    fmt_duration,
+    fmt_run_cost,
+    fmt_time,
+    fmt_token_total,
+    fmt_tokens,
+    fmt_turns,
+    fmt_usage,
+    safe_name,
+)
 
 __all__ = ["FILTERS", "path", "run_id_param"]
 
@@ -56,8 +66,41 @@ def cost(value: float | None) -> str:
     return "-" if value is None else fmt_cost(float(value))
 
 
+def _field(item: Any, name: str, default: Any = None) -> Any:
+    """A run (``info_dict``) or a turn (``Turn``): dict key or attribute."""
+    if isinstance(item, dict):
+        return cast("dict[str, Any]", item).get(name, default)
+    return getattr(item, name, default)
+
+
+def usage_cost(item: Any) -> str:
+    """A run's or a turn's cost; ``?`` / ``$x+?`` when some calls have no known price."""
+    return fmt_run_cost(float(_field(item, "cost_usd") or 0.0), int(_field(item, "unpriced", 0)))
+
+
+def usage_tokens(item: Any) -> str:
+    """``input+output`` tokens; ``?`` when the provider reported none."""
+    missing = bool(_field(item, "usage_missing", False))
+    tokens_in = int(_field(item, "input_tokens") or 0)
+    return fmt_usage(tokens_in, int(_field(item, "output_tokens") or 0), missing)
+
+
+def total_tokens(item: Any) -> str:
+    total = int(_field(item, "input_tokens") or 0) + int(_field(item, "output_tokens") or 0)
+    return fmt_token_total(total, bool(_field(item, "usage_missing", False)))
+
+
+def run_turns(run: Any) -> str:
+    """``3 turns``; ``in turn 1`` while the run is running."""
+    return fmt_turns(int(_field(run, "turns", 0)), running=_field(run, "status") == "running")
+
+
 FILTERS: dict[str, Any] = {
     "cost": cost,
+    "run_turns": run_turns,
+    "total_tokens": total_tokens,
+    "usage_cost": usage_cost,
+    "usage_tokens": usage_tokens,
     "duration": fmt_duration,
     "json": pretty_json,
     "name": safe_name,  # bidi overrides and invisible characters in names shown visibly
