@@ -36,6 +36,13 @@ EXPECT = {
         "metric lovia.cost agent=manager  nested=True: 0.00038",
         "metric lovia.cost.unpriced agent=manager  nested=True: 1",
     ],
+    "44_content_by_reference.py": [
+        "EVENT_ONLY: content keys on spans: []",
+        "log event gen_ai.client.inference.operation.details",
+        "log event lovia.tool.call.result",
+        "resolved: turn 2, 3 messages, verified=True",
+        "last message the model saw: 'A1: shipped on Monday'",
+    ],
     "14_budget_cancel.py": [
         "budget: max_tool_calls hit at turn 2",
         "cancelled after 0.",

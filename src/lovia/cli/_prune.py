@@ -44,7 +44,7 @@ async def prune(args: argparse.Namespace, out: Out) -> int:
     )
     if not force and args.status != "completed":
         out.line(
-            "(failed runs that ran tools were kept: they can resume without running a tool "
-            "twice; --force prunes them too)"
+            "(failed and cancelled runs that ran tools were kept: they can resume without "
+            "running a tool twice; --force prunes them too)"
         )
     return 0

@@ -235,9 +235,11 @@ class MemoryStore:
         return len(old)
 
     def _resumable(self, info: RunInfo) -> bool:
-        """A failed run with a tool ledger (see ``Store.prune``)."""
+        """A failed or cancelled run with a tool ledger (see ``Store.prune``)."""
         records = self._records.get(info.run_id, ())
-        return info.status == "failed" and any(kind == "ledger" for kind, _, _ in records)
+        return info.status in ("failed", "cancelled") and any(
+            kind == "ledger" for kind, _, _ in records
+        )
 
     async def tombstone(self, run_id: str) -> Tombstone | None:
         """What is left of ``run_id`` if ``prune`` deleted it (None otherwise)."""
