@@ -13,6 +13,7 @@ from ._version import __version__
 from .agent import Agent, Handoff
 from .context import CancelToken, Mailbox, RunContext
 from .errors import (
+    AnswerTooLarge,
     ApprovalPending,
     BudgetExceeded,
     ContextOverflow,
@@ -26,6 +27,7 @@ from .errors import (
     RunCancelled,
     RunError,
     ToolError,
+    TooManyToolCalls,
     UserError,
 )
 from .guardrails import GuardrailResult, guardrail
@@ -74,6 +76,7 @@ __getattr__, __dir__ = _lazy_exports(
 __all__ = [
     "Agent",
     "AgentHooks",
+    "AnswerTooLarge",
     "Anthropic",
     "ApprovalPending",
     "BudgetExceeded",
@@ -110,6 +113,7 @@ __all__ = [
     "Runner",
     "Skills",
     "Todo",
+    "TooManyToolCalls",
     "Tool",
     "ToolError",
     "TranscriptEntry",

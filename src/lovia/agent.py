@@ -87,6 +87,9 @@ class Agent(Generic[DepsT, OutputT]):
     """Approval policy ``(ctx, call) -> bool | str`` for tools that require approval."""
     max_parallel_tools: int = 8
     """Concurrency-safe tools of one turn run in parallel, at most this many at once."""
+    max_tool_calls_per_turn: int = 128
+    """An answer asking for more tool calls than this ends the run with
+    :class:`~lovia.errors.TooManyToolCalls` before any of them runs."""
     _fragments: list[InstructionFn] = field(default_factory=list[InstructionFn], repr=False)
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Agent[Any, Any]:
@@ -119,6 +122,11 @@ class Agent(Generic[DepsT, OutputT]):
         object.__setattr__(self, "handoffs", tuple(self.handoffs))
         if self.output_repairs < 0:
             raise UserError("output_repairs must be >= 0")
+        if self.max_tool_calls_per_turn < 1:
+            raise UserError(
+                f"max_tool_calls_per_turn must be >= 1, got {self.max_tool_calls_per_turn}",
+                hint="The default, 128, bounds what one answer can make the agent do.",
+            )
 
     def clone(self, **changes: Any) -> Agent[DepsT, OutputT]:
         """A new agent with ``changes`` applied; dynamic instructions are carried over."""

@@ -7,7 +7,7 @@ lovia trace  RUN
 lovia replay RUN | REF [--turn N] [--format text|json|request] [--diff A B]
 lovia replay RUN --turn N --model M [--base-url U]     # what-if, writes nothing
 lovia replay --trace-id T
-lovia prune  --older-than 30d [--status completed|failed|cancelled] [--records-only]
+lovia prune  --older-than 30d [--status completed|failed|cancelled] [--records-only] [--force]
 lovia resume RUN --agent pkg.mod:agent [--approve CALL] [--deny CALL [--reason R]]
 lovia web    [--host 127.0.0.1] [--port 8765] [--agent pkg.mod:agent]   # extra `web`
 lovia pin    RUN[:TURN] [--to DIR]                  # a recorded run as an eval case
@@ -83,6 +83,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--records-only",
         action="store_true",
         help="keep each run's summary row; drop its checkpoint records (no replay after)",
+    )
+    prune.add_argument(
+        "--force",
+        action="store_true",
+        help="also prune failed runs that ran tools (by default they are kept: they can "
+        "resume, and their tool ledger stops a resume from running a tool again)",
     )
     _web_parser(sub.add_parser("web", parents=[common], help="the postmortem in a browser"))
     _resume_parser(

@@ -102,7 +102,7 @@ class Guard:
         token = self.config.token
         if token is not None:
             given = request.query_params.get("token")
-            if given is not None and hmac.compare_digest(given, token):
+            if given is not None and same_secret(given, token):
                 # trade the token in the URL for a cookie, and drop it from the address bar
                 response = RedirectResponse(str(request.url.remove_query_params("token")), 303)
                 response.set_cookie(TOKEN_COOKIE, token, httponly=True, samesite="strict")
@@ -110,7 +110,7 @@ class Guard:
             auth = request.headers.get("authorization", "")
             presented = auth[7:] if auth.lower().startswith("bearer ") else None
             presented = presented or request.cookies.get(TOKEN_COOKIE) or ""
-            if not hmac.compare_digest(presented, token):
+            if not same_secret(presented, token):
                 return PlainTextResponse(
                     "this lovia web needs its access token: open the URL it printed "
                     "(…?token=…) or send Authorization: Bearer TOKEN",
@@ -119,6 +119,14 @@ class Guard:
         if request.method not in ("GET", "HEAD", "OPTIONS"):
             return _csrf_refusal(request, self.config.csrf)
         return None
+
+
+def same_secret(given: str, expected: str) -> bool:
+    """Constant-time comparison of a presented token with ours, for any text: a
+    non-ASCII value (which ``hmac.compare_digest`` refuses on ``str``) is just wrong."""
+    return hmac.compare_digest(
+        given.encode("utf-8", "surrogatepass"), expected.encode("utf-8", "surrogatepass")
+    )
 
 
 def host_name(header: str) -> str:
@@ -133,7 +141,7 @@ def _csrf_refusal(request: Request, csrf: str) -> Response | None:
     origin = request.headers.get("origin")
     if origin is not None and urlsplit(origin).netloc != request.headers.get("host"):
         return JSONResponse({"error": "cross-origin request refused"}, status_code=403)
-    if not hmac.compare_digest(request.headers.get(CSRF_HEADER, ""), csrf):
+    if not same_secret(request.headers.get(CSRF_HEADER, ""), csrf):
         return JSONResponse(
             {"error": "missing or wrong CSRF token", "hint": f"send the {CSRF_HEADER} header"},
             status_code=403,

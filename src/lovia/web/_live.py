@@ -25,6 +25,7 @@ from ..replay._query import whatif, whatif_dict
 from ..runner import Runner
 from ..stores.base import RunInfo
 from ._app import WebConfig
+from ._format import run_id_param
 from ._pages import load_views, pick, render
 
 __all__ = ["ROUTES", "web_identity"]
@@ -140,7 +141,7 @@ async def approvals_json(request: Request) -> Response:
     decisions = _with_reason(_decisions(data), _text(data, "reason"))
     agent = agent_of(_config(request))
     db = request.app.state.db
-    run = await load_run(request.path_params["run_id"], db)
+    run = await load_run(run_id_param(request.path_params["run_id"]), db)
     info = run.info
     if info.status != "paused":
         raise UserError(f"run {info.run_id} is {info.status}, not waiting for approval")
@@ -157,7 +158,7 @@ async def resume_json(request: Request) -> Response:
     """Resume an interrupted (or failed, cancelled) run from its checkpoint."""
     agent = agent_of(_config(request))
     db = request.app.state.db
-    run = await load_run(request.path_params["run_id"], db)
+    run = await load_run(run_id_param(request.path_params["run_id"]), db)
     info, life = run.info, run.life
     if life is None or life.state not in ("interrupted", "failed", "cancelled"):
         state = life.state if life is not None else info.status
