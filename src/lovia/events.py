@@ -90,6 +90,8 @@ class RunStarted(Event):
     root_agent: str | None = None
     """Set for a child run: the starting agent of its top-level run (spend metrics
     name it, so a top-level run's cost includes its children's)."""
+    description: str = ""
+    """The agent's ``description`` (``gen_ai.agent.description`` on the run span)."""
 
 
 @slotted(frozen=True, slots=True, kw_only=True, eq=False)

@@ -15,8 +15,10 @@ from ..replay import (
     RunData,
     Verification,
     entry_text,
+    find_view,
     load_run,
     open_store,
+    parse_ref,
     rebuild_views,
     require_views,
     select,
@@ -25,7 +27,7 @@ from ..replay import verify as verify_views
 from ..replay._query import failed_call
 from ..stores.base import Store
 from ._common import EXIT_MISMATCH, EXIT_OK, info_dict, store_url
-from ._out import Out, one_line
+from ._out import Out, one_line, safe_name
 from ._whatif import diff_text, render_requests, whatif
 
 __all__ = ["replay"]
@@ -34,19 +36,23 @@ WIDTH = 120
 
 
 async def replay(args: argparse.Namespace, out: Out) -> int:
+    ref = parse_ref(str(args.run)) if args.run else None  # a chat span's lovia.content.ref
+    if ref is not None:
+        args.run = ref.run_id
     async with open_store(store_url(args)) as db:
         run = await load_run(await _run_id(args, db), db)
     require_views(run)
     report = verify_views(run, rebuild_views(run))
     if args.diff:
         return diff_text(out, report.views, args.diff[0], args.diff[1])
-    chosen = _chosen(report.views, args)
+    chosen = [find_view(report.views, ref)] if ref is not None else _chosen(report.views, args)
     if args.model:
         return await whatif(args, out, run, chosen[-1])
     fmt = args.format or ("json" if args.json else "text")
     if fmt == "request":
         return await render_requests(args, out, chosen)
-    bad = [m for m in report.mismatches if m.view in chosen]
+    shown = {id(v) for v in chosen} | {id(s) for v in chosen for s in v.summaries}
+    bad = [m for m in report.mismatches if id(m.view) in shown]
     if fmt == "json":
         out.json(
             {
@@ -136,8 +142,8 @@ def _text(
 ) -> None:
     info = run.info
     out.line(
-        out.style(f"run {info.run_id}", "bold") + f" · {len(run.views)} views · "
-        f"session {info.session_id or '-'} · {info.status}"
+        out.style(f"run {safe_name(info.run_id)}", "bold") + f" · {len(run.views)} views · "
+        f"session {safe_name(info.session_id or '-')} · {info.status}"
     )
     for view in views:
         out.line()
@@ -152,20 +158,27 @@ def _text(
                     "red",
                 )
             )
-    good = sum(1 for v in views if v.ok)
-    verdict = "all verified" if good == len(views) else f"{len(views) - good} MISMATCHED"
+    calls = [*views, *(s for v in views for s in v.summaries)]
+    good = sum(1 for v in calls if v.ok)
+    verdict = "all verified" if good == len(calls) else f"{len(calls) - good} MISMATCHED"
+    summaries = len(calls) - len(views)
+    also = f", {summaries} of them summary calls" if summaries else ""
     out.line()
     out.line(
         out.style(
-            f"{good}/{len(views)} views rebuilt with the recorded hash ({verdict})",
-            "green" if good == len(views) else "red",
+            f"{good}/{len(calls)} views rebuilt with the recorded hash{also} ({verdict})",
+            "green" if good == len(calls) else "red",
         )
     )
 
 
 def _view_block(out: Out, view: ReplayedView, report: Verification, width: int | None) -> None:
     out.line(
-        out.style(f"{view.label} · {view.agent} · {view.provider}:{view.model}", "bold", "blue")
+        out.style(
+            f"{view.label} · {safe_name(view.agent)} · {view.provider}:{safe_name(view.model)}",
+            "bold",
+            "blue",
+        )
     )
     out.line(f"  recorded  {view.recorded_hash}")
     if view.ok:
@@ -182,11 +195,19 @@ def _view_block(out: Out, view: ReplayedView, report: Verification, width: int |
         for line in mismatch.details:
             out.line("    " + out.style(line, "red"))
     out.line(f"  system    {_cut(view.system, width)}")
-    tools = ", ".join(str(t["name"]) for t in view.tools) or "-"
+    tools = ", ".join(safe_name(str(t["name"])) for t in view.tools) or "-"
     out.line(f"  tools     {tools}")
     out.line(f"  settings  {view.settings or '{}'}")
     if view.record.summary is not None:
         out.line(f"  summary   {_cut(view.record.summary, width)}")
+    for summary in view.summaries:  # the summarizer's own view, verified like this one
+        state = out.style("ok", "green") if summary.ok else out.style("MISMATCH", "red", "bold")
+        out.line(
+            f"  summary call  {summary.provider}:{summary.model} · "
+            f"{len(summary.messages)} entries · {summary.recorded_hash}  {state}"
+        )
+        for line in summary.problems:
+            out.line("    " + out.style(line, "red"))
     injected = len(view.record.injected)
     stubs = sum(1 for i in view.record.order if i in view.record.replaced)
     out.line(f"  view      {len(view.messages)} entries ({stubs} replaced, {injected} injected)")

@@ -94,6 +94,8 @@ def _run_start(e: ev.RunStarted) -> Attrs:
         A.PROVIDER_NAME: e.provider,
         A.REQUEST_MODEL: e.model,
     }
+    if e.description:
+        out[A.AGENT_DESCRIPTION] = e.description
     if e.resumed:
         out[A.RUN_RESUMED] = True
     if e.attempt > 1:
@@ -173,6 +175,9 @@ _SETTINGS = (
 )
 
 
+_DOUBLES = frozenset({A.REQUEST_TEMPERATURE, A.REQUEST_TOP_P})
+
+
 def _chat_start(e: ev.ModelCallStarted) -> Attrs:
     out: Attrs = {
         A.OPERATION_NAME: "chat",
@@ -186,6 +191,8 @@ def _chat_start(e: ev.ModelCallStarted) -> Attrs:
         value: Any = e.settings.get(key)
         if isinstance(value, (list, tuple)):
             out[attr] = [str(v) for v in cast("Sequence[object]", value)]  # user settings
+        elif attr in _DOUBLES and isinstance(value, int) and not isinstance(value, bool):
+            out[attr] = float(value)  # the registry types them double: 1 is sent as 1.0
         elif value is not None:
             out[attr] = value
     if e.server_address:
@@ -194,6 +201,8 @@ def _chat_start(e: ev.ModelCallStarted) -> Attrs:
         out[A.SERVER_PORT] = e.server_port
     if e.compacted:
         out[A.CONVERSATION_COMPACTED] = True
+    if getattr(e.request, "output_schema", None) is not None:  # a structured answer asked for
+        out[A.OUTPUT_TYPE] = "json"
     return out
 
 

@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from ..errors import LoviaError, RunNotFound, UserError
@@ -21,7 +21,9 @@ from ..replay import (
     ReplayedView,
     RunData,
     diff_views,
+    find_view,
     load_run,
+    parse_ref,
     rebuild_views,
     require_views,
     select,
@@ -48,6 +50,7 @@ from ..stores.base import RunInfo, Store
 from ..stores.lifecycle import STATES, Attempt, build_life, list_lives
 from ..transcript import entry_from_dict, entry_to_dict
 from ._app import WebConfig
+from ._format import run_id_param
 
 __all__ = ["ROUTES", "error_page", "render"]
 
@@ -75,6 +78,7 @@ def render(request: Request, name: str, status_code: int = 200, **context: Any) 
         csrf=config.csrf,
         store_label=config.store_label,
         has_agent=config.agent is not None,
+        whatif_on=config.whatif is not None,
         **context,
     )
     return HTMLResponse(html, status_code=status_code)
@@ -306,7 +310,7 @@ def _page_window(page: list[Turn]) -> tuple[float, float] | None:
 async def run_data(request: Request) -> dict[str, Any]:
     """A run: info, one page of turns, the waterfall of that page, pending approvals."""
     config = _config(request)
-    run = await load_run(request.path_params["run_id"], _db(request))
+    run = await load_run(run_id_param(request.path_params["run_id"]), _db(request))
     all_turns = turns(run)
     size = config.turns_per_page
     pages = max(1, -(-len(all_turns) // size))
@@ -362,7 +366,7 @@ async def run_json(request: Request) -> Response:
 
 
 async def load_views(request: Request) -> tuple[RunData, list[ReplayedView]]:
-    run = await load_run(request.path_params["run_id"], _db(request))
+    run = await load_run(run_id_param(request.path_params["run_id"]), _db(request))
     require_views(run)
     return run, rebuild_views(run)
 
@@ -475,6 +479,20 @@ async def diff_json(request: Request) -> Response:
     return JSONResponse(diff_views(a, b).to_dict())
 
 
+async def content_ref(request: Request) -> Response:
+    """A content reference (``lovia.content.ref``, or ``LOVIA_CONTENT_URL`` pointing here):
+    the page of the turn whose view it names (a summary call's: the turn it was made for)."""
+    ref = parse_ref(
+        f"lovia:run/{request.path_params['run_id']}/view/{request.path_params['view_hash']}"
+    )
+    assert ref is not None
+    run, views = await load_views(request)
+    found = find_view(views, ref)
+    attempt = f"?attempt={found.attempt}" if found.attempt > 1 else ""
+    url = f"/runs/{run.info.run_id}/turns/{found.turn}{attempt}"
+    return RedirectResponse(url, status_code=303)
+
+
 async def health(request: Request) -> Response:
     return JSONResponse({"ok": True, "time": time.time()})
 
@@ -488,5 +506,6 @@ ROUTES = [
     Route("/api/runs/{run_id}/turns/{turn:int}", view_json),
     Route("/api/runs/{run_id}/turns/{turn:int}/request", body_json),
     Route("/api/runs/{run_id}/diff", diff_json),
+    Route("/ref/{run_id}/{view_hash}", content_ref),
     Route("/api/health", health),
 ]
