@@ -1,4 +1,4 @@
-"""The Workspace shell kills everything a command starts (issue 15 §6).
+"""The Workspace shell kills everything a command starts.
 
 A process-group kill misses a child that calls ``setsid`` or double-forks; the shell's
 supervisor (a child subreaper) does not: on timeout, when the command returns, and when

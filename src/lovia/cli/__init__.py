@@ -29,25 +29,35 @@ from collections.abc import Sequence
 __all__ = ["main"]
 
 
-def _common_options() -> argparse.ArgumentParser:
+def _common_options(*, top: bool) -> argparse.ArgumentParser:
+    """``--store`` and ``--json``, accepted before the command and after it.
+
+    The command's copies default to SUPPRESS: a subparser's own default would otherwise
+    overwrite what was given before the command (``lovia --store URL runs``).
+    """
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
         "--store",
         metavar="URL",
-        default=None,
+        default=None if top else argparse.SUPPRESS,
         help="store URL (default: $LOVIA_STORE or sqlite:///.lovia/lovia.db)",
     )
-    common.add_argument("--json", action="store_true", help="print JSON")
+    common.add_argument(
+        "--json",
+        action="store_true",
+        default=False if top else argparse.SUPPRESS,
+        help="print JSON",
+    )
     return common
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (``runs``, ``show``, ``trace``, ``replay``, ``prune``, ``web``)."""
-    common = _common_options()
+    common = _common_options(top=False)
     parser = argparse.ArgumentParser(
         prog="lovia",
         description="Inspect and replay lovia runs stored in a session/checkpoint store.",
-        parents=[common],
+        parents=[_common_options(top=True)],
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     runs = sub.add_parser("runs", parents=[common], help="list recent runs")
