@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,7 +44,7 @@ class PriceEntry:
     cache_write_per_mtok: float | None = None
 
 
-def read_price_file(path: str | Path) -> list[PriceEntry]:
+def read_price_file(path: str | os.PathLike[str]) -> list[PriceEntry]:
     """Parse and check ``path``; raise :class:`UserError` naming the file and the entry."""
     file = Path(path)
     try:

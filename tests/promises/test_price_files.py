@@ -125,7 +125,7 @@ def test_a_bad_lovia_prices_file_fails_pricing_loudly(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("LOVIA_PRICES", str(tmp_path / "missing.yaml"))
-    with pytest.raises(UserError, match="missing.yaml"):
+    with pytest.raises(UserError, match=r"missing\.yaml"):
         price_call("ollama", "llama3", Usage(input_tokens=10))
     with pytest.raises(UserError):  # still failing: never silently the wrong table
         price_table_version()
@@ -138,16 +138,20 @@ BAD = [
     ("- {provider: a, input_per_mtok: 1, output_per_mtok: 1}", "entry 2: 'model' must be"),
     ("- {provider: '', model: m, free: true}", "entry 2: 'provider' must be"),
     ("- {provider: a, model: m, input_per_mtok: 1}", "a:m has no output_per_mtok"),
-    ("- {provider: a, model: m, free: true}\n- {provider: a, model: m, free: yes please}",
-     "entry 3: a:m: 'free' must be"),
+    (
+        "- {provider: a, model: m, free: true}\n- {provider: a, model: m, free: yes please}",
+        "entry 3: a:m: 'free' must be",
+    ),
     ("- {provider: a, model: m, input_per_mtok: -1, output_per_mtok: 1}", "input_per_mtok is -1"),
     ("- {provider: a, model: m, input_per_mtok: .nan, output_per_mtok: 1}", "input_per_mtok is"),
     ("- {provider: a, model: m, input_per_mtok: '1', output_per_mtok: 1}", "must be a number"),
     ("- {provider: a, model: m, input_per_mtok: true, output_per_mtok: 1}", "must be a number"),
     ("- {provider: a, model: m, input_pre_mtok: 1, output_per_mtok: 1}", "unknown key"),
     ("- {provider: a, model: m, free: true, input_per_mtok: 2}", "is 'free' and has non-zero"),
-    ("- {provider: a, model: M, free: true}\n- {provider: A, model: m, free: true}",
-     "entry 3: A:m is priced twice"),
+    (
+        "- {provider: a, model: M, free: true}\n- {provider: A, model: m, free: true}",
+        "entry 3: A:m is priced twice",
+    ),
 ]
 
 
