@@ -79,6 +79,21 @@ def quantile(q: float, by: str, metric: str, selector: str) -> str:
     return f"histogram_quantile({q}, sum by ({group}) ({rate(metric + '_bucket', selector)}))"
 
 
+def token_quantile(q: float, selector: str) -> str:
+    """Tokens per model call, quantile by model and token type, whichever names the
+    process emits: the released histogram `gen_ai.client.token.usage` (label
+    gen_ai_token_type) or, with OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental,
+    `gen_ai.client.inference.operation.{input,output}_tokens` (the type is the name)."""
+    by = "le, gen_ai_request_model, gen_ai_token_type"
+    released = f"sum by ({by}) ({rate('gen_ai_client_token_usage_bucket', selector)})"
+    newest = " or ".join(
+        f"label_replace({rate(f'gen_ai_client_inference_operation_{t}_tokens_bucket', selector)}"
+        f', "gen_ai_token_type", "{t}", "", "")'
+        for t in ("input", "output")
+    )
+    return f"histogram_quantile({q}, {released} or sum by ({by}) ({newest}))"
+
+
 SERIES_AGENT = "${__field.labels.gen_ai_agent_name}"  # time series: label of the clicked series
 TABLE_AGENT = "${__data.fields.gen_ai_agent_name}"  # table: column of the clicked row
 
@@ -580,12 +595,7 @@ def cost() -> dict:
         "Tokens per model call p95 by model and type",
         [
             (
-                quantile(
-                    0.95,
-                    "gen_ai_request_model, gen_ai_token_type",
-                    "gen_ai_client_token_usage",
-                    AGENT_MODEL,
-                ),
+                token_quantile(0.95, AGENT_MODEL),
                 "{{gen_ai_request_model}} {{gen_ai_token_type}}",
             )
         ],

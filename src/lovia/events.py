@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from opentelemetry.trace import Span
 
 __all__ = [
+    "ApprovalDecided",
     "CheckpointSaved",
     "ChildRunEvent",
     "CompactionApplied",
@@ -78,6 +79,8 @@ class RunStarted(Event):
     model: str = ""
     provider: str = ""
     resumed: bool = False
+    attempt: int = 1
+    """Which lease grant of the run this is (1: the first; a resume counts up)."""
     trace_links: tuple[str, ...] = ()
     """``trace_id:span_id`` of earlier attempts of this run (set when resuming)."""
     parent_run_id: str | None = None
@@ -87,6 +90,8 @@ class RunStarted(Event):
     root_agent: str | None = None
     """Set for a child run: the starting agent of its top-level run (spend metrics
     name it, so a top-level run's cost includes its children's)."""
+    description: str = ""
+    """The agent's ``description`` (``gen_ai.agent.description`` on the run span)."""
 
 
 @slotted(frozen=True, slots=True, kw_only=True, eq=False)
@@ -156,6 +161,19 @@ class ViewBuilt(Event):
     record: Any = field(default=None, compare=False, repr=False)
     """The :class:`~lovia.view.ViewRecord` that makes this view reproducible."""
     attempt: int = 1
+
+
+@slotted(frozen=True, slots=True, kw_only=True, eq=False)
+class ApprovalDecided(Event):
+    """A tool call that needed approval was approved or denied (recorded in the run)."""
+
+    call_id: str
+    tool: str
+    decision: str
+    """``approved`` or ``denied``."""
+    actor: str
+    """Who decided: ``cli:USER``, ``web:IDENTITY``, ``api:CALLER`` or ``policy:NAME``."""
+    reason: str | None = None
 
 
 @slotted(frozen=True, slots=True, kw_only=True, eq=False)

@@ -107,6 +107,7 @@ class RunOptions(TypedDict, total=False):
     workspace: Any
     approvals: Mapping[str, ApprovalVerdict] | None
     approval: Approver | None
+    approved_by: str | None
     settings: ModelSettings | None
     mailbox: Mailbox | None
     tracer_provider: TracerProvider | None
@@ -178,6 +179,7 @@ class Runner:
         workspace: Any = None,
         approvals: Mapping[str, ApprovalVerdict] | None = None,
         approval: Approver | None = None,
+        approved_by: str | None = None,
         settings: ModelSettings | None = None,
         mailbox: Mailbox | None = None,
         tracer_provider: TracerProvider | None = None,
@@ -190,8 +192,10 @@ class Runner:
         given (default: ``lovia.configure(store=...)`` or ``$LOVIA_STORE``; None: not
         recorded). ``prune_records``: once the run completes, drop its checkpoint
         records and keep its summary row (``lovia runs`` still lists it; replay cannot).
-        ``nested=True``: events of child runs (agents run as tools, see
-        :meth:`Agent.as_tool`) are yielded too, each wrapped in a ``ChildRunEvent``.
+        ``approved_by``: who decided ``approvals`` (``cli:alice``, ``web:ops``; default
+        ``api``), recorded with each decision. ``nested=True``: events of child runs
+        (agents run as tools, see :meth:`Agent.as_tool`) are yielded too, each wrapped in
+        a ``ChildRunEvent``.
         """
         if not isinstance(agent, Agent):
             raise UserError(f"Runner needs an Agent, got {agent!r}")
@@ -234,6 +238,7 @@ class Runner:
             workspace=workspace,
             approvals=approvals,
             approval=approval,
+            approved_by=approved_by,
             settings=settings,
             tracer_provider=tracer_provider,
             meter_provider=meter_provider,

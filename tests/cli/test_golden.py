@@ -19,20 +19,20 @@ from lovia.stores import store
 from .conftest import Recorded, lovia, normalize
 
 RUNS = """\
-RUN  AGENT  SESSION  STATUS  TURNS  TOKENS  COST  STARTED  DURATION
+RUN  AGENT  SESSION  STATE  TURNS  TOKENS  COST  STARTED  WALL
 <run2>  support  sess-2  failed/ProviderServerError  1  0  -  <time>  <dur>
 <run1>  billing  sess-1  completed/stop  4  177  ?  <time>  <dur>
 <run0>  support  sess-1  completed/stop  1  18  ?  <time>  <dur>
 """
 
 RUNS_FILTERED = """\
-RUN  AGENT  SESSION  STATUS  TURNS  TOKENS  COST  STARTED  DURATION
+RUN  AGENT  SESSION  STATE  TURNS  TOKENS  COST  STARTED  WALL
 <run1>  billing  sess-1  completed/stop  4  177  ?  <time>  <dur>
 """
 
 SHOW = """\
 run <run1>
-agent support -> billing · session sess-1 · completed (stop) · 4 turns · 153+24 tokens · ? · \
+agent support -> billing · session sess-1 · completed/stop · 4 turns · 153+24 tokens · ? · \
 <time> · <dur>
 (3 earlier entries from session sess-1 precede this run)
 turn 0 · support
@@ -56,11 +56,14 @@ turn 4 · billing
 
 SHOW_FAILED = """\
 run <run2>
-agent support · session sess-2 · failed (ProviderServerError) · 1 turn · 0+0 tokens · - · \
+agent support · session sess-2 · failed/ProviderServerError · 1 turn · 0+0 tokens · - · \
 <time> · <dur>
+failed: ProviderServerError: upstream 502
 turn 0 · support
   system  You help with orders.
   user  status?
+turn 1: model call failed after 0 retries: ProviderServerError: upstream 502  \
+(its view: lovia replay <run2> --turn 1)
 """
 
 REPLAY_TURN_3 = """\

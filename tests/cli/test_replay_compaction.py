@@ -4,6 +4,8 @@ reminder injector and a handoff, stored in SQLite and replayed by the CLI subpro
 from __future__ import annotations
 
 import asyncio
+import json
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +45,7 @@ def decide(request: Any, info: Any) -> Any:
     return call("fetch_page", n=done)
 
 
-async def _record(url: str) -> tuple[str, int, list[str]]:
+async def _record(url: str) -> tuple[str, int, list[str], list[str]]:
     FETCHED.clear()
     db = store(url)
     profile = ModelProfile(context_window=2_500)
@@ -66,26 +68,59 @@ async def _record(url: str) -> tuple[str, int, list[str]]:
         session_id="s-compaction",
     )
     hashes: list[str] = []
+    summaries: list[str] = []
     kinds: list[str] = []
     async for event in stream:
         name = type(event).__name__
         if name == "ViewBuilt":
             hashes.append(event.view_hash)  # type: ignore[attr-defined]
+        if name == "ModelCallStarted" and event.purpose == "summary":  # type: ignore[attr-defined]
+            summaries.append(event.view_hash)  # type: ignore[attr-defined]
         if name == "CompactionApplied":
             kinds.append(event.kind)  # type: ignore[attr-defined]
     result = await stream.result()
     await db.aclose()
     assert result.final_agent.name == "closer"
     assert "evict" in kinds and "summarize" in kinds, kinds
-    return result.run_id, len(hashes), hashes
+    return result.run_id, len(hashes), hashes, summaries
 
 
 def test_cli_replays_a_compacted_run_with_matching_hashes(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'compaction.db'}"
-    run_id, views, hashes = asyncio.run(_record(url))
+    run_id, views, hashes, summaries = asyncio.run(_record(url))
     res = lovia("replay", run_id, "--store", url)
     assert res.code == 0, res.out + res.err
-    assert f"{views}/{views} views rebuilt with the recorded hash" in res.out
-    for digest in hashes:
+    total = views + len(summaries)
+    assert summaries and all(summaries)  # every summary call carries its view hash
+    assert (
+        f"{total}/{total} views rebuilt with the recorded hash, "
+        f"{len(summaries)} of them summary calls (all verified)"
+    ) in res.out
+    for digest in hashes + summaries:
         assert digest in res.out
     assert "summary" in res.out.lower() and "reminder" in res.out
+
+
+def test_a_tampered_entry_a_summarizer_saw_fails_its_summary_call(tmp_path: Path) -> None:
+    """The summarizer saw page 1's result; the stored copy is changed afterwards: the
+    summary call's view no longer hashes to what was sent, and replay says which."""
+    path = tmp_path / "compaction.db"
+    run_id, _views, _hashes, summaries = asyncio.run(_record(f"sqlite:///{path}"))
+    conn = sqlite3.connect(path)
+    try:
+        rows = conn.execute("SELECT rowid, data FROM records WHERE kind = 'entries'").fetchall()
+        (hit,) = [(rowid, data) for rowid, data in rows if "page 1: " in data]
+        conn.execute(
+            "UPDATE records SET data = ? WHERE rowid = ?",
+            (hit[1].replace("page 1: ", "page 1! "), hit[0]),
+        )
+        conn.commit()
+    finally:
+        conn.close()
+    res = lovia("replay", run_id, "--store", f"sqlite:///{path}", "--json")
+    assert res.code == 1
+    data = json.loads(res.out)
+    checked = [s for v in data["views"] for s in v["summaries"]]
+    assert [s["recorded_hash"] for s in checked] == summaries
+    assert not checked[0]["ok"] and checked[0]["purpose"] == "summary"
+    assert "summary does not match its recorded hash" in res.err

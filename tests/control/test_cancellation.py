@@ -91,8 +91,9 @@ async def test_cancel_interrupts_an_in_flight_model_stream() -> None:
         assert out.scenario.extra["log"] == ["quick 1"]
         # partial work is kept: the checkpoint holds turn 1 and is not completed
         snap = await out.scenario.extra["store"].load("r-model")
-        assert snap is not None and snap.info.status == "failed"
+        assert snap is not None and snap.info.status == "cancelled"  # not a failure
         assert snap.info.error_type == "RunCancelled"
+        assert snap.info.extra["cancelled_by"] == "user pressed stop"
         result, model, log = await resume(out, ["finished"])
         assert result.output == "finished" and log == []  # the tool is not re-run
         assert [m.type for m in model.requests[0].messages] == ["input", "tool_call", "tool_result"]

@@ -36,6 +36,13 @@ EXPECT = {
         "span chat in-house-7b: source=unknown",
         "bad file: the price file 'bad.yaml', entry 1: openai:tuned: input_per_mtok is -1",
     ],
+    "44_content_by_reference.py": [
+        "EVENT_ONLY: content keys on spans: []",
+        "log event gen_ai.client.inference.operation.details",
+        "log event lovia.tool.call.result",
+        "resolved: turn 2, 3 messages, verified=True",
+        "last message the model saw: 'A1: shipped on Monday'",
+    ],
     "14_budget_cancel.py": [
         "budget: max_tool_calls hit at turn 2",
         "cancelled after 0.",

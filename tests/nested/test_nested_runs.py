@@ -309,7 +309,7 @@ async def test_cancelling_the_parent_cancels_the_child() -> None:
     with pytest.raises(RunCancelled):
         await asyncio.wait_for(stream.result(), 10)
     kid = await db.load(child_run_id("boss", "c1"))
-    assert kid is not None and kid.info.status == "failed"
+    assert kid is not None and kid.info.status == "cancelled"
     assert kid.info.finish_reason == "cancelled"
     parent = await db.load("boss")
     assert parent is not None
@@ -385,7 +385,7 @@ async def test_a_sibling_cut_short_by_another_childs_budget_trip_ends_recorded()
             10,
         )
     sibling = await db.load(child_run_id("boss", "c2"))
-    assert sibling is not None and sibling.info.status == "failed"
+    assert sibling is not None and sibling.info.status == "cancelled"
     assert sibling.info.finish_reason == "cancelled"
     assert await db.lease_holder(child_run_id("boss", "c2")) is None
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import sys
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
 server = MCPServer("lovia-test")
@@ -37,6 +37,13 @@ def pid() -> str:
 def env() -> str:
     """The server's environment variable names."""
     return ",".join(sorted(os.environ))
+
+
+@server.tool()
+def traceparent(ctx: Context) -> str:
+    """The W3C trace context the request carried in params._meta ("" when none)."""
+    meta = ctx.request_context.meta or {}
+    return str(meta.get("traceparent", ""))
 
 
 if __name__ == "__main__":

@@ -82,7 +82,7 @@ async def test_everything_echo_and_sum_through_a_run() -> None:
 
 
 async def test_prefix_and_deny() -> None:
-    plugin = python_server(prefix="py.", deny=["env"])
+    plugin = python_server(prefix="py.", deny=["env", "traceparent"])
     model = ScriptedModel([call("py_add", a=1, b=2), "done"])
     result = await Runner.run(Agent(name="a", model=model, plugins=[plugin]), "go")
     assert {t.name for t in model.requests[0].tools} == {"py_add", "py_fail", "py_pid"}
@@ -199,3 +199,28 @@ async def test_missing_sdk_gives_the_install_hint(monkeypatch: pytest.MonkeyPatc
     with pytest.raises(UserError) as info:
         await Runner.run(agent, "go")
     assert info.value.hint == "pip install 'lovia[mcp]'"
+
+
+async def test_streamable_http_calls_carry_the_session_on_the_tool_span(http_server: str) -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    tp, spans = TracerProvider(), InMemorySpanExporter()
+    tp.add_span_processor(SimpleSpanProcessor(spans))
+    plugin = MCP.http(http_server, name="http", allow=["add", "traceparent"])
+    model = ScriptedModel([[call("add", a=1, b=1), call("traceparent")], "done"])
+    result = await Runner.run(
+        Agent(name="a", model=model, plugins=[plugin]), "go", tracer_provider=tp
+    )
+    tools = [s for s in spans.get_finished_spans() if s.name.startswith("execute_tool ")]
+    assert len(tools) == 2
+    port = int(http_server.rsplit(":", 1)[1].split("/")[0])
+    for span in tools:
+        attrs = span.attributes or {}
+        assert attrs["network.transport"] == "tcp" and attrs["network.protocol.name"] == "http"
+        assert attrs["server.address"] == "127.0.0.1" and attrs["server.port"] == port
+        assert 0 < len(str(attrs["mcp.session.id"])) <= 128
+    sent = results(result.entries)[1].content
+    traced = next(s for s in tools if s.name == "execute_tool traceparent").context
+    assert sent.split("-")[1:3] == [f"{traced.trace_id:032x}", f"{traced.span_id:016x}"]

@@ -8,6 +8,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from opentelemetry.sdk._logs import ReadableLogRecord
+from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
@@ -51,6 +53,11 @@ class Otel:
     exporter: InMemorySpanExporter
     reader: InMemoryMetricReader
     mp: MeterProvider
+    log_exporter: InMemoryLogRecordExporter | None = None
+
+    def logs(self) -> tuple[ReadableLogRecord, ...]:
+        """The log records (log-based events) the runs emitted."""
+        return self.log_exporter.get_finished_logs() if self.log_exporter is not None else ()
 
     def spans(self) -> tuple[ReadableSpan, ...]:
         return self.exporter.get_finished_spans()

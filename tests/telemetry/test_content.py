@@ -20,6 +20,7 @@ CONTENT_KEYS = {
     A.INPUT_MESSAGES,
     A.OUTPUT_MESSAGES,
     A.SYSTEM_INSTRUCTIONS,
+    A.TOOL_DEFINITIONS,
     A.TOOL_ARGUMENTS,
     A.TOOL_RESULT,
 }
@@ -47,10 +48,13 @@ async def _run(otel: Otel, **options: Any) -> None:
 
 
 def _content(otel: Otel) -> tuple[set[str], set[str]]:
-    """(content keys on span attributes, content keys in span events)."""
+    """(content keys on span attributes or span events, content keys in log events)."""
     on_spans = {k for s in otel.spans() for k in (s.attributes or {}) if k in CONTENT_KEYS}
-    in_events = {
+    on_spans |= {
         k for s in otel.spans() for e in s.events for k in (e.attributes or {}) if k in CONTENT_KEYS
+    }
+    in_events = {
+        k for r in otel.logs() for k in (r.log_record.attributes or {}) if k in CONTENT_KEYS
     }
     return on_spans, in_events
 
@@ -59,6 +63,7 @@ async def test_no_content_by_default(otel: Otel) -> None:
     await _run(otel)
     assert _content(otel) == (set(), set())
     assert not any(e.name == A.EVENT_DETAILS for s in otel.spans() for e in s.events)
+    assert otel.logs() == ()
 
 
 @pytest.mark.parametrize(
@@ -160,6 +165,9 @@ def _everything(otel: Otel) -> str:
         for lk in s.links:
             parts.extend(f"{k}={v}" for k, v in (lk.attributes or {}).items())
         parts.extend(f"{k}={v}" for k, v in s.resource.attributes.items())
+    for r in otel.logs():
+        parts.append(str(r.log_record.event_name))
+        parts.extend(f"{k}={v}" for k, v in (r.log_record.attributes or {}).items())
     return "\n".join(parts)
 
 
@@ -184,3 +192,49 @@ async def test_api_key_never_exported(otel: Otel) -> None:
     assert "gen_ai.request.temperature=0.2" in dump
     assert FAKE_KEY not in dump
     assert "FAKEKEY" not in dump
+
+
+def test_reference_mode_sends_no_content_and_a_bad_link_template_is_skipped(
+    otel: Otel, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setenv(content.URL_ENV, "https://lovia.example/{run_id}/{nope}")
+    with caplog.at_level(logging.WARNING, logger="lovia.telemetry"):
+        assert content.content_url("r1", "h" * 64, 3) is None
+    assert content.URL_ENV in caplog.text
+    monkeypatch.setenv(content.URL_ENV, "https://lovia.example/{run_id}/{view_hash}?t={turn}")
+    assert content.content_url("r1", "ab", 3) == "https://lovia.example/r1/ab?t=3"
+    policy = content.ContentPolicy("REFERENCE")
+    assert policy.by_reference and not policy.enabled and not policy.on_span
+    assert content.parse_mode("reference") == "REFERENCE"
+    # an error text is content too: by reference, status messages carry only its type
+    assert content.status_text(policy, "ValueError", "secret prompt") == "ValueError"
+
+
+async def test_reference_mode_run_has_refs_and_nothing_else(otel: Otel) -> None:
+    content.set_policy("REFERENCE", None)
+    await _run(otel)
+    assert _content(otel) == (set(), set())
+    chats = [s for s in otel.spans() if s.name.startswith("chat ")]
+    for chat in chats:
+        attrs = chat.attributes or {}
+        assert attrs[A.CONTENT_REF] == f"lovia:run/{attrs[A.RUN_ID]}/view/{attrs[A.VIEW_HASH]}"
+    assert "where is A1" not in _everything(otel)
+
+
+async def test_event_only_keeps_error_texts_off_the_spans(otel: Otel) -> None:
+    @tool
+    async def leaky(order_id: str) -> str:
+        """Fails, echoing its input."""
+        raise RuntimeError(f"cannot find {order_id} for the customer's secret question")
+
+    content.set_policy("EVENT_ONLY", None)
+    model = ScriptedModel([call("leaky", order_id="A1"), "sorry"])
+    await Runner.run(Agent(name="s", model=model, tools=[leaky]), "hi", tracer_provider=otel.tp)
+    (span,) = [s for s in otel.spans() if s.name == "execute_tool leaky"]
+    assert span.status.description == "RuntimeError"
+    on_spans = [
+        f"{s.status.description} {dict(s.attributes or {})} {[e.attributes for e in s.events]}"
+        for s in otel.spans()
+    ]
+    assert not [t for t in on_spans if "secret question" in t]
+    assert any("secret question" in str(r.log_record.attributes) for r in otel.logs())

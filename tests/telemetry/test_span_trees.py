@@ -371,7 +371,7 @@ async def test_resumed_run_links_to_the_crashed_attempt(otel: Otel) -> None:
             {
                 "name": "invoke_agent resumable",
                 "attrs": {"lovia.run.resumed": True, "lovia.run.outcome": "completed"},
-                "events": ["lovia.checkpoint.write"],
+                "events": ["lovia.checkpoint.write", "lovia.checkpoint.write"],
                 "children": [
                     {
                         "name": "lovia.turn",
@@ -391,7 +391,11 @@ async def test_resumed_run_links_to_the_crashed_attempt(otel: Otel) -> None:
         for s in otel.spans()
         if s.events
     }
-    assert kinds == {"lovia.turn": ["progress"], "invoke_agent resumable": ["complete"]}
+    # the resume first records its attempt (who took the run over, how the last one ended)
+    assert kinds == {
+        "lovia.turn": ["progress"],
+        "invoke_agent resumable": ["attempt", "complete"],
+    }
     second = next(s for s in otel.spans() if s.name == "invoke_agent resumable")
     assert second.context.trace_id != first.context.trace_id
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
     ExportMetricsServiceRequest,
 )
@@ -29,6 +30,7 @@ class Sink:
     def __init__(self) -> None:
         self.traces: list[ExportTraceServiceRequest] = []
         self.metrics: list[ExportMetricsServiceRequest] = []
+        self.logs: list[ExportLogsServiceRequest] = []
 
 
 @pytest.fixture
@@ -42,6 +44,8 @@ def sink() -> Iterator[tuple[str, Sink]]:
                 store.traces.append(ExportTraceServiceRequest.FromString(body))
             elif self.path == "/v1/metrics":
                 store.metrics.append(ExportMetricsServiceRequest.FromString(body))
+            elif self.path == "/v1/logs":
+                store.logs.append(ExportLogsServiceRequest.FromString(body))
             self.send_response(200)
             self.send_header("Content-Type", "application/x-protobuf")
             self.end_headers()
@@ -202,3 +206,71 @@ def test_configure_without_the_sdk_says_what_to_install(monkeypatch: pytest.Monk
     with pytest.raises(UserError) as info:
         configure(exporter="console", set_global=False)
     assert "lovia[otel]" in str(info.value.hint)
+
+
+def _wire_spans(store: Sink) -> list[Any]:
+    return [
+        s
+        for req in store.traces
+        for rs in req.resource_spans
+        for ss in rs.scope_spans
+        for s in ss.spans
+    ]
+
+
+def _any(value: Any) -> Any:
+    """An OTLP AnyValue as plain Python data."""
+    kind = value.WhichOneof("value")
+    if kind == "kvlist_value":
+        return {kv.key: _any(kv.value) for kv in value.kvlist_value.values}
+    if kind == "array_value":
+        return [_any(v) for v in value.array_value.values]
+    return getattr(value, kind) if kind else None
+
+
+async def test_event_only_content_goes_to_the_logs_endpoint_not_the_traces(
+    sink: tuple[str, Sink], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from lovia.telemetry import content
+
+    url, store = sink
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", url)
+    handle = configure("lovia-test", "otlp", set_global=False, capture_content="EVENT_ONLY")
+    _bind(monkeypatch, handle.tracer_provider, handle.meter_provider)
+    try:
+        await Runner.run(_agent(), "secret question 1+2")
+    finally:
+        content.set_policy(None, None)
+    assert handle.force_flush()
+    handle.shutdown()
+    spans = _wire_spans(store)
+    wire = b"".join(req.SerializeToString() for req in store.traces)
+    assert b"secret question" not in wire  # EVENT_ONLY: no content in the trace pipeline
+    assert not any(e.name.startswith("gen_ai.") for s in spans for e in s.events)
+    records = [
+        r
+        for req in store.logs
+        for rl in req.resource_logs
+        for sl in rl.scope_logs
+        for r in sl.log_records
+    ]
+    by_name: dict[str, list[Any]] = {}
+    for record in records:
+        by_name.setdefault(record.event_name, []).append(record)
+    assert set(by_name) == {A.EVENT_DETAILS, A.EVENT_TOOL_ARGUMENTS, A.EVENT_TOOL_RESULT}
+    chats = {s.span_id: s for s in spans if s.name.startswith("chat ")}
+    assert len(by_name[A.EVENT_DETAILS]) == len(chats) == 2
+    for record in by_name[A.EVENT_DETAILS]:
+        assert record.span_id in chats  # trace context: the chat span it describes
+        assert record.trace_id == chats[record.span_id].trace_id
+    first = {kv.key: _any(kv.value) for kv in by_name[A.EVENT_DETAILS][0].attributes}
+    assert first[A.INPUT_MESSAGES] == [
+        {"role": "user", "parts": [{"type": "text", "content": "secret question 1+2"}]}
+    ]  # structured (an AnyValue list), not a JSON string
+    assert first[A.OPERATION_NAME] == "chat" and first[A.REQUEST_MODEL] == "scripted"
+    tool_span = next(s for s in spans if s.name == "execute_tool add")
+    (args,) = by_name[A.EVENT_TOOL_ARGUMENTS]
+    (result,) = by_name[A.EVENT_TOOL_RESULT]
+    assert args.span_id == result.span_id == tool_span.span_id
+    assert {kv.key: _any(kv.value) for kv in args.attributes}[A.TOOL_ARGUMENTS] == {"a": 1, "b": 2}
+    assert {kv.key: _any(kv.value) for kv in result.attributes}[A.TOOL_RESULT] == "3"

@@ -277,19 +277,32 @@ def test_waterfall_from_the_span_store_and_trace_link(tmp_path: Path) -> None:
 
 def test_runs_in_flight_refresh_and_finished_do_not(tmp_path: Path) -> None:
     from lovia.stores import RunInfo, store
+    from lovia.stores.lifecycle import owner_id
 
     url = f"sqlite:///{tmp_path / 'live.db'}"
 
-    async def begin() -> None:
+    async def begin(lease: bool) -> None:
         db = store(url)
         await db.begin(RunInfo(run_id="live-1", agent="a", started_at=time.time()))
+        if lease:  # a live worker (this process) holds it
+            assert await db.acquire("live-1", owner_id(), 60.0) is not None
+        else:
+            await db.release("live-1", (await db.lease_holder("live-1")) or "")
         await db.aclose()
 
-    run_async(begin)
+    run_async(lambda: begin(True))
     with TestClient(create_app(url), base_url=LOCAL) as client:
         assert 'data-refresh="3"' in client.get("/").text
         assert 'data-refresh="3"' in client.get("/runs/live-1").text
         assert 'data-refresh="3"' not in client.get("/?status=completed").text
+    run_async(lambda: begin(False))  # its worker is gone: nothing to wait for
+    with TestClient(create_app(url), base_url=LOCAL) as client:
+        page = client.get("/").text
+        assert 'data-refresh="3"' not in page and 'data-state="interrupted"' in page
+        assert 'data-refresh="3"' not in client.get("/runs/live-1").text
+        assert client.get("/api/runs?status=interrupted").json()["runs"][0]["state"] == (
+            "interrupted"
+        )
 
 
 @pytest.mark.lovia_unconsumed  # the run ends before the script does, on purpose

@@ -13,7 +13,7 @@ from lovia import Agent
 from lovia.testing import ScriptedModel, call, reply
 from lovia.web import create_app
 
-from .conftest import LONG_TURNS, Recorded, serve
+from .conftest import LONG_TURNS, Recorded, run_async, serve
 from .scenarios import XSS, lookup, refund, support_agent
 
 Shot = Callable[[Any, str], Path]
@@ -190,7 +190,35 @@ def test_approve_pending_call_and_run_finishes(page: Any, recorded: Recorded, sh
         assert "refunded 80" in page.locator("#transcript").inner_text()
         assert "Refunded 80." in page.locator("#transcript").inner_text()
         assert page.locator("#approvals").count() == 0
+        # no red ApprovalPending bar once approved; the decision says who and when
+        assert page.locator("#run-error").count() == 0
+        decision = page.locator(".approval-decision.decision-approved")
+        assert "approved by web:local" in decision.inner_text()
         shot(page, "10-approved")
+
+
+def test_interrupted_run_stops_reloading_and_resumes_from_its_button(
+    page: Any, tmp_path: Path, shot: Shot
+) -> None:
+    from playwright.sync_api import expect
+
+    from lifecycle.test_resume_traced import _torn_down, torn_agent
+
+    url = f"sqlite:///{tmp_path / 'torn.db'}"
+    run_async(lambda: _torn_down(url))  # Playwright owns this thread's event loop
+    with serve(create_app(url, agent=torn_agent)) as base:
+        page.goto(base + "/")
+        row = page.locator('tr.run[data-run-id="r-torn"]')
+        assert row.get_attribute("data-state") == "interrupted"
+        assert page.locator("body").get_attribute("data-refresh") is None  # no endless reload
+        page.goto(base + "/runs/r-torn")
+        assert page.locator("#run-status").inner_text() == "interrupted"
+        shot(page, "11-interrupted")
+        page.locator("#run-interrupted button.resume").click()
+        expect(page.locator("#run-status")).to_have_text("completed", timeout=20_000)
+        assert "finished: step done" in page.locator("#transcript").inner_text()
+        assert page.locator("#attempts tr.attempt").count() == 2
+        assert page.js_errors == []
 
 
 __all__ = ["lookup", "refund"]

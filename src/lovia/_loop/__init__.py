@@ -14,16 +14,17 @@ import logging
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from .. import events as ev
 from .._observers import OBSERVERS, notify
 from ..context import RunContext
-from ..errors import LeaseLost, LoviaError, RunError
+from ..errors import LeaseLost, LoviaError, RunCancelled, RunError
 from ..result import RunResult
 from ..telemetry.tracer import RunTracer, make_run_tracer
 from ..transcript import Transcript
 from ..usage import Usage
+from .attempts import lifecycle_extra
 from .checkpoint import finish_info, restore
 from .finish import call_close, close_plugins, finish, result_of, write_session
 from .lease import stop_heartbeat
@@ -237,13 +238,20 @@ def _completed(state: RunState) -> tuple[ev.RunCompleted, RunResult[Any]]:
     return event, result
 
 
+def _stored_status(error: BaseException) -> Literal["paused", "cancelled", "failed"]:
+    """What a run that ended with ``error`` is stored as."""
+    if getattr(error, "finish_reason", "") == "approval_pending":
+        return "paused"
+    return "cancelled" if isinstance(error, RunCancelled) else "failed"
+
+
 async def _mark_failed(state: RunState, error: BaseException) -> None:
     cp = state.checkpointer
     if cp is None or state.completed_result is not None or state.active is None:
         return
     if isinstance(error, LeaseLost) or state.lease_lost is not None:
         return  # the run belongs to the worker that took it over: write nothing
-    status = "paused" if getattr(error, "finish_reason", "") == "approval_pending" else "failed"
+    status = _stored_status(error)
     try:
         await cp.append(state.run_id, state.pending, fence=state.lease_token)
         state.pending = []
@@ -253,6 +261,7 @@ async def _mark_failed(state: RunState, error: BaseException) -> None:
         # the postmortem's first question: what went wrong, and what to do about it
         info.extra["error"] = error.message if isinstance(error, LoviaError) else str(error)
         info.extra["hint"] = getattr(error, "hint", None)
+        lifecycle_extra(state, error, info.extra)
         await cp.finish(info, None, fence=state.lease_token)
     except LeaseLost:
         logger.warning("run %s: lease lost; its failure is not recorded", state.run_id)

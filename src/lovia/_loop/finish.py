@@ -99,6 +99,7 @@ async def finish(state: RunState) -> AsyncIterator[ev.Event]:
             yield event
         t0 = time.perf_counter()
         info = finish_info(state, "completed", state.finish_reason)
+        info.extra["attempts"] = state.attempt  # its end is the row's: status, ended_at
         store = str(getattr(cp, "url", "")).split(":", 1)[0]
         try:
             await cp.finish(info, result_payload(state), fence=state.lease_token)

@@ -4,8 +4,10 @@ A worker takes the lease before it starts or resumes a run and renews it in the
 background (every third of the TTL) while the run goes on: one keeper task per event
 loop, store and TTL renews the leases of all its runs in one store call
 (``renew_many``), instead of a timer and a store commit per run. A lease left by a worker that
-died on this same host (its pid is gone) is taken over at once; elsewhere it expires
-after ``LOVIA_LEASE_TTL_S`` seconds (default 60).
+died on this same host (its pid is gone, a zombie, or reused: the owner id carries the
+pid's start time) is taken over at once; elsewhere it expires after
+``LOVIA_LEASE_TTL_S`` seconds (default 60). The takeover is a new grant, so its larger
+fencing token refuses any write the old holder might still try.
 
 Fencing: each grant carries a token larger than every earlier one on the run, and every
 checkpoint write of the run carries the token; the store refuses a write whose token is
@@ -23,15 +25,13 @@ import asyncio
 import contextlib
 import contextvars
 import logging
-import os
-import secrets
-import socket
 import time
 from dataclasses import dataclass, field
 
 from .._defaults import lease_ttl
 from ..errors import LeaseLost, RunLeaseHeld
 from ..stores.base import Checkpointer, lease_lost, renew_many
+from ..stores.lifecycle import holder_gone, owner_id
 from .state import RunState
 
 __all__ = [
@@ -43,26 +43,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger("lovia.lease")
-_HOST = socket.gethostname()
-
-
-def _owner_id() -> str:
-    return f"{_HOST}:{os.getpid()}:{secrets.token_hex(4)}"
-
-
-def _dead_local(owner: str) -> bool:
-    """True when ``owner`` is a process on this host that no longer exists."""
-    host, _, rest = owner.partition(":")
-    pid_text = rest.split(":", 1)[0]
-    if host != _HOST or not pid_text.isdigit():
-        return False
-    try:
-        os.kill(int(pid_text), 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    return False
 
 
 async def take_lease(state: RunState) -> bool:
@@ -70,14 +50,15 @@ async def take_lease(state: RunState) -> bool:
     another live worker holds it, or the run is completed."""
     cp = state.checkpointer
     assert cp is not None
-    owner, ttl = _owner_id(), lease_ttl()
+    owner, ttl = owner_id(), lease_ttl()
     sent = time.monotonic()
     token = await cp.acquire(state.run_id, owner, ttl)
     if token is None:
         holder = await cp.lease_holder(state.run_id)
-        if holder is None or not _dead_local(holder):
+        if holder is None or not holder_gone(holder):
             return False
         logger.info("taking over run %s from dead worker %s", state.run_id, holder)
+        state.took_over = holder
         await cp.release(state.run_id, holder)
         sent = time.monotonic()
         token = await cp.acquire(state.run_id, owner, ttl)

@@ -23,9 +23,10 @@ from ..stores.records import ViewNote
 from ..transcript import InputEntry, TextEntry, ToolCallEntry, TranscriptEntry, stamped
 from ..view.base import BuiltView, FullView, ViewInput, ViewRecord
 from ..view.compaction import Compaction
-from ..view.record import view_parts
+from ..view.record import ViewHasher, view_parts
 from .call import ModelCall, Purpose, Relay, Slot, call_model
 from .checkpoint import raise_failed, turn_rides_with_tools, write_progress
+from .lifelog import note_failed_call
 from .state import ActiveAgent, RunState
 
 __all__ = ["MAX_OVERFLOW_RETRIES", "model_step", "stamp"]
@@ -50,8 +51,15 @@ async def model_step(state: RunState) -> AsyncIterator[ev.Event]:
         async for event in _build_view(state, attempt, view):
             yield event
         call = _main_call(state, view.value, attempt, purpose)
+        retries = 0
         try:  # phases 4-5: stream the answer; record() appends it to the transcript
             async for event in call_model(call, state, partial(_record_response, state, call)):
+                if isinstance(event, ev.ProviderRetry):
+                    retries += 1
+                elif isinstance(event, ev.ModelCallFailed):  # beside its view record
+                    note_failed_call(
+                        state, event, view_hash=call.view_hash, attempt=attempt, retries=retries
+                    )
                 yield event
         except ContextOverflow as exc:
             if attempt > MAX_OVERFLOW_RETRIES or getattr(exc, "_lovia_partial", False):
@@ -159,21 +167,48 @@ async def _summarize(
     entries: Sequence[TranscriptEntry],
     prompt: str,
     provider: Provider | None = None,
+    views: list[ViewRecord] | None = None,
 ) -> str:
     """A summary for compaction, asked of the active model (or ``provider``): a model
-    call like any other (events through ``relay``, usage, cost, budget)."""
+    call like any other (events through ``relay``, usage, cost, budget). Its view is
+    recorded and hashed like a main call's (appended to ``views`` before it is sent)."""
     assert state.active is not None
+    provider = provider or state.active.provider
+    request = ModelRequest(system=prompt, messages=list(entries))
+    record = _summary_record(state, request, provider)
+    if views is not None:
+        views.append(record)
     call = ModelCall(
-        provider=provider or state.active.provider,
-        request=ModelRequest(system=prompt, messages=list(entries)),
+        provider=provider,
+        request=request,
         base=state.base(),
         purpose="summary",
+        view_hash=record.hash,
         deltas=False,
     )
     async for event in call_model(call, state):
         await relay.send(event)
     assert call.response is not None
     return "".join(e.text for e in call.response.entries if isinstance(e, TextEntry))
+
+
+def _summary_record(state: RunState, request: ModelRequest, provider: Provider) -> ViewRecord:
+    """The self-contained view record of a summary call: transcript entries by id, the
+    rest (the previous summary, stubs, the request to summarize) in full."""
+    assert state.active is not None
+    known = {id(e) for e in state.transcript}
+    return ViewHasher().record(
+        request=request,
+        order=[e.id for e in request.messages],
+        replaced={e.id: e for e in request.messages if id(e) not in known},
+        injected=(),
+        run_id=state.run_id,
+        turn=state.turn,
+        attempt=1,
+        agent=state.active.agent.name,
+        model=provider.model,
+        provider=provider.name,
+    )
 
 
 _INLINE: frozenset[type] = frozenset({Compaction, FullView})
@@ -211,12 +246,13 @@ async def _build_view(
     )
 
     relay = Relay()
+    summaries: list[ViewRecord] = []
 
     async def summarize(
         entries: Sequence[TranscriptEntry], prompt: str, provider: Provider | None = None
     ) -> str:
         await relay.detach()
-        return await _summarize(state, relay, entries, prompt, provider)
+        return await _summarize(state, relay, entries, prompt, provider, summaries)
 
     done: Slot[BuiltView] = Slot()
     strategy = active.strategy
@@ -234,7 +270,7 @@ async def _build_view(
     if built.evicted:  # a tool result was stubbed: the model may read it back
         _add_recall_tool(active)
     request = _request(active, built, injected)
-    record = _record(state, active, built, injected, request, attempt)
+    record = _record(state, active, built, injected, request, attempt, summaries)
     state.last_view_size = len(request.messages)
     out.set(PreparedView(request, record.hash))
     yield ev.ViewBuilt(
@@ -290,6 +326,7 @@ def _record(
     injected: list[TranscriptEntry],
     request: ModelRequest,
     attempt: int,
+    summaries: Sequence[ViewRecord] = (),
 ) -> ViewRecord:
     order, replaced = built.order, built.replaced
     if active.handoff_filter is not None:  # the filter may drop or rewrite entries
@@ -311,6 +348,7 @@ def _record(
         compacted=compacted,
         model=active.provider.model,
         provider=active.provider.name,
+        summary_views=[s.to_data() for s in summaries],
     )
     if state.checkpointer is not None:
         state.note(ViewNote(record))

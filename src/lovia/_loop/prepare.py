@@ -14,6 +14,7 @@ from ..stores.base import RunSnapshot
 from ..transcript import InputEntry, SystemEntry, TranscriptEntry, input_entries
 from ..view.record import ViewRecord, resolve_records, view_records
 from .activate import activate, resolve_provider
+from .attempts import adopt_snapshot, note_attempt_start
 from .checkpoint import ResumePoint, open_calls, restore, run_info, save_progress
 from .finish import run_guardrails
 from .lease import lease_held, start_heartbeat, take_lease
@@ -64,6 +65,7 @@ async def load_snapshot(state: RunState) -> RunSnapshot | None:
                 f"{state.params.agent.name!r}",
                 hint="Resume a run with the agent that started it, or use a new run_id.",
             )
+        adopt_snapshot(state, snapshot)
     return snapshot
 
 
@@ -121,10 +123,12 @@ def run_started(state: RunState, resumed: bool) -> ev.RunStarted:
         model=provider.model,
         provider=provider.name,
         resumed=resumed,
+        attempt=state.attempt,
         trace_links=state.trace_links,
         parent_run_id=state.params.parent.run_id if state.params.parent else None,
         parent_call_id=state.params.parent.call_id if state.params.parent else None,
         root_agent=_root_agent(state),
+        description=state.params.agent.description,
     )
 
 
@@ -148,7 +152,10 @@ async def prepare(state: RunState, snapshot: RunSnapshot | None) -> AsyncIterato
         state.history = history
         state.transcript.extend(history)
     state.run_start = len(state.transcript)
+    note_attempt_start(state, snapshot)
     if snapshot is not None:
+        async for event in save_progress(state, "attempt"):  # at once: it may die soon
+            yield event
         async for event in _resume(state, snapshot):
             yield event
         return

@@ -86,6 +86,8 @@ class RunParams:
     """A ``lovia.plugins.Workspace`` (typed loosely: plugins are imported only when used)."""
     approvals: Mapping[str, ApprovalVerdict] | None = None
     approval: Approver | None = None
+    approved_by: str | None = None
+    """Who decided ``approvals`` (recorded with each decision; None: ``api``)."""
     settings: ModelSettings | None = None
     tracer_provider: TracerProvider | None = None
     meter_provider: MeterProvider | None = None
@@ -261,6 +263,12 @@ class RunState:
     """``time.monotonic()`` when the lease was last granted or renewed (sent)."""
     lease_lost: Exception | None = None
     """Set (a LeaseLost) when the heartbeat found the lease taken over."""
+    took_over: str | None = None
+    """The lease owner this worker took the run from at once (its process was gone)."""
+    attempt: int = 1
+    """This lease grant's number among the run's attempts (1: the first)."""
+    first_trace: tuple[str, str] | None = None
+    """The first attempt's ``(trace_id, span_id)``: the run's row keeps them on resume."""
     completed_result: RunResult[Any] | None = None
     """Set when the run_id was already completed: the stored RunResult."""
     response: ModelResponse | None = None

@@ -25,13 +25,14 @@ from opentelemetry import trace
 from .. import events as ev
 from ..agent import Handoff
 from ..errors import ApprovalPending, BudgetExceeded, ToolError
-from ..stores.records import LedgerRecord, LedgerStatus
+from ..stores.records import ApprovalRecord, LedgerRecord, LedgerStatus
 from ..tools import Tool, ToolArgumentsError, serialize_result
 from ..tools.tool import ResultNotSerializable
 from ..transcript import HandoffEntry, ToolCallEntry, ToolResultEntry
 from ..usage import Usage
 from .checkpoint import raise_failed, save_progress, write_progress
 from .lease import confirm_lease
+from .lifelog import approval_event, note_approval
 from .limits import check_budget
 from .model_call import stamp
 from .state import EndRun, RunState, current_run
@@ -105,11 +106,14 @@ class Plan:
 async def tool_phase(state: RunState, calls: Sequence[ToolCallEntry]) -> AsyncIterator[ev.Event]:
     plans: list[Plan] = []
     waiting: list[ToolCallEntry] = []
+    decided: list[ApprovalRecord] = []
     for call in calls:
         if state.ledger.get(call.call_id) in ("completed", "failed"):
             continue
         planned = sum(1 for p in plans if p.will_run)
-        plans.append(await _precheck(state, call, planned, waiting))
+        plans.append(await _precheck(state, call, planned, waiting, decided))
+    for record in decided:
+        yield approval_event(state, record)
     if waiting:
         if state.pending:  # no generator when there is nothing to write
             saved = await write_progress(state, "progress")
@@ -137,7 +141,11 @@ async def tool_phase(state: RunState, calls: Sequence[ToolCallEntry]) -> AsyncIt
 
 
 async def _precheck(
-    state: RunState, call: ToolCallEntry, planned: int, waiting: list[ToolCallEntry]
+    state: RunState,
+    call: ToolCallEntry,
+    planned: int,
+    waiting: list[ToolCallEntry],
+    decided: list[ApprovalRecord],
 ) -> Plan:
     """``planned``: earlier calls of this turn that will run (they count for the budget)."""
     active = state.active
@@ -166,7 +174,7 @@ async def _precheck(
         return Plan(call, t, refusal=str(exc))
     if state.ledger.get(call.call_id) == "started" and not t.idempotent:
         return Plan(call, t, refusal=UNKNOWN_OUTCOME, recovered=True)
-    decision = await _approval(state, t, call)
+    decision = await _approval(state, t, call, decided)
     if isinstance(decision, Wait):
         waiting.append(call)
     elif isinstance(decision, Deny):
@@ -174,8 +182,11 @@ async def _precheck(
     return Plan(call, t, kwargs)
 
 
-async def _approval(state: RunState, t: Tool, call: ToolCallEntry) -> Decision:
-    """Whether the call runs, is denied, or waits for a human."""
+async def _approval(
+    state: RunState, t: Tool, call: ToolCallEntry, decided: list[ApprovalRecord]
+) -> Decision:
+    """Whether the call runs, is denied, or waits for a human (a decision is recorded
+    in ``decided``: who, when, why)."""
     needs = t.requires_approval
     if callable(needs):
         needs = needs(state.ctx, call)
@@ -185,14 +196,25 @@ async def _approval(state: RunState, t: Tool, call: ToolCallEntry) -> Decision:
         return Approve()
     decisions = state.params.approvals or {}
     if call.call_id in decisions:
-        return _decision(decisions[call.call_id])
-    policy = state.params.approval or (state.active.agent.approval if state.active else None)
-    if policy is None:
-        return Wait()
-    verdict = policy(state.ctx, call)
-    if inspect.isawaitable(verdict):
-        verdict = await verdict
-    return _decision(verdict)
+        decision = _decision(decisions[call.call_id])
+        actor = state.params.approved_by or "api"
+    else:
+        policy = state.params.approval or (state.active.agent.approval if state.active else None)
+        if policy is None:
+            return Wait()
+        verdict = policy(state.ctx, call)
+        if inspect.isawaitable(verdict):
+            verdict = await verdict
+        decision = _decision(verdict)
+        actor = f"policy:{getattr(policy, '__qualname__', None) or type(policy).__name__}"
+    denied = isinstance(decision, Deny)
+    reason = decision.reason if denied and decision.reason != DENIED else None
+    verdict_text = "denied" if denied else "approved"
+    decided.append(note_approval(state, call.call_id, call.name, verdict_text, actor, reason))
+    return decision
+
+
+DENIED = "denied by the approver."
 
 
 def _decision(value: object) -> Approve | Deny:
@@ -201,7 +223,7 @@ def _decision(value: object) -> Approve | Deny:
     if value is True or value == "approve":
         return Approve()
     if value is False or value is None or value == "deny":
-        return Deny("denied by the approver.")
+        return Deny(DENIED)
     return Deny(str(value))
 
 

@@ -1,13 +1,14 @@
 """The ``lovia`` command: inspect runs, transcripts, traces, and replay model views.
 
 ```
-lovia runs   [--session S] [--agent A] [--status failed] [--limit N]
-lovia show   RUN
+lovia runs   [--session S] [--agent A] [--status interrupted] [--limit N]
+lovia show   RUN | REF                                   # REF: a chat span's lovia.content.ref
 lovia trace  RUN
-lovia replay RUN [--turn N] [--format text|json|request] [--diff A B]
+lovia replay RUN | REF [--turn N] [--format text|json|request] [--diff A B]
 lovia replay RUN --turn N --model M [--base-url U]     # what-if, writes nothing
 lovia replay --trace-id T
-lovia prune  --older-than 30d [--status completed|failed] [--records-only]
+lovia prune  --older-than 30d [--status completed|failed|cancelled] [--records-only]
+lovia resume RUN --agent pkg.mod:agent [--approve CALL] [--deny CALL [--reason R]]
 lovia web    [--host 127.0.0.1] [--port 8765] [--agent pkg.mod:agent]   # extra `web`
 ```
 
@@ -50,11 +51,19 @@ def build_parser() -> argparse.ArgumentParser:
     runs = sub.add_parser("runs", parents=[common], help="list recent runs")
     runs.add_argument("--session", help="only runs of this session id")
     runs.add_argument("--agent", help="only runs that ended in this agent")
-    runs.add_argument("--status", choices=["running", "completed", "failed", "paused"])
+    runs.add_argument(
+        "--status",
+        choices=["running", "interrupted", "paused", "completed", "failed", "cancelled"],
+        help="only runs in this state (interrupted: their worker is gone; resume them)",
+    )
     runs.add_argument("--limit", type=int, default=20, help="at most N runs (default 20)")
     runs.add_argument("--all", action="store_true", help="include child runs (agents run as tools)")
     show = sub.add_parser("show", parents=[common], help="print a run's transcript")
-    show.add_argument("run", metavar="RUN", help="run id, a unique prefix, or `last`")
+    show.add_argument(
+        "run",
+        metavar="RUN",
+        help="run id, a unique prefix, `last`, or a content reference (lovia:run/…/view/…)",
+    )
     show.add_argument("--full", action="store_true", help="do not shorten long entries")
     trace = sub.add_parser("trace", parents=[common], help="print a run's span tree")
     trace.add_argument("run", metavar="RUN", help="run id, a unique prefix, or `last`")
@@ -65,24 +74,57 @@ def build_parser() -> argparse.ArgumentParser:
     )
     prune = sub.add_parser("prune", parents=[common], help="delete finished runs older than an age")
     prune.add_argument("--older-than", required=True, metavar="AGE", help="30d, 12h, 90m, 45s")
-    prune.add_argument("--status", choices=["completed", "failed"], help="only these runs")
+    prune.add_argument(
+        "--status", choices=["completed", "failed", "cancelled"], help="only these runs"
+    )
     prune.add_argument(
         "--records-only",
         action="store_true",
         help="keep each run's summary row; drop its checkpoint records (no replay after)",
     )
     _web_parser(sub.add_parser("web", parents=[common], help="the postmortem in a browser"))
+    _resume_parser(
+        sub.add_parser(
+            "resume", parents=[common], help="continue an interrupted, paused or failed run"
+        )
+    )
     return parser
+
+
+def _resume_parser(resume: argparse.ArgumentParser) -> None:
+    resume.add_argument("run", metavar="RUN", help="run id, a unique prefix, or `last`")
+    resume.add_argument(
+        "--agent", required=True, metavar="MOD:ATTR", help="the run's agent (pkg.mod:agent)"
+    )
+    resume.add_argument("--approve", action="append", metavar="CALL_ID", help="approve a call")
+    resume.add_argument("--deny", action="append", metavar="CALL_ID", help="deny a call")
+    resume.add_argument("--reason", metavar="TEXT", help="why the calls are denied")
+    _telemetry_option(resume)
+
+
+def _telemetry_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--telemetry",
+        choices=["otlp", "local", "console", "none"],
+        help="trace the run (default: $LOVIA_TELEMETRY, OTEL_EXPORTER_OTLP_* variables, "
+        "or `local` when the store holds local spans)",
+    )
 
 
 def _web_parser(web: argparse.ArgumentParser) -> None:
     web.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     web.add_argument("--port", type=int, default=8765, help="port (default 8765; 0: any free)")
     web.add_argument("--agent", metavar="MOD:ATTR", help="agent to chat with (pkg.mod:agent)")
+    _telemetry_option(web)
 
 
 def _replay_parser(replay: argparse.ArgumentParser) -> None:
-    replay.add_argument("run", metavar="RUN", nargs="?", help="run id, a unique prefix, or `last`")
+    replay.add_argument(
+        "run",
+        metavar="RUN",
+        nargs="?",
+        help="run id, a unique prefix, `last`, or a content reference (lovia:run/…/view/…)",
+    )
     replay.add_argument("--trace-id", metavar="T", help="find the run by its trace id")
     replay.add_argument(
         "--child",

@@ -40,6 +40,10 @@ def _command(name: str) -> Command:
         from ._web import web
 
         return web
+    if name == "resume":
+        from ._resume import resume
+
+        return resume
     from ._replay import replay
 
     return replay

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from dataclasses import asdict
 from typing import Any
 
 from ..errors import RunNotFound, UserError
@@ -14,13 +15,16 @@ from ..replay import (
     RunData,
     Verification,
     entry_text,
+    find_view,
     load_run,
     open_store,
+    parse_ref,
     rebuild_views,
     require_views,
     select,
 )
 from ..replay import verify as verify_views
+from ..replay._query import failed_call
 from ..stores.base import Store
 from ._common import EXIT_MISMATCH, EXIT_OK, info_dict, store_url
 from ._out import Out, one_line
@@ -32,25 +36,29 @@ WIDTH = 120
 
 
 async def replay(args: argparse.Namespace, out: Out) -> int:
+    ref = parse_ref(str(args.run)) if args.run else None  # a chat span's lovia.content.ref
+    if ref is not None:
+        args.run = ref.run_id
     async with open_store(store_url(args)) as db:
         run = await load_run(await _run_id(args, db), db)
     require_views(run)
     report = verify_views(run, rebuild_views(run))
     if args.diff:
         return diff_text(out, report.views, args.diff[0], args.diff[1])
-    chosen = _chosen(report.views, args)
+    chosen = [find_view(report.views, ref)] if ref is not None else _chosen(report.views, args)
     if args.model:
         return await whatif(args, out, run, chosen[-1])
     fmt = args.format or ("json" if args.json else "text")
     if fmt == "request":
         return await render_requests(args, out, chosen)
-    bad = [m for m in report.mismatches if m.view in chosen]
+    shown = {id(v) for v in chosen} | {id(s) for v in chosen for s in v.summaries}
+    bad = [m for m in report.mismatches if id(m.view) in shown]
     if fmt == "json":
         out.json(
             {
                 "run": info_dict(run.info),
                 "ok": not bad,
-                "views": [_json_view(v, report) for v in chosen],
+                "views": [_json_view(run, v, report) for v in chosen],
             }
         )
     else:
@@ -121,9 +129,11 @@ def _turns(views: Sequence[ReplayedView]) -> str:
     return ", ".join(str(t) for t in sorted({v.turn for v in views}))
 
 
-def _json_view(view: ReplayedView, report: Verification) -> dict[str, Any]:
+def _json_view(run: RunData, view: ReplayedView, report: Verification) -> dict[str, Any]:
     data = view.to_dict()
     data["mismatch"] = next((m.details for m in report.mismatches if m.view is view), None)
+    failed = failed_call(run, view)
+    data["failed_call"] = None if failed is None else asdict(failed)
     return data
 
 
@@ -138,13 +148,26 @@ def _text(
     for view in views:
         out.line()
         _view_block(out, view, report, width)
-    good = sum(1 for v in views if v.ok)
-    verdict = "all verified" if good == len(views) else f"{len(views) - good} MISMATCHED"
+        failed = failed_call(run, view)
+        if failed is not None:  # the request above is what was sent when the call failed
+            status = f" HTTP {failed.status}" if failed.status is not None else ""
+            out.line(
+                out.style(
+                    f"  this call FAILED after {failed.retries} retries: {failed.error_type}"
+                    f"{status}: {failed.message}",
+                    "red",
+                )
+            )
+    calls = [*views, *(s for v in views for s in v.summaries)]
+    good = sum(1 for v in calls if v.ok)
+    verdict = "all verified" if good == len(calls) else f"{len(calls) - good} MISMATCHED"
+    summaries = len(calls) - len(views)
+    also = f", {summaries} of them summary calls" if summaries else ""
     out.line()
     out.line(
         out.style(
-            f"{good}/{len(views)} views rebuilt with the recorded hash ({verdict})",
-            "green" if good == len(views) else "red",
+            f"{good}/{len(calls)} views rebuilt with the recorded hash{also} ({verdict})",
+            "green" if good == len(calls) else "red",
         )
     )
 
@@ -173,6 +196,14 @@ def _view_block(out: Out, view: ReplayedView, report: Verification, width: int |
     out.line(f"  settings  {view.settings or '{}'}")
     if view.record.summary is not None:
         out.line(f"  summary   {_cut(view.record.summary, width)}")
+    for summary in view.summaries:  # the summarizer's own view, verified like this one
+        state = out.style("ok", "green") if summary.ok else out.style("MISMATCH", "red", "bold")
+        out.line(
+            f"  summary call  {summary.provider}:{summary.model} · "
+            f"{len(summary.messages)} entries · {summary.recorded_hash}  {state}"
+        )
+        for line in summary.problems:
+            out.line("    " + out.style(line, "red"))
     injected = len(view.record.injected)
     stubs = sum(1 for i in view.record.order if i in view.record.replaced)
     out.line(f"  view      {len(view.messages)} entries ({stubs} replaced, {injected} injected)")

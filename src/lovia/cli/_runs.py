@@ -1,4 +1,4 @@
-"""``lovia runs``: recent runs, newest first."""
+"""``lovia runs``: recent runs, newest first, with their lifecycle state."""
 
 from __future__ import annotations
 
@@ -6,48 +6,65 @@ import argparse
 
 from .._display import fmt_token_total
 from ..replay import open_store
+from ..replay._query import run_dict
 from ..stores.base import USAGE_MISSING_KEY, RunInfo
-from ._common import info_dict, store_url
+from ..stores.lifecycle import Life, list_lives
+from ._common import store_url
 from ._out import Out, fmt_duration, fmt_time, info_cost
 
-__all__ = ["runs"]
+__all__ = ["STATE_COLORS", "runs", "state_text"]
 
-HEADERS = ("RUN", "AGENT", "SESSION", "STATUS", "TURNS", "TOKENS", "COST", "STARTED", "DURATION")
+HEADERS = ("RUN", "AGENT", "SESSION", "STATE", "TURNS", "TOKENS", "COST", "STARTED", "WALL")
+
+STATE_COLORS = {
+    "completed": "green",
+    "failed": "red",
+    "paused": "yellow",
+    "interrupted": "magenta",
+    "cancelled": "dim",
+}
 
 
 async def runs(args: argparse.Namespace, out: Out) -> int:
     async with open_store(store_url(args)) as db:
-        found = await db.list_runs(
+        found = await list_lives(
+            db,
+            state=args.status,
             session_id=args.session,
             agent=args.agent,
-            status=args.status,
             limit=args.limit,
             top_level=not args.all,  # child runs are part of their parent's row
         )
     if out.json_mode:
-        out.json([info_dict(i) for i in found])
+        out.json([run_dict(info, life) for info, life in found])
         return 0
     if not found:
         out.line("no runs")
         return 0
-    out.table(HEADERS, [_row(out, i) for i in found], right=(4, 5, 6, 8))
+    out.table(HEADERS, [_row(out, i, life) for i, life in found], right=(4, 5, 6, 8))
+    if args.status == "interrupted":
+        out.line(out.style("resume one with: lovia resume RUN --agent pkg.module:agent", "dim"))
     return 0
 
 
-def _status(out: Out, info: RunInfo) -> str:
-    reason = info.error_type or info.finish_reason
-    text = f"{info.status}/{reason}" if reason else info.status
-    color = {"completed": "green", "failed": "red", "paused": "yellow"}.get(info.status)
+def state_text(out: Out, info: RunInfo, life: Life) -> str:
+    """``failed/ProviderError``, ``interrupted``, ``paused/approval_pending``: colored."""
+    reason = None
+    if life.state == "failed":
+        reason = info.error_type or info.finish_reason
+    elif life.state in ("completed", "paused"):
+        reason = info.finish_reason
+    text = f"{life.state}/{reason}" if reason else life.state
+    color = STATE_COLORS.get(life.state)
     return out.style(text, color) if color else text
 
 
-def _row(out: Out, info: RunInfo) -> list[str]:
-    duration = None if info.ended_at is None else max(0.0, info.ended_at - info.started_at)
+def _row(out: Out, info: RunInfo, life: Life) -> list[str]:
     return [
         info.run_id if info.parent_run_id is None else f"└ {info.run_id}",
         info.agent,
         info.session_id or "-",
-        _status(out, info),
+        state_text(out, info, life),
         str(info.turns),
         fmt_token_total(
             info.input_tokens + info.output_tokens,
@@ -55,5 +72,5 @@ def _row(out: Out, info: RunInfo) -> list[str]:
         ),
         info_cost(info),
         fmt_time(info.started_at),
-        fmt_duration(duration),
+        fmt_duration(life.wall_s),
     ]

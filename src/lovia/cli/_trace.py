@@ -13,11 +13,30 @@ from typing import Any
 from .._display import fmt_run_cost, fmt_usage
 from ..errors import LoviaError
 from ..replay import load_run, open_store
-from ..replay._spans import SpanRow, build_tree, load_run_spans, normalize, normalize_all, span_json
+from ..replay._spans import (
+    AttemptPart,
+    SpanRow,
+    attempt_parts,
+    build_tree,
+    load_run_spans,
+    normalize,
+    normalize_all,
+    span_json,
+)
+from ..stores.lifecycle import Attempt
 from ._common import store_url
 from ._out import Out, fmt_duration
+from ._telemetry import has_span_table
 
-__all__ = ["SpanRow", "build_tree", "normalize", "trace", "tree_lines"]
+__all__ = [
+    "AttemptPart",
+    "SpanRow",
+    "attempt_parts",
+    "build_tree",
+    "normalize",
+    "trace",
+    "tree_lines",
+]
 
 
 async def trace(args: argparse.Namespace, out: Out) -> int:
@@ -25,21 +44,18 @@ async def trace(args: argparse.Namespace, out: Out) -> int:
     async with open_store(url) as db:
         run = await load_run(args.run, db)
     spans = normalize_all(await load_run_spans(url, run.info.run_id, run.info.trace_id))
+    attempts = run.life.attempts if run.life is not None else []
     if not spans:
-        raise LoviaError(
-            f"no spans stored for run {run.info.run_id}",
-            hint='Record them with lovia.telemetry.configure(exporter="local") in the '
-            "application (same store), or look the trace up in Jaeger/Tempo"
-            + (f" by trace id {run.info.trace_id}." if run.info.trace_id else "."),
-        )
+        raise _no_spans(url, run.info.run_id, run.info.trace_id, attempts)
     trace_id = run.info.trace_id or spans[0].trace_id
-    roots = build_tree(spans)
+    parts = attempt_parts(attempts, spans)
     if out.json_mode:
         out.json(
             {
                 "run_id": run.info.run_id,
                 "trace_id": trace_id,
-                "spans": [span_json(s) for s in roots],
+                "spans": [span_json(s) for s in build_tree(spans)],
+                "attempts": [p.to_dict() for p in parts],
             }
         )
         return 0
@@ -47,9 +63,40 @@ async def trace(args: argparse.Namespace, out: Out) -> int:
         out.style(f"trace {trace_id}", "bold")
         + "  (search this trace id in Jaeger / Grafana Tempo)"
     )
-    for line in tree_lines(roots, out):
-        out.line(line)
+    for part in parts:
+        if len(parts) > 1 or part.note:  # a run of one attempt is just its tree
+            out.line(out.style(part.title(), "bold", "blue"))
+        if part.note:
+            out.line(out.style(f"  ({part.note})", "yellow"))
+        for line in tree_lines(part.roots, out):
+            out.line(line)
     return 0
+
+
+def _no_spans(
+    url: str, run_id: str, trace_id: str | None, attempts: Sequence[Attempt]
+) -> LoviaError:
+    if has_span_table(url):  # the local exporter was configured: do not say to configure it
+        lost = [a.attempt for a in attempts if a.how in ("killed", "lease_lost")]
+        why = (
+            f"attempt(s) {', '.join(map(str, lost))} were lost with their process (a killed "
+            "worker cannot export the spans it still buffered)"
+            if lost
+            else "its worker process did not export them (it ran without telemetry, or "
+            "exited before its spans were flushed)"
+        )
+        return LoviaError(
+            f"the local span store has no spans for run {run_id}: {why}",
+            hint="Spans are exported in batches: call telemetry.shutdown() (or let the "
+            "process exit normally) to flush them"
+            + (f"; search trace id {trace_id} in your tracing backend." if trace_id else "."),
+        )
+    return LoviaError(
+        f"no spans stored for run {run_id}",
+        hint='Record them with lovia.telemetry.configure(exporter="local") in the '
+        "application (same store), or look the trace up in Jaeger/Tempo"
+        + (f" by trace id {trace_id}." if trace_id else "."),
+    )
 
 
 def tree_lines(roots: Sequence[SpanRow], out: Out) -> list[str]:

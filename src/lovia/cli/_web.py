@@ -57,6 +57,10 @@ async def web(args: argparse.Namespace, out: Out) -> int:
 
     url = store_url(args)
     agent = load_agent(str(args.agent)) if args.agent else None
+    if agent is not None:  # it resumes runs (approvals): traced when telemetry is set up
+        from ._telemetry import setup_telemetry
+
+        setup_telemetry(getattr(args, "telemetry", None), url)
     host = str(args.host)
     local = is_loopback(host)
     token = os.environ.get("LOVIA_WEB_TOKEN") or (None if local else secrets.token_urlsafe(24))

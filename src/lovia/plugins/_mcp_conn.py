@@ -19,9 +19,11 @@ import shutil
 import sys
 from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO, cast
 
 from ..errors import ToolError, UserError
+from ..telemetry.mcp import TOOL_ERROR, McpClientTelemetry
+from ..transcript import clean_text
 
 if TYPE_CHECKING:
     from mcp import ClientSession
@@ -33,6 +35,8 @@ __all__ = ["Connection", "ServerSpec", "import_mcp"]
 logger = logging.getLogger("lovia.plugins.mcp")
 
 MINIMAL_PATH = "/usr/local/bin:/usr/bin:/bin"
+SESSION_ID_MAX = 128
+"""Longest ``mcp.session.id`` recorded (the protocol's ids are far shorter)."""
 
 
 def import_mcp() -> Any:
@@ -96,16 +100,34 @@ def _stdio_params(spec: ServerSpec) -> Any:
     )
 
 
+def _telemetry(spec: ServerSpec) -> McpClientTelemetry:
+    if spec.url is None:
+        return McpClientTelemetry(transport="pipe")
+    from urllib.parse import urlsplit
+
+    url = urlsplit(spec.url)
+    port = url.port or (443 if url.scheme == "https" else 80)
+    return McpClientTelemetry(server_address=url.hostname, server_port=port, transport="tcp")
+
+
 @contextlib.asynccontextmanager
-async def _transport(spec: ServerSpec) -> AsyncGenerator[tuple[Any, Any]]:
+async def _transport(
+    spec: ServerSpec, telemetry: McpClientTelemetry
+) -> AsyncGenerator[tuple[Any, Any]]:
     if spec.url is not None:
         from mcp.client.streamable_http import streamable_http_client
         from mcp.shared._httpx_utils import create_mcp_http_client
+
+        async def session_id(response: Any) -> None:  # the server's Mcp-Session-Id
+            found = response.headers.get("mcp-session-id")
+            if found:  # a hostile server's header must not bloat or break every span
+                telemetry.session_id = clean_text(str(found))[:SESSION_ID_MAX]
 
         async with (
             create_mcp_http_client(headers=dict(spec.headers or {})) as client,
             streamable_http_client(spec.url, http_client=client) as streams,
         ):
+            client.event_hooks["response"].append(session_id)
             yield streams[0], streams[1]
         return
     from mcp.client.stdio import stdio_client
@@ -126,6 +148,7 @@ class Connection:
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._error: BaseException | None = None
+        self.telemetry = _telemetry(spec)
 
     @classmethod
     async def open(
@@ -155,10 +178,12 @@ class Connection:
 
         try:
             async with (
-                _transport(self.spec) as (read, write),
+                _transport(self.spec, self.telemetry) as (read, write),
                 ClientSession(read, write) as session,
             ):
-                result = await session.initialize()
+                with self.telemetry.operation("initialize"):
+                    result = await session.initialize()
+                self.telemetry.protocol_version = getattr(result, "protocol_version", None)
                 self.instructions = getattr(result, "instructions", None)
                 self.session = session
                 self._ready.set()
@@ -181,7 +206,8 @@ class Connection:
             from mcp.types import PaginatedRequestParams
 
             params = PaginatedRequestParams(cursor=cursor) if cursor else None
-            page = await self._race(session.list_tools(params=params))
+            with self.telemetry.operation("tools/list"):
+                page = await self._race(session.list_tools(params=params))
             tools.extend(page.tools)
             cursor = page.next_cursor
             if not cursor:
@@ -189,10 +215,20 @@ class Connection:
         return tools
 
     async def call_tool(self, name: str, arguments: dict[str, Any]) -> CallToolResult:
+        """Call a tool; its trace context goes to the server in ``params._meta``."""
         session = self._session()
-        return await self._race(
-            session.call_tool(name, arguments, read_timeout_seconds=self.call_timeout)
-        )
+        with self.telemetry.operation("tools/call", tool=name) as op:
+            result: CallToolResult = await self._race(
+                session.call_tool(
+                    name,
+                    arguments,
+                    read_timeout_seconds=self.call_timeout,
+                    meta=cast("Any", op.meta) or None,
+                )
+            )
+            if result.is_error:
+                op.error_type = TOOL_ERROR
+        return result
 
     def _session(self) -> ClientSession:
         if self.session is None or not self.alive:
@@ -219,6 +255,8 @@ class Connection:
 
     async def close(self) -> None:
         """Close the session and transport (stops a stdio server); safe to call twice."""
+        if not self._stop.is_set() and self._ready.is_set():
+            self.telemetry.session_ended(type(self._error).__name__ if self._error else None)
         self._stop.set()
         task = self._task
         if task is not None and not task.done():

@@ -21,13 +21,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..errors import UserError
 from ._diff import ViewDiff, diff_views, entry_text, explain_mismatch
 from ._load import NoViewRecords, RunData, StoreLike, load_run, open_store, require_views
+from ._refs import ContentRef, find_view, parse_ref
 from ._render import provider_for, redact, render_request, rerun
 from ._views import HASH_ATTRIBUTE, ReplayedView, rebuild_request, rebuild_views, select
 
 __all__ = [
     "HASH_ATTRIBUTE",
+    "ContentRef",
     "Mismatch",
     "NoViewRecords",
     "ReplayedView",
@@ -37,13 +40,16 @@ __all__ = [
     "ViewDiff",
     "diff_views",
     "entry_text",
+    "find_view",
     "load_run",
     "open_store",
+    "parse_ref",
     "provider_for",
     "rebuild_request",
     "redact",
     "render_request",
     "replay_run",
+    "resolve_ref",
     "rerun",
     "select",
     "verify_run",
@@ -94,6 +100,12 @@ def verify(run: RunData, rebuilt: list[ReplayedView]) -> Verification:
     mismatches = [
         Mismatch(view=v, details=explain_mismatch(v, run, rebuilt)) for v in rebuilt if not v.ok
     ]
+    mismatches += [  # summary calls: what each summarizer saw, against its recorded hash
+        Mismatch(view=s, details=s.problems or ["the summary call's view does not match"])
+        for v in rebuilt
+        for s in v.summaries
+        if not s.ok
+    ]
     return Verification(run=run, views=rebuilt, mismatches=mismatches)
 
 
@@ -101,3 +113,15 @@ async def verify_run(run_id: str, store: StoreLike) -> Verification:
     """Rebuild every view of the run and check each against its recorded hash."""
     run, rebuilt = await replay_run(run_id, store)
     return verify(run, rebuilt)
+
+
+async def resolve_ref(ref: str, store: StoreLike) -> tuple[RunData, ReplayedView]:
+    """The run and the verified view a content reference (``lovia.content.ref``) names."""
+    parsed = parse_ref(ref)
+    if parsed is None:
+        raise UserError(
+            f"{ref[:200]!r} is not a lovia content reference",
+            hint="A reference reads lovia:run/<run id>/view/<view hash>.",
+        )
+    run, rebuilt = await replay_run(parsed.run_id, store)
+    return run, find_view(rebuilt, parsed)

@@ -16,6 +16,7 @@ from typing import Any
 
 from ..errors import LoviaError, RunNotFound
 from ..stores.base import PRUNED_KEY, RunInfo, Store
+from ..stores.lifecycle import Life, life_of
 from ..stores.records import StateRecord, read_records
 from ..transcript import TranscriptEntry
 from ..view.record import ViewRecord, resolve_records, view_records
@@ -50,6 +51,8 @@ class RunData:
     """This run's entries as written to its session segment (a second copy, for diffs)."""
     states: list[StateRecord] = field(default_factory=list[StateRecord])
     """The run's ``state`` checkpoint records (turn, cumulative usage, agent), in order."""
+    life: Life | None = None
+    """Its lifecycle state, attempts, approvals and failed model calls (``load_run``)."""
 
     @property
     def transcript(self) -> list[TranscriptEntry]:
@@ -128,6 +131,7 @@ async def load_run(run_id: str, db: Store) -> RunData:
         result=snapshot.result,
         session_copies=copies,
         states=[r for r in read_records(snapshot, ("state",)) if isinstance(r, StateRecord)],
+        life=await life_of(db, info, snapshot),
     )
 
 

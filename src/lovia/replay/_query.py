@@ -17,6 +17,8 @@ from typing import Any
 from ..errors import UserError
 from ..model import ModelResponse, Provider
 from ..stores.base import UNPRICED_KEY, USAGE_MISSING_KEY, RunInfo
+from ..stores.lifecycle import Life
+from ..stores.records import FailedCallRecord
 from ..transcript import ToolCallEntry, ToolResultEntry, TranscriptEntry, entry_to_dict
 from ..usage import Usage
 from ._diff import entry_text
@@ -29,14 +31,43 @@ __all__ = [
     "Turn",
     "brief",
     "entry_label",
+    "failed_call",
     "info_dict",
     "recorded_answer",
     "render_bodies",
     "response_dict",
+    "run_dict",
     "turns",
     "whatif",
     "whatif_dict",
 ]
+
+
+def run_dict(info: RunInfo, life: Life, *, full: bool = False) -> dict[str, Any]:
+    """A run's info with its lifecycle (``state`` and why; with ``full``: attempts,
+    approvals, failed model calls): the JSON every surface (CLI, web) prints."""
+    out = info_dict(info)
+    data = life.to_dict()
+    keep = data if full else {k: v for k, v in data.items() if k not in _FULL_ONLY}
+    out.update({("state_detail" if k == "detail" else k): v for k, v in keep.items()})
+    return out
+
+
+_FULL_ONLY = ("attempts", "approvals", "failed_calls", "active_s")
+"""Read from the run's records: only where they are loaded (``lovia show``, a run page)."""
+
+
+def failed_call(run: RunData, view: ReplayedView) -> FailedCallRecord | None:
+    """The failure of the model call ``view`` was sent in, when that call failed."""
+    calls = run.life.failed_calls if run.life is not None else []
+    return next(
+        (
+            f
+            for f in calls
+            if f.view_hash == view.record.hash and f.turn == view.turn and f.attempt == view.attempt
+        ),
+        None,
+    )
 
 
 def info_dict(info: RunInfo) -> dict[str, Any]:

@@ -18,11 +18,14 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from ..errors import UserError
+from ..stores.lifecycle import Attempt
 from ..transcript import ToolCallEntry, ToolResultEntry
 from ._load import RunData
 
 __all__ = [
+    "AttemptPart",
     "SpanRow",
+    "attempt_parts",
     "build_tree",
     "load_run_spans",
     "normalize",
@@ -234,3 +237,64 @@ def spans_from_run(run: RunData) -> list[SpanRow]:
             )
         previous_end = last
     return spans
+
+
+@dataclass(slots=True, kw_only=True)
+class AttemptPart:
+    """The spans of one attempt of the run (``attempt`` None: spans of no known attempt)."""
+
+    attempt: int | None
+    how: str | None = None
+    trace_id: str | None = None
+    roots: list[SpanRow] = field(default_factory=list[SpanRow])
+    note: str = ""
+
+    def title(self) -> str:
+        if self.attempt is None:
+            return "other spans of this run"
+        how = self.how or "running"
+        return f"attempt {self.attempt} · {how} · trace {self.trace_id or '-'}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "attempt": self.attempt,
+            "how": self.how,
+            "trace_id": self.trace_id,
+            "note": self.note or None,
+            "spans": [span_json(s) for s in self.roots],
+        }
+
+
+def attempt_parts(attempts: Sequence[Attempt], spans: Sequence[SpanRow]) -> list[AttemptPart]:
+    """The run's spans split by attempt (by trace id), each attempt's tree on its own, and
+    a plain note where an attempt's spans (or its root span) died with its process."""
+    by_trace: dict[str, list[SpanRow]] = {}
+    for span in spans:
+        by_trace.setdefault(span.trace_id, []).append(span)
+    parts: list[AttemptPart] = []
+    for a in attempts:
+        if a.trace_id is None:
+            continue
+        mine = by_trace.pop(a.trace_id, [])
+        part = AttemptPart(attempt=a.attempt, how=a.how, trace_id=a.trace_id)
+        part.roots = build_tree(mine)
+        dead = a.how in ("killed", "lease_lost")
+        if not mine:
+            part.note = (
+                "no spans: they were lost with its process (a killed worker cannot export "
+                "the spans it still buffered)"
+                if dead
+                else "no spans stored for this attempt"
+            )
+        elif a.span_id and all(s.span_id != a.span_id for s in mine):
+            part.note = (
+                "its root span was lost with its process; the spans it exported before "
+                "are shown without it"
+                if dead
+                else "its root span is not stored (still running?)"
+            )
+        parts.append(part)
+    rest = [s for trace in by_trace.values() for s in trace]
+    if rest or not parts:
+        parts.append(AttemptPart(attempt=None, roots=build_tree(rest)))
+    return parts

@@ -41,6 +41,10 @@ class ReplayedView:
     """The rebuilt request (None when the view could not be rebuilt)."""
     problems: list[str] = field(default_factory=list[str])
     """Why the view could not be rebuilt or why the hashes differ."""
+    purpose: str = "main"
+    """``main`` (the turn's call) or ``summary`` (a compaction summary made for it)."""
+    summaries: list[ReplayedView] = field(default_factory=list["ReplayedView"])
+    """The summary calls made while building this view, each rebuilt and verified."""
 
     @property
     def ok(self) -> bool:
@@ -49,9 +53,10 @@ class ReplayedView:
 
     @property
     def label(self) -> str:
-        """``turn 3`` or ``turn 3 (attempt 2)``."""
+        """``turn 3``, ``turn 3 (attempt 2)`` or ``turn 3 summary``."""
         extra = f" (attempt {self.attempt})" if self.attempt > 1 else ""
-        return f"turn {self.turn}{extra}"
+        kind = " summary" if self.purpose == "summary" else ""
+        return f"turn {self.turn}{extra}{kind}"
 
     @property
     def injected(self) -> list[TranscriptEntry]:
@@ -82,6 +87,8 @@ class ReplayedView:
             "injected": len(self.record.injected),
             "messages": [entry_to_dict(e) for e in self.messages],
             "problems": self.problems,
+            "purpose": self.purpose,
+            "summaries": [s.to_dict() for s in self.summaries],
         }
 
 
@@ -106,7 +113,10 @@ def rebuild_views(run: RunData) -> list[ReplayedView]:
 
 
 def _replay(
-    record: ViewRecord, by_id: Mapping[str, TranscriptEntry], hasher: ViewHasher
+    record: ViewRecord,
+    by_id: Mapping[str, TranscriptEntry],
+    hasher: ViewHasher,
+    purpose: str = "main",
 ) -> ReplayedView:
     request, problems = rebuild_request(record, by_id)
     rebuilt = hasher.hash(request) if request is not None else ""
@@ -127,7 +137,22 @@ def _replay(
         record=record,
         request=request,
         problems=problems,
+        purpose=purpose,
+        summaries=[_summary(data, by_id) for data in record.summary_views],
     )
+
+
+def _summary(data: Mapping[str, Any], by_id: Mapping[str, TranscriptEntry]) -> ReplayedView:
+    """A summary call's view (a self-contained record kept with the main one), verified."""
+    try:
+        record = ViewRecord.from_data(data)
+    except (LoviaError, ValueError) as exc:
+        bad = ViewRecord(hash=str(data.get("hash", "")))
+        view = _replay(bad, by_id, ViewHasher(), "summary")
+        view.problems = [f"the summary call's view record does not load ({exc})"]
+        view.rebuilt_hash = ""
+        return view
+    return _replay(record, by_id, ViewHasher(), "summary")
 
 
 def select(

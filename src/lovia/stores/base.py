@@ -50,9 +50,11 @@ __all__ = [
 SCHEMA_VERSION = 1
 """Version of persisted records. Bump on any incompatible change and keep a corpus."""
 
-RunStatus = Literal["running", "completed", "failed", "paused"]
+RunStatus = Literal["running", "completed", "failed", "paused", "cancelled"]
+"""The status a run's worker stores; ``interrupted`` is derived, never stored (see
+:mod:`lovia.stores.lifecycle`)."""
 
-RecordKind = Literal["entries", "ledger", "view", "state"]
+RecordKind = Literal["entries", "ledger", "view", "state", "attempt", "approval", "failed_call"]
 
 
 class CheckpointRecord(BaseModel):
@@ -62,6 +64,9 @@ class CheckpointRecord(BaseModel):
     - ``ledger``: ``data = {"call_id", "status": started|completed|failed, "key"}``
     - ``view``: ``data = ViewRecord dict`` for one model call
     - ``state``: ``data = {"turn", "usage", "agent", ...}`` run counters after a turn
+    - ``attempt``: one lease grant's start or end (see :mod:`lovia.stores.records`)
+    - ``approval``: a human's (or a policy's) decision on a tool call
+    - ``failed_call``: a model call that failed after its retries
     """
 
     model_config = ConfigDict(extra="forbid", defer_build=True)
@@ -124,7 +129,7 @@ class RunSnapshot:
         return out
 
 
-PRUNABLE = ("completed", "failed")
+PRUNABLE = ("completed", "failed", "cancelled")
 PRUNED_KEY = "records_pruned_at"
 """``RunInfo.extra`` key set when a run's checkpoint records were pruned."""
 UNPRICED_KEY = "unpriced"
@@ -142,7 +147,7 @@ def prune_statuses(status: str | None) -> tuple[str, ...]:
     if status not in PRUNABLE:
         raise UserError(
             f"cannot prune runs with status {status!r}",
-            hint="Only finished runs are pruned: status 'completed' or 'failed' "
+            hint="Only finished runs are pruned: status 'completed', 'failed' or 'cancelled' "
             "(running and paused runs may still resume).",
         )
     return (status,)
@@ -269,7 +274,7 @@ class Checkpointer(Protocol):
     ) -> int:
         """Delete finished runs that ended more than ``older_than_s`` ago; return count.
 
-        ``status``: only ``completed`` or only ``failed`` runs (default both; running
+        ``status``: only ``completed``, ``failed`` or ``cancelled`` runs (default all; running
         and paused runs are never pruned: they may resume). ``run_id``: only that run.
         ``records_only``: keep each run's summary row (``lovia runs``) and drop its
         checkpoint records; its ``extra["records_pruned_at"]`` says when.

@@ -10,6 +10,9 @@ the one place that knows what ``data`` holds for each kind:
 | ``ledger`` | :class:`LedgerRecord` | a tool call started / completed / failed |
 | ``state`` | :class:`StateRecord` | run counters after a model turn, a handoff, a resume |
 | ``view`` | :class:`ViewNote` | the view of one model call |
+| ``attempt`` | :class:`AttemptRecord` | a lease grant (and how the one before ended) |
+| ``approval`` | :class:`ApprovalRecord` | a decision on a tool call that needed approval |
+| ``failed_call`` | :class:`FailedCallRecord` | a model call that failed after its retries |
 
 :func:`to_checkpoint` builds the envelope of a typed record, :func:`read_record` the
 typed record of an envelope; the JSON written is the v1 format, key for key.
@@ -18,7 +21,7 @@ typed record of an envelope; the JSON written is the v1 format, key for key.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Literal, assert_never
 
 from pydantic import BaseModel, ConfigDict
@@ -31,7 +34,11 @@ if TYPE_CHECKING:
     from ..view.record import ViewRecord
 
 __all__ = [
+    "ApprovalRecord",
+    "AttemptEnd",
+    "AttemptRecord",
     "EntriesRecord",
+    "FailedCallRecord",
     "LedgerRecord",
     "LedgerStatus",
     "Record",
@@ -89,8 +96,83 @@ class ViewNote:
     view: ViewRecord
 
 
-Record = EntriesRecord | LedgerRecord | StateRecord | ViewNote
+AttemptEnd = Literal["finished", "failed", "paused", "cancelled", "killed", "lease_lost"]
+"""How an attempt ended: ``finished``/``failed``/``paused``/``cancelled`` (the run's row
+said so when the next attempt began), ``killed`` (its worker's process was gone) or
+``lease_lost`` (its lease expired unrenewed: a stall, or a death on another host)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AttemptRecord:
+    """One lease grant of the run, written when it starts.
+
+    It carries the worker (host, pid, the pid's start time against pid reuse), its
+    fencing token and trace, and how the attempt before it ended (``previous``, at
+    ``previous_ended_at`` when known): a killed worker cannot say so itself, and the run
+    row that says how a paused or failed attempt ended is rewritten by the next one.
+    The last attempt's end is the run row's (status, ``ended_at``).
+    """
+
+    attempt: int
+    at: float
+    host: str = ""
+    pid: int = 0
+    pid_started: str = ""
+    fence: int = 0
+    trace: str | None = None
+    """``trace_id:span_id`` of the attempt's root span (None: no telemetry)."""
+    previous: AttemptEnd | None = None
+    previous_ended_at: float | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApprovalRecord:
+    """A decision on a tool call that needed approval: who, when, why."""
+
+    call_id: str
+    tool: str
+    decision: Literal["approved", "denied"]
+    actor: str
+    """``cli:USER``, ``web:IDENTITY``, ``api:CALLER`` or ``policy:NAME``."""
+    at: float
+    reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FailedCallRecord:
+    """A model call that failed after its retries; its view record is stored beside it
+    (same turn and attempt, hash ``view_hash``), so it can be replayed and re-sent."""
+
+    turn: int
+    attempt: int
+    view_hash: str
+    error_type: str
+    message: str
+    """The provider's message, redacted (API keys masked) and cut."""
+    status: int | None = None
+    retries: int = 0
+    provider: str = ""
+    model: str = ""
+    at: float = 0.0
+
+
+Record = (
+    EntriesRecord
+    | LedgerRecord
+    | StateRecord
+    | ViewNote
+    | AttemptRecord
+    | ApprovalRecord
+    | FailedCallRecord
+)
 """One checkpoint record, by kind."""
+
+_PLAIN: dict[type, RecordKind] = {
+    AttemptRecord: "attempt",
+    ApprovalRecord: "approval",
+    FailedCallRecord: "failed_call",
+}
+"""Records stored as their fields (None values left out)."""
 
 
 class _Ledger(BaseModel):
@@ -112,6 +194,46 @@ class _State(BaseModel):
     trace: str | None = None
 
 
+class _Attempt(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    attempt: int
+    at: float
+    host: str = ""
+    pid: int = 0
+    pid_started: str = ""
+    fence: int = 0
+    trace: str | None = None
+    previous: AttemptEnd | None = None
+    previous_ended_at: float | None = None
+
+
+class _Approval(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    call_id: str
+    tool: str
+    decision: Literal["approved", "denied"]
+    actor: str
+    at: float
+    reason: str | None = None
+
+
+class _FailedCall(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    turn: int
+    attempt: int
+    view_hash: str
+    error_type: str
+    message: str
+    status: int | None = None
+    retries: int = 0
+    provider: str = ""
+    model: str = ""
+    at: float = 0.0
+
+
 def to_checkpoint(record: Record) -> CheckpointRecord:
     """The stored envelope of ``record`` (v1 JSON keys)."""
     if isinstance(record, EntriesRecord):
@@ -120,8 +242,11 @@ def to_checkpoint(record: Record) -> CheckpointRecord:
         kind, data = "ledger", _ledger_data(record)
     elif isinstance(record, StateRecord):
         kind, data = "state", _state_data(record)
-    else:
+    elif isinstance(record, ViewNote):
         kind, data = "view", record.view.to_data()
+    else:
+        kind = _PLAIN[type(record)]
+        data = {k: v for k, v in asdict(record).items() if v is not None}
     return CheckpointRecord.model_construct(version=SCHEMA_VERSION, kind=kind, data=data)
 
 
@@ -178,6 +303,12 @@ def read_record(record: CheckpointRecord) -> Record:
         from ..view.record import ViewRecord  # stores sit below view: see the layer table
 
         return ViewNote(ViewRecord.from_data(data))
+    if kind == "attempt":
+        return AttemptRecord(**_Attempt.model_validate(data).model_dump())
+    if kind == "approval":
+        return ApprovalRecord(**_Approval.model_validate(data).model_dump())
+    if kind == "failed_call":
+        return FailedCallRecord(**_FailedCall.model_validate(data).model_dump())
     assert_never(kind)
 
 

@@ -9,7 +9,10 @@ at all. See ``docs/observability.md``.
 - ``attributes``: every name emitted, the telemetry schema version, metric buckets.
 - ``price_usage`` / ``set_price`` / ``has_price``: re-exported from the core ``lovia.pricing``
   (``lovia.telemetry.pricing`` still names that module for older imports).
-- ``content``: opt-in content capture and scrubbing.
+- ``content``: opt-in content capture and scrubbing (``REFERENCE``: references, no content).
+- ``events_log``: content as log-based events on the Logs API, with trace context.
+- ``semconv``: the GenAI registry followed, ``OTEL_SEMCONV_STABILITY_OPT_IN``.
+- ``mcp``: MCP client spans, metrics and trace-context propagation.
 - ``local``: the SQLite span store behind ``exporter="local"`` and ``lovia trace``.
 """
 

@@ -1,17 +1,21 @@
 """Every span name, attribute key and metric name lovia emits, in one place.
 
-Pinned GenAI semantic conventions: **v1.41.1** (the last release inside
-``open-telemetry/semantic-conventions``); every ``gen_ai.*`` key below is checked by a
-test against the installed ``opentelemetry-semantic-conventions`` package
-(``opentelemetry.semconv._incubating``), except the few listed in ``NOT_IN_SEMCONV``
-with where they come from. Cache tokens use the package's names:
+Followed GenAI semantic conventions: the ``semantic-conventions-genai`` registry, release
+**v1.42.0-dev** (``semconv.REGISTRY``; the GenAI and MCP conventions left the core
+``semantic-conventions`` after v1.41.1). The test suite checks every ``gen_ai.*`` and
+``mcp.*`` attribute, event and metric lovia emits — name, type, unit, instrument, span kind,
+requirement level — against the registry's model files, vendored in
+``tests/fixtures/semconv-genai``; the few names outside it are listed in
+``semconv.EXTENSIONS`` with why. Cache tokens use the registry's span attributes
 ``gen_ai.usage.cache_read.input_tokens`` and ``gen_ai.usage.cache_creation.input_tokens``.
 
 Metric names follow the *released* set (``gen_ai.client.token.usage``,
-``gen_ai.client.operation.duration``), as ``opentelemetry-util-genai`` 1.3b0 does.
-lovia's own names live under ``lovia.*`` and will not move. ``TELEMETRY_VERSION``
-(attribute ``lovia.telemetry.version`` on every lovia span) changes whenever any name
-below changes meaning, so dashboards can tell schema versions apart.
+``gen_ai.client.operation.duration``), as ``opentelemetry-util-genai`` 1.3b0 does;
+``OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental`` switches the token metrics to
+the registry main branch's (see ``semconv``). lovia's own names live under ``lovia.*`` and
+will not move. ``TELEMETRY_VERSION`` (attribute ``lovia.telemetry.version`` on every lovia
+span) changes whenever any name below changes meaning, so dashboards can tell schema
+versions apart.
 """
 
 from __future__ import annotations
@@ -19,11 +23,14 @@ from __future__ import annotations
 from typing import Final
 
 TELEMETRY_VERSION: Final = "4"
-"""3: a checkpoint write is a span event ``lovia.checkpoint.write`` on its enclosing span
-(a span of its own only when it failed or was slow, see ``CHECKPOINT_SPAN_MIN_S``).
-4: ``lovia.cost.usd`` on ``invoke_agent`` is the run's own cost (``lovia.cost.total_usd``
-includes its children); ``lovia.run.outcome`` says ``cancelled``/``interrupted``."""
-SEMCONV_VERSION: Final = "v1.41.1+genai-main(conversation.compacted)"
+"""4: ``lovia.cost.usd`` on ``invoke_agent`` is the run's own cost (``lovia.cost.total_usd``
+includes its children); ``lovia.run.outcome`` says ``cancelled``/``interrupted``; captured
+content goes out as log-based events (Logs API), never as span events; an MCP tool's
+``execute_tool`` span says ``gen_ai.tool.type=extension``; summary ``chat`` spans carry
+their own view hash. 3: a checkpoint write is a span event ``lovia.checkpoint.write`` on its
+enclosing span (a span of its own only when it failed or was slow, see
+``CHECKPOINT_SPAN_MIN_S``)."""
+SEMCONV_VERSION: Final = "semantic-conventions-genai v1.42.0-dev"
 SCOPE_NAME: Final = "lovia"
 
 # -- span names (first word; the rest is the agent / model / tool name) --
@@ -45,6 +52,10 @@ SPAN_PLUGIN_CLOSE: Final = "lovia.plugin.close"
 # -- span events --
 EVENT_RETRY: Final = "lovia.provider.retry"
 EVENT_DETAILS: Final = "gen_ai.client.inference.operation.details"
+"""A model call's content as a log-based event (Logs API, with the chat span's context)."""
+EVENT_TOOL_ARGUMENTS: Final = "lovia.tool.call.arguments"
+"""A tool call's arguments as a log-based event (the registry defines no tool event)."""
+EVENT_TOOL_RESULT: Final = "lovia.tool.call.result"
 EVENT_GUARDRAIL_TRIPPED: Final = "lovia.guardrail.tripped"
 EVENT_CHECKPOINT: Final = "lovia.checkpoint.write"
 """A checkpoint write, on the innermost open span (view, turn or run): kind, entries,
@@ -88,6 +99,9 @@ TOOL_RESULT: Final = "gen_ai.tool.call.result"
 INPUT_MESSAGES: Final = "gen_ai.input.messages"
 OUTPUT_MESSAGES: Final = "gen_ai.output.messages"
 SYSTEM_INSTRUCTIONS: Final = "gen_ai.system_instructions"
+TOOL_DEFINITIONS: Final = "gen_ai.tool.definitions"
+AGENT_DESCRIPTION: Final = "gen_ai.agent.description"
+OUTPUT_TYPE: Final = "gen_ai.output.type"
 SERVER_ADDRESS: Final = "server.address"
 SERVER_PORT: Final = "server.port"
 ERROR_TYPE: Final = "error.type"
@@ -96,6 +110,15 @@ ERROR_TYPE: Final = "error.type"
 VERSION: Final = "lovia.telemetry.version"
 RUN_ID: Final = "lovia.run.id"
 RUN_RESUMED: Final = "lovia.run.resumed"
+RUN_ATTEMPT: Final = "lovia.run.attempt"
+EVENT_APPROVAL: Final = "lovia.approval"
+"""Span event on the turn: a tool call's approval decision."""
+APPROVAL_CALL_ID: Final = "lovia.approval.call_id"
+APPROVAL_TOOL: Final = "lovia.approval.tool"
+APPROVAL_DECISION: Final = "lovia.approval.decision"
+APPROVAL_ACTOR: Final = "lovia.approval.actor"
+APPROVAL_REASON: Final = "lovia.approval.reason"
+"""Which lease grant of the run a resumed run's root span is (2, 3, ...)."""
 RUN_REPLAYED: Final = "lovia.run.replayed"
 RUN_TURNS: Final = "lovia.run.turns"
 RUN_FINISH_REASON: Final = "lovia.run.finish_reason"
@@ -169,6 +192,11 @@ PLUGIN_NAME: Final = "lovia.plugin.name"
 RETRY_ATTEMPT: Final = "lovia.retry.attempt"
 RETRY_DELAY: Final = "lovia.retry.delay_s"
 RETRY_MESSAGE: Final = "lovia.retry.message"
+CONTENT_REF: Final = "lovia.content.ref"
+"""REFERENCE capture: ``lovia:run/<run id>/view/<view hash>`` (see ``content``)."""
+CONTENT_ENTRIES: Final = "lovia.content.entries"
+"""REFERENCE capture: ``<first entry id>..<last entry id>`` of the referenced view."""
+CONTENT_URL: Final = "lovia.content.url"
 CALL_PURPOSE: Final = "lovia.call.purpose"
 """Why lovia made a model call: ``main`` | ``repair`` | ``summary`` | ``what_if``."""
 
@@ -248,6 +276,8 @@ METRIC_LABELS: Final[dict[str, frozenset[str]]] = {
             TOKEN_TYPE,
             AGENT_NAME,
             CALL_PURPOSE,
+            SERVER_ADDRESS,
+            SERVER_PORT,
         }
     ),
     M_OPERATION_DURATION: frozenset(
@@ -259,15 +289,26 @@ METRIC_LABELS: Final[dict[str, frozenset[str]]] = {
             AGENT_NAME,
             ERROR_TYPE,
             CALL_PURPOSE,
+            SERVER_ADDRESS,
+            SERVER_PORT,
         }
     ),
     M_TTFC: frozenset(
-        {OPERATION_NAME, PROVIDER_NAME, REQUEST_MODEL, RESPONSE_MODEL, AGENT_NAME, CALL_PURPOSE}
+        {
+            OPERATION_NAME,
+            PROVIDER_NAME,
+            REQUEST_MODEL,
+            RESPONSE_MODEL,
+            AGENT_NAME,
+            CALL_PURPOSE,
+            SERVER_ADDRESS,
+            SERVER_PORT,
+        }
     ),
     M_AGENT_DURATION: frozenset(
-        {AGENT_NAME, OPERATION_NAME, REQUEST_MODEL, ERROR_TYPE, RUN_NESTED}
+        {AGENT_NAME, OPERATION_NAME, PROVIDER_NAME, REQUEST_MODEL, ERROR_TYPE, RUN_NESTED}
     ),
-    M_TOOL_DURATION: frozenset({TOOL_NAME, AGENT_NAME, ERROR_TYPE}),
+    M_TOOL_DURATION: frozenset({TOOL_NAME, AGENT_NAME, ERROR_TYPE, OPERATION_NAME}),
     M_RUNS: frozenset({AGENT_NAME, RUN_OUTCOME, RUN_FINISH_REASON, ERROR_TYPE, RUN_NESTED}),
     M_TURNS: frozenset({AGENT_NAME, RUN_OUTCOME, RUN_NESTED}),
     M_COST: frozenset({AGENT_NAME, PROVIDER_NAME, REQUEST_MODEL, CALL_PURPOSE, RUN_NESTED}),
@@ -291,11 +332,3 @@ to, so per-run ratios by agent add up; spans name the agent that did the work. T
 metrics (``lovia.cost``, ``lovia.tokens``, ``lovia.cost.unpriced``) of a child run name its
 *top-level* run's starting agent (with ``lovia.run.nested=true``), so a top-level run's
 cost includes its children's."""
-
-NOT_IN_SEMCONV: Final[dict[str, str]] = {
-    EVENT_DETAILS: "event name of the GenAI events spec (the package holds no event names)",
-    CONVERSATION_COMPACTED: "semantic-conventions-genai main branch (Oct 2026)",
-    M_AGENT_DURATION: "agent-span duration metric, named after the span",
-    M_TOOL_DURATION: "tool-span duration metric, named after the span",
-}
-"""``gen_ai.*`` names lovia emits that the installed semconv package does not define."""

@@ -20,6 +20,7 @@ ToolCallStarted →           ``execute_tool {tool}``     INTERNAL open → clos
   ToolCallCompleted
 GuardrailStarted →          ``lovia.guardrail {name}``  INTERNAL open → close
   GuardrailCompleted                                           GuardrailTriggered = event
+ApprovalDecided             (the innermost open span)           attach: ``lovia.approval`` event
 HandoffOccurred             ``lovia.handoff``           INTERNAL leaf
 CompactionApplied           ``lovia.compaction``        INTERNAL leaf (under the view)
 CheckpointSaved             ``lovia.checkpoint.write``  INTERNAL note: a span event on the
@@ -94,8 +95,12 @@ def _run_start(e: ev.RunStarted) -> Attrs:
         A.PROVIDER_NAME: e.provider,
         A.REQUEST_MODEL: e.model,
     }
+    if e.description:
+        out[A.AGENT_DESCRIPTION] = e.description
     if e.resumed:
         out[A.RUN_RESUMED] = True
+    if e.attempt > 1:
+        out[A.RUN_ATTEMPT] = e.attempt
     if e.parent_run_id is not None:
         out[A.RUN_PARENT_ID] = e.parent_run_id
         out[A.RUN_PARENT_CALL_ID] = e.parent_call_id or ""
@@ -171,6 +176,9 @@ _SETTINGS = (
 )
 
 
+_DOUBLES = frozenset({A.REQUEST_TEMPERATURE, A.REQUEST_TOP_P})
+
+
 def _chat_start(e: ev.ModelCallStarted) -> Attrs:
     out: Attrs = {
         A.OPERATION_NAME: "chat",
@@ -184,6 +192,8 @@ def _chat_start(e: ev.ModelCallStarted) -> Attrs:
         value: Any = e.settings.get(key)
         if isinstance(value, (list, tuple)):
             out[attr] = [str(v) for v in cast("Sequence[object]", value)]  # user settings
+        elif attr in _DOUBLES and isinstance(value, int) and not isinstance(value, bool):
+            out[attr] = float(value)  # the registry types them double: 1 is sent as 1.0
         elif value is not None:
             out[attr] = value
     if e.server_address:
@@ -192,6 +202,8 @@ def _chat_start(e: ev.ModelCallStarted) -> Attrs:
         out[A.SERVER_PORT] = e.server_port
     if e.compacted:
         out[A.CONVERSATION_COMPACTED] = True
+    if getattr(e.request, "output_schema", None) is not None:  # a structured answer asked for
+        out[A.OUTPUT_TYPE] = "json"
     return out
 
 
@@ -346,6 +358,7 @@ EVENTS: Mapping[type[ev.Event], Phase] = {
     ),
     ev.GuardrailCompleted: Phase(A.SPAN_GUARDRAIL, "close", "guardrail", attrs=_guard_end),
     ev.GuardrailTriggered: Phase(A.SPAN_GUARDRAIL, "attach", "container"),
+    ev.ApprovalDecided: Phase(A.SPAN_TURN, "attach", "container"),
     ev.HandoffOccurred: Phase(A.SPAN_HANDOFF, "leaf", "run", attrs=_handoff),
     ev.CompactionApplied: Phase(A.SPAN_COMPACTION, "leaf", "container", attrs=_compaction),
     ev.CheckpointSaved: Phase(A.SPAN_CHECKPOINT, "note", "container", attrs=_checkpoint),

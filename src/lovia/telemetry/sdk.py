@@ -45,6 +45,9 @@ class Telemetry:
 
     tracer_provider: Any
     meter_provider: Any = None
+    logger_provider: Any = None
+    """Takes the content events (``EVENT_ONLY`` / ``SPAN_AND_EVENT`` capture); None when
+    the exporter has no logs destination."""
     metric_readers: list[Any] = field(default_factory=list[Any])
     prometheus_server: Any = None
     local_path: Path | None = None
@@ -61,8 +64,9 @@ class Telemetry:
 
         def flush() -> bool:
             ok = bool(self.tracer_provider.force_flush(millis))
-            if self.meter_provider is not None:
-                ok = bool(self.meter_provider.force_flush(millis)) and ok
+            for provider in (self.meter_provider, self.logger_provider):
+                if provider is not None:
+                    ok = bool(provider.force_flush(millis)) and ok
             return ok
 
         return _bounded(flush, limit, "force_flush", "still buffered")
@@ -79,8 +83,9 @@ class Telemetry:
 
     def _stop_all(self) -> bool:
         self.tracer_provider.shutdown()
-        if self.meter_provider is not None:
-            self.meter_provider.shutdown()
+        for provider in (self.meter_provider, self.logger_provider):
+            if provider is not None:
+                provider.shutdown()
         if self.prometheus_server is not None:
             self.prometheus_server.shutdown()
             self.prometheus_server.server_close()
@@ -153,6 +158,25 @@ def _span_processor(exporter: Exporter, local_path: Path | None) -> Any:
     )
 
 
+def _logger_provider(exporter: Exporter, resource: Any) -> Any:
+    """A LoggerProvider for content events (log-based events), or None (local/none)."""
+    if exporter not in ("otlp", "console"):
+        return None
+    from opentelemetry.sdk._logs import LoggerProvider
+    from opentelemetry.sdk._logs.export import BatchLogRecordProcessor, SimpleLogRecordProcessor
+
+    provider = LoggerProvider(resource=resource, shutdown_on_exit=False)
+    if exporter == "otlp":
+        from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
+
+        provider.add_log_record_processor(BatchLogRecordProcessor(OTLPLogExporter()))
+    else:
+        from opentelemetry.sdk._logs.export import ConsoleLogRecordExporter
+
+        provider.add_log_record_processor(SimpleLogRecordProcessor(ConsoleLogRecordExporter()))
+    return provider
+
+
 def _metric_reader(kind: str, port: int, addr: str) -> tuple[Any, Any]:
     """(reader, prometheus http server or None)."""
     from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
@@ -213,7 +237,9 @@ def configure(
     - ``metrics``: True = same destination as ``exporter`` (otlp/console; none for
       local), or ``"otlp"`` / ``"console"`` / ``"prometheus"`` (scrape endpoint on
       ``prometheus_addr:prometheus_port``, loopback by default) / False.
-    - ``capture_content`` / ``scrub``: see ``lovia.telemetry.content``.
+    - ``capture_content`` / ``scrub``: see ``lovia.telemetry.content``. With ``otlp`` (or
+      ``console``) a ``LoggerProvider`` is set up too: content events (``EVENT_ONLY`` /
+      ``SPAN_AND_EVENT``) go to the OTLP logs endpoint (``OTEL_EXPORTER_OTLP_*``).
     - ``set_global=False`` only builds the providers (pass them to ``Runner.run``).
     - ``shutdown_timeout``: the longest ``Telemetry.shutdown()`` — which also runs at
       process exit — waits for exporters (seconds, default 5).
@@ -246,6 +272,11 @@ def configure(
         local_path=path if exporter == "local" else None,
         shutdown_timeout=shutdown_timeout,
     )
+    handle.logger_provider = _logger_provider(exporter, resource)
+    if handle.logger_provider is not None:
+        from .events_log import pair
+
+        pair(tp, handle.logger_provider)  # content events of runs traced by tp go there
     if handle.local_path is None and exporter == "local":
         from .local import DEFAULT_PATH
 
@@ -279,3 +310,7 @@ def _install(handle: Telemetry) -> None:
     trace.set_tracer_provider(handle.tracer_provider)
     if handle.meter_provider is not None:
         metrics.set_meter_provider(handle.meter_provider)
+    if handle.logger_provider is not None:
+        from opentelemetry import _logs
+
+        _logs.set_logger_provider(handle.logger_provider)

@@ -38,6 +38,8 @@ from .. import events as ev
 from ..pricing import price_table_version
 from . import attributes as A
 from . import content as C
+from . import semconv
+from .events_log import ContentEvents, events_for, structured, warn_no_logs
 from .mapping import EVENTS, Attrs, Phase
 from .metrics import Instruments, instruments_for
 
@@ -63,7 +65,9 @@ class RunTracer:
         "_chat_labels",
         "_common",
         "_compacted",
+        "_events",
         "_guards",
+        "_latest",
         "_m",
         "_noted",
         "_policy",
@@ -78,12 +82,22 @@ class RunTracer:
     )
 
     def __init__(
-        self, tracer: Tracer, instruments: Instruments | None, policy: C.ContentPolicy | None = None
+        self,
+        tracer: Tracer,
+        instruments: Instruments | None,
+        policy: C.ContentPolicy | None = None,
+        events: ContentEvents | None = None,
+        latest: semconv.LatestInstruments | None = None,
     ) -> None:
         self._tracer = tracer
         self._m = instruments
         self._policy = policy or C.ContentPolicy()
         self._capture = self._policy.enabled  # content capture on: checked per span
+        self._events = events if self._policy.on_event else None
+        if self._policy.on_event and events is None:
+            warn_no_logs()
+        self._latest = latest
+        """The newest token metrics (``OTEL_SEMCONV_STABILITY_OPT_IN``), else None."""
         self._common: Attrs = {A.VERSION: A.TELEMETRY_VERSION}
         self._run: Span | None = None
         self._run_ctx: Any = None
@@ -91,7 +105,7 @@ class RunTracer:
         self._view: tuple[Span, Any] | None = None
         self._chat: Span | None = None
         self._chat_labels: Attrs = {}
-        self._chat_content: dict[str, str] = {}
+        self._chat_content: dict[str, Any] = {}
         self._tools: dict[str, Span] = {}
         self._guards: dict[tuple[str, str], Span] = {}
         self._run_labels: Attrs = {}
@@ -203,7 +217,8 @@ class RunTracer:
             call = event.call
             self._tools[call.call_id] = span
             if self._capture:
-                self._content(span, A.TOOL_ARGUMENTS, C.parse_args(call.arguments))
+                args = self._content(span, A.TOOL_ARGUMENTS, C.parse_args(call.arguments))
+                self._tool_event(A.EVENT_TOOL_ARGUMENTS, span, event, A.TOOL_ARGUMENTS, args)
         else:
             assert isinstance(event, ev.GuardrailStarted)
             self._guards[(event.kind, event.guardrail)] = span
@@ -230,6 +245,8 @@ class RunTracer:
             A.REQUEST_MODEL: event.model,
             A.RUN_NESTED: nested,
         }
+        if event.provider:
+            self._run_labels[A.PROVIDER_NAME] = event.provider
         # spend is the top-level run's: a child's cost counts under its root's agent
         self._spend = {A.AGENT_NAME: event.root_agent or event.agent, A.RUN_NESTED: nested}
         return span
@@ -257,6 +274,8 @@ class RunTracer:
                 labels[A.ERROR_TYPE] = event.error_type
                 self._m.retries.add(1, labels)
             return span
+        if isinstance(event, ev.ApprovalDecided):
+            return self._approval(event)
         if isinstance(event, ev.GuardrailTriggered):
             container = self._container()
             if container is None:
@@ -268,6 +287,23 @@ class RunTracer:
             )
             return span
         return self._chat
+
+    def _approval(self, event: ev.ApprovalDecided) -> Any:
+        """A decision on a tool call: a ``lovia.approval`` event on the innermost span."""
+        container = self._container()
+        if container is None:
+            return None
+        span = trace.get_current_span(container)
+        attrs: Attrs = {
+            A.APPROVAL_CALL_ID: event.call_id,
+            A.APPROVAL_TOOL: event.tool,
+            A.APPROVAL_DECISION: event.decision,
+            A.APPROVAL_ACTOR: event.actor,
+        }
+        if event.reason:
+            attrs[A.APPROVAL_REASON] = event.reason
+        span.add_event(A.EVENT_APPROVAL, attrs)
+        return span
 
     def _leaf(self, phase: Phase, event: ev.Event) -> Span:
         duration = getattr(event, "duration_s", 0.0) or 0.0
@@ -356,7 +392,8 @@ class RunTracer:
                 attributes=self._attrs(phase, event),
             )
         if self._capture and not event.is_error:
-            self._content(span, A.TOOL_RESULT, event.result.content)
+            result = self._content(span, A.TOOL_RESULT, event.result.content)
+            self._tool_event(A.EVENT_TOOL_RESULT, span, event, A.TOOL_RESULT, result)
         if self._m is not None:
             name = event.call.name if event.known else A.UNKNOWN_TOOL
             labels: Attrs = {A.TOOL_NAME: name, A.AGENT_NAME: self._agent(event)}
@@ -368,7 +405,8 @@ class RunTracer:
                 labels = {**labels, A.ERROR_TYPE: event.error_type or "ToolError"}
                 self._m.tool_errors.add(1, labels)
             if event.started:
-                self._m.tool_duration.record(event.duration_s, labels)
+                duration = {**labels, A.OPERATION_NAME: "execute_tool"}
+                self._m.tool_duration.record(event.duration_s, duration)
         return span
 
     def _close_run(self, phase: Phase, event: ev.RunCompleted | ev.RunFailed) -> Span | None:
@@ -427,24 +465,33 @@ class RunTracer:
             A.AGENT_NAME: self._agent(event),
             A.CALL_PURPOSE: event.purpose,
         }
+        if event.server_address:
+            self._chat_labels[A.SERVER_ADDRESS] = event.server_address
+            if event.server_port:
+                self._chat_labels[A.SERVER_PORT] = event.server_port
         self._chat_content = {}
         if self._compacted:  # the view this call uses was compacted by the strategy
             span.set_attribute(A.CONVERSATION_COMPACTED, True)
             self._compacted = False
         request = event.request
+        if self._policy.by_reference and event.view_hash:
+            self._reference(event, span)
         if self._capture and request is not None:
-            self._content(span, A.SYSTEM_INSTRUCTIONS, C.system_instructions(request.system))
-            self._content(span, A.INPUT_MESSAGES, C.messages(request.messages))
+            for key, value in (
+                (A.SYSTEM_INSTRUCTIONS, C.system_instructions(request.system)),
+                (A.INPUT_MESSAGES, C.messages(request.messages)),
+                (A.TOOL_DEFINITIONS, C.tool_definitions(request.tools)),
+            ):
+                if value:
+                    self._chat_content[key] = self._content(span, key, value)
 
     def _chat_closed(self, event: ev.Event, span: Span) -> None:
         if isinstance(event, ev.ModelCallCompleted):
             if self._capture:
                 out = C.output_messages(event.entries, event.finish_reason)
-                self._content(span, A.OUTPUT_MESSAGES, out)
-            if self._chat_content and self._policy.on_event:
-                span.add_event(A.EVENT_DETAILS, dict(self._chat_content))
+                self._chat_content[A.OUTPUT_MESSAGES] = self._content(span, A.OUTPUT_MESSAGES, out)
             if self._m is not None:
-                _chat_metrics(self._m, self._chat_labels, self._spend, event)
+                _chat_metrics(self._m, self._chat_labels, self._spend, event, self._latest)
         elif (
             isinstance(event, ev.ModelCallFailed)
             and self._m is not None
@@ -452,28 +499,91 @@ class RunTracer:
         ):
             labels = {**self._chat_labels, A.ERROR_TYPE: event.error_type}
             self._m.op_duration.record(event.duration_s, labels)
+            if self._latest is not None:  # the newest token metrics count failed calls too
+                self._latest.record(self._chat_labels, None, event.error_type)
+        if self._events is not None and self._capture:
+            self._details_event(event, span)
         self._chat_content = {}
+
+    def _reference(self, event: ev.ModelCallStarted, span: Span) -> None:
+        """REFERENCE capture: where the view's content is, instead of the content."""
+        run_id = str(self._common.get(A.RUN_ID, event.run_id))
+        ref = C.content_ref(run_id, event.view_hash)
+        attrs: Attrs = {A.CONTENT_REF: ref}
+        messages = getattr(event.request, "messages", ())
+        if messages:
+            attrs[A.CONTENT_ENTRIES] = f"{messages[0].id}..{messages[-1].id}"
+        url = C.content_url(run_id, event.view_hash, event.turn)
+        if url:
+            attrs[A.CONTENT_URL] = url
+        span.set_attributes(attrs)
+
+    def _details_event(self, event: ev.Event, span: Span) -> None:
+        """The ``gen_ai.client.inference.operation.details`` log event of a model call:
+        the chat span's identifying attributes plus its content, structured."""
+        assert self._events is not None
+        attrs: dict[str, Any] = {
+            k: v for k, v in self._chat_labels.items() if k not in (A.AGENT_NAME, A.CALL_PURPOSE)
+        }
+        if isinstance(event, ev.ModelCallCompleted):
+            attrs[A.RESPONSE_FINISH_REASONS] = [event.finish_reason]
+            if event.response_id:
+                attrs[A.RESPONSE_ID] = event.response_id
+            if event.response_model:
+                attrs[A.RESPONSE_MODEL] = event.response_model
+            if not event.usage.missing:
+                attrs[A.USAGE_INPUT] = event.usage.input_tokens
+                attrs[A.USAGE_OUTPUT] = event.usage.output_tokens
+        elif isinstance(event, ev.ModelCallFailed):
+            attrs[A.ERROR_TYPE] = event.error_type
+        attrs.update({k: v for k, v in self._chat_content.items() if v is not None})
+        self._emit(A.EVENT_DETAILS, span, attrs)
+
+    def _tool_event(
+        self,
+        name: str,
+        span: Span,
+        event: ev.ToolCallStarted | ev.ToolCallCompleted,
+        key: str,
+        value: Any,
+    ) -> None:
+        if self._events is None or value is None:
+            return
+        attrs: dict[str, Any] = {
+            A.OPERATION_NAME: "execute_tool",
+            A.TOOL_NAME: event.call.name,
+            A.TOOL_CALL_ID: event.call.call_id,
+            key: value,
+        }
+        self._emit(name, span, attrs)
+
+    def _emit(self, name: str, span: Span, attrs: dict[str, Any]) -> None:
+        assert self._events is not None
+        try:
+            self._events.emit(name, span, attrs)
+        except Exception:  # telemetry must never break a run
+            logger.exception("emitting the %s event failed", name)
 
     def _agent(self, event: ev.Event) -> str:
         """The ``gen_ai.agent.name`` metric label: the run's starting agent (see
         ``attributes.METRIC_LABELS``); the event's own agent outside a run."""
         return str(self._run_labels.get(A.AGENT_NAME, event.agent))
 
-    def _content(self, span: Span, key: str, value: Any) -> None:
+    def _content(self, span: Span, key: str, value: Any) -> Any:
+        """Scrub one content value; put it on ``span`` (SPAN modes) and return it in
+        structured form for an event (None: scrubbed away, or events are off)."""
         try:
-            text = self._policy.encode(key, value)
+            value = self._policy.scrubbed(key, value)
+            if value is None:
+                return None
+            if self._policy.on_span:
+                text = self._policy.to_text(value)
+                if text is not None:
+                    span.set_attribute(key, text)
+            return structured(value) if self._events is not None else None
         except Exception:
             logger.exception("the content scrubber failed on %s; nothing recorded", key)
-            return
-        if text is None:
-            return
-        if self._policy.on_span:
-            span.set_attribute(key, text)
-        if self._policy.on_event:
-            if key in (A.TOOL_ARGUMENTS, A.TOOL_RESULT):
-                span.add_event(A.EVENT_DETAILS, {key: text})
-            else:
-                self._chat_content[key] = text
+            return None
 
     def _run_metrics(
         self, event: ev.RunCompleted | ev.RunFailed, attrs: Attrs, replayed: bool
@@ -502,12 +612,20 @@ class RunTracer:
         )
 
 
-def _chat_metrics(m: Instruments, base: Attrs, run: Attrs, event: ev.ModelCallCompleted) -> None:
+def _chat_metrics(
+    m: Instruments,
+    base: Attrs,
+    run: Attrs,
+    event: ev.ModelCallCompleted,
+    latest: semconv.LatestInstruments | None = None,
+) -> None:
     """``run``: the spend labels of the run (its top-level run's agent, nested or not)."""
     labels = {**base, A.RESPONSE_MODEL: event.response_model or event.model}
     m.op_duration.record(event.duration_s, labels)
     if event.time_to_first_chunk_s is not None:
         m.ttfc.record(event.time_to_first_chunk_s, labels)
+    if latest is not None:
+        latest.record(labels, event.usage, None)
     u = event.usage
     spend: Attrs = {
         A.AGENT_NAME: run.get(A.AGENT_NAME, base[A.AGENT_NAME]),
@@ -522,8 +640,9 @@ def _chat_metrics(m: Instruments, base: Attrs, run: Attrs, event: ev.ModelCallCo
         m.unpriced.add(u.unpriced, spend)
     if u.missing:
         return
-    m.token_usage.record(u.input_tokens, {**labels, A.TOKEN_TYPE: "input"})
-    m.token_usage.record(u.output_tokens, {**labels, A.TOKEN_TYPE: "output"})
+    if latest is None:  # the released name; the newest set replaces it
+        m.token_usage.record(u.input_tokens, {**labels, A.TOKEN_TYPE: "input"})
+        m.token_usage.record(u.output_tokens, {**labels, A.TOKEN_TYPE: "output"})
     for kind, value in (
         ("input", u.input_tokens),
         ("output", u.output_tokens),
@@ -571,7 +690,10 @@ def _tracer_of(provider: Any) -> Tracer:
         from .._version import __version__
 
         found = provider.get_tracer(
-            A.SCOPE_NAME, __version__, schema_url=None, attributes={A.VERSION: A.TELEMETRY_VERSION}
+            A.SCOPE_NAME,
+            __version__,
+            schema_url=semconv.SCHEMA_URL,
+            attributes={A.VERSION: A.TELEMETRY_VERSION},
         )
         try:
             _tracers[provider] = found
@@ -593,4 +715,9 @@ def make_run_tracer(tracer_provider: Any = None, meter_provider: Any = None) -> 
     if tp is None and mp is None:
         return None
     tracer = _tracer_of(tp) if tp is not None else trace.NoOpTracer()
-    return RunTracer(tracer, instruments_for(mp) if mp is not None else None, C.current_policy())
+    policy = C.current_policy()
+    events = events_for(tp) if policy.on_event and tp is not None else None
+    latest = semconv.latest_for(mp) if mp is not None and semconv.latest_experimental() else None
+    return RunTracer(
+        tracer, instruments_for(mp) if mp is not None else None, policy, events, latest
+    )

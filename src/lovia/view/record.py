@@ -23,6 +23,9 @@ Record format (``version`` 2; version 1 records are full records and still load)
   empty.
 - ``summary`` — the text of a summary made for this view (``None`` when none was made
   this time; the summary entry itself is in ``replaced``).
+- ``summary_views`` — the self-contained records (``to_data()`` form) of the summary
+  calls made while building this view: what each summarizer saw, and its hash (the
+  ``lovia.view.hash`` of that ``chat`` span), so replay verifies summaries too.
 - ``hash`` — ``sha256`` of :func:`canonical_request` (the ``lovia.view.hash`` span
   attribute); ``compacted`` — the view differs from the transcript.
 
@@ -110,6 +113,8 @@ class ViewRecord(BaseModel):
     hash: str = ""
     model: str = ""
     provider: str = ""
+    summary_views: list[dict[str, Any]] = Field(default_factory=list[dict[str, Any]])
+    """Records of the summary calls made for this view (see the module docstring)."""
 
     def to_data(self) -> dict[str, Any]:
         """The compact JSON form stored in the checkpoint (defaults left out)."""

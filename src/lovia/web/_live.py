@@ -6,6 +6,7 @@ except through ``Runner`` itself (approvals and chat), exactly as code would.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import secrets
@@ -22,10 +23,11 @@ from ..errors import ApprovalPending, LoviaError, UserError
 from ..replay import load_run
 from ..replay._query import whatif, whatif_dict
 from ..runner import Runner
+from ..stores.base import RunInfo
 from ._app import WebConfig
 from ._pages import load_views, pick, render
 
-__all__ = ["ROUTES"]
+__all__ = ["ROUTES", "web_identity"]
 
 SESSION_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
 
@@ -97,16 +99,60 @@ def _decisions(data: dict[str, Any]) -> dict[str, bool | str]:
     return out
 
 
+def web_identity(config: WebConfig) -> str:
+    """Who decides through this web app: its access token's fingerprint (never the
+    token), or ``web:local`` for a loopback app without a token."""
+    if config.token is None:
+        return "web:local"
+    return "web:token-" + hashlib.sha256(config.token.encode()).hexdigest()[:8]
+
+
+def _with_reason(decisions: dict[str, bool | str], reason: str | None) -> dict[str, bool | str]:
+    """A denial with a reason carries it as its verdict (``approvals=`` semantics)."""
+    if not reason:
+        return decisions
+    return {k: (reason if v is False else v) for k, v in decisions.items()}
+
+
 async def approvals_json(request: Request) -> Response:
     """Resume a paused run with decisions by call id, as ``Runner.run(approvals=...)``."""
-    decisions = _decisions(await body_of(request))
+    data = await body_of(request)
+    decisions = _with_reason(_decisions(data), _text(data, "reason"))
     agent = agent_of(_config(request))
     db = request.app.state.db
     run = await load_run(request.path_params["run_id"], db)
     info = run.info
     if info.status != "paused":
         raise UserError(f"run {info.run_id} is {info.status}, not waiting for approval")
-    options: dict[str, Any] = {"run_id": info.run_id, "checkpointer": db, "approvals": decisions}
+    options: dict[str, Any] = {
+        "run_id": info.run_id,
+        "checkpointer": db,
+        "approvals": decisions,
+        "approved_by": web_identity(_config(request)),
+    }
+    return await _resume(info, agent, options, db)
+
+
+async def resume_json(request: Request) -> Response:
+    """Resume an interrupted (or failed, cancelled) run from its checkpoint."""
+    agent = agent_of(_config(request))
+    db = request.app.state.db
+    run = await load_run(request.path_params["run_id"], db)
+    info, life = run.info, run.life
+    if life is None or life.state not in ("interrupted", "failed", "cancelled"):
+        state = life.state if life is not None else info.status
+        raise UserError(
+            f"run {info.run_id} is {state}: only interrupted, failed or cancelled runs "
+            "are resumed here",
+            hint="A paused run is resumed by deciding its approvals.",
+        )
+    options: dict[str, Any] = {"run_id": info.run_id, "checkpointer": db}
+    return await _resume(info, agent, options, db)
+
+
+async def _resume(
+    info: RunInfo, agent: Agent[Any, Any], options: dict[str, Any], db: Any
+) -> Response:
     if info.session_id is not None:
         options.update(session=db, session_id=info.session_id)
     try:
@@ -195,6 +241,7 @@ async def chat_json(request: Request) -> Response:
 ROUTES = [
     Route("/api/runs/{run_id}/turns/{turn:int}/whatif", whatif_json, methods=["POST"]),
     Route("/api/runs/{run_id}/approvals", approvals_json, methods=["POST"]),
+    Route("/api/runs/{run_id}/resume", resume_json, methods=["POST"]),
     Route("/chat", chat_html),
     Route("/api/chat", chat_json, methods=["POST"]),
 ]

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import re
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from ..errors import LoviaError, RunNotFound, UserError
@@ -21,21 +21,40 @@ from ..replay import (
     ReplayedView,
     RunData,
     diff_views,
+    find_view,
     load_run,
+    parse_ref,
     rebuild_views,
     require_views,
     select,
     verify,
 )
-from ..replay._query import Turn, info_dict, recorded_answer, render_bodies, turns
-from ..replay._spans import SpanRow, build_tree, load_run_spans, normalize_all, spans_from_run
+from ..replay._query import (
+    Turn,
+    failed_call,
+    info_dict,
+    recorded_answer,
+    render_bodies,
+    run_dict,
+    turns,
+)
+from ..replay._spans import (
+    SpanRow,
+    attempt_parts,
+    build_tree,
+    load_run_spans,
+    normalize_all,
+    spans_from_run,
+)
 from ..stores.base import RunInfo, Store
+from ..stores.lifecycle import STATES, Attempt, build_life, list_lives
 from ..transcript import entry_from_dict, entry_to_dict
 from ._app import WebConfig
 
 __all__ = ["ROUTES", "error_page", "render"]
 
-STATUSES = ("running", "completed", "failed", "paused")
+STATUSES = STATES
+"""The ``status`` filter: the lifecycle states (``interrupted``: what needs resuming)."""
 SCAN_LIMIT = 10_000
 """Runs scanned when filtering by model or time (the stores filter the other fields)."""
 
@@ -153,19 +172,21 @@ async def runs_data(request: Request) -> dict[str, Any]:
     """One page of runs, newest first, and whether there is a next page."""
     flt, size = run_filter(request), _config(request).runs_per_page
     scan = flt.model is not None or flt.since is not None or flt.until is not None
-    found = await _db(request).list_runs(
+    found = await list_lives(
+        _db(request),
         session_id=flt.session,
         agent=flt.agent,
-        status=flt.status,
+        state=flt.status,
         limit=SCAN_LIMIT if scan else (flt.page + 1) * size + 1,
     )
-    kept = [i for i in found if flt.keeps(i)]
+    kept = [(i, life) for i, life in found if flt.keeps(i)]
     page = kept[flt.page * size : (flt.page + 1) * size]
     return {
-        "runs": [info_dict(i) for i in page],
+        "runs": [run_dict(i, life) for i, life in page],
         "page": flt.page,
         "has_next": len(kept) > (flt.page + 1) * size,
-        "in_flight": any(i.status == "running" for i in page),
+        # reload only while a worker is on a run: an interrupted run waits for a resume
+        "in_flight": any(life.state == "running" for _, life in page),
         "filter": flt,
     }
 
@@ -298,8 +319,9 @@ async def run_data(request: Request) -> dict[str, Any]:
     pending = needs_approval(
         config, [i for t in all_turns for i in t.items if i.mark == "approval"]
     )
+    life = run.life if run.life is not None else build_life(run.info, None)
     return {
-        "run": info_dict(run.info),
+        "run": run_dict(run.info, life, full=True),
         "first_agent": run.info.extra.get("first_agent", run.info.agent),
         "history_len": len(run.history),
         "turns": shown,
@@ -310,7 +332,20 @@ async def run_data(request: Request) -> dict[str, Any]:
         "trace_link": trace_link(config.trace_url, run.info.trace_id),
         "pending": pending,
         "view_turns": sorted({v.turn for v in run.views}),
+        "approvals": {a.call_id: asdict(a) for a in life.approvals},
+        "span_notes": span_notes(life.attempts, spans) if source == "span store" else [],
     }
+
+
+def span_notes(attempts: list[Attempt], spans: list[SpanRow]) -> list[dict[str, Any]]:
+    """Per attempt whose spans (or root span) died with its process: what is missing."""
+    if len(attempts) < 2 and all(a.how not in ("killed", "lease_lost") for a in attempts):
+        return []
+    return [
+        {"attempt": p.attempt, "how": p.how, "note": p.note}
+        for p in attempt_parts(attempts, spans)
+        if p.note
+    ]
 
 
 async def run_html(request: Request) -> Response:
@@ -405,7 +440,14 @@ async def view_data(request: Request, *, body: bool = True) -> dict[str, Any]:
         "recorded": [
             {"type": e.type, "text": _text(entry_to_dict(e))} for e in recorded_answer(run, view)
         ],
+        "failed_call": failed_call_of(run, view),
     }
+
+
+def failed_call_of(run: RunData, view: ReplayedView) -> dict[str, Any] | None:
+    """The failure of the model call this view was sent in, if it failed."""
+    found = failed_call(run, view)
+    return None if found is None else asdict(found)
 
 
 async def view_html(request: Request) -> Response:
@@ -435,6 +477,20 @@ async def diff_json(request: Request) -> Response:
     return JSONResponse(diff_views(a, b).to_dict())
 
 
+async def content_ref(request: Request) -> Response:
+    """A content reference (``lovia.content.ref``, or ``LOVIA_CONTENT_URL`` pointing here):
+    the page of the turn whose view it names (a summary call's: the turn it was made for)."""
+    ref = parse_ref(
+        f"lovia:run/{request.path_params['run_id']}/view/{request.path_params['view_hash']}"
+    )
+    assert ref is not None
+    run, views = await load_views(request)
+    found = find_view(views, ref)
+    attempt = f"?attempt={found.attempt}" if found.attempt > 1 else ""
+    url = f"/runs/{run.info.run_id}/turns/{found.turn}{attempt}"
+    return RedirectResponse(url, status_code=303)
+
+
 async def health(request: Request) -> Response:
     return JSONResponse({"ok": True, "time": time.time()})
 
@@ -448,5 +504,6 @@ ROUTES = [
     Route("/api/runs/{run_id}/turns/{turn:int}", view_json),
     Route("/api/runs/{run_id}/turns/{turn:int}/request", body_json),
     Route("/api/runs/{run_id}/diff", diff_json),
+    Route("/ref/{run_id}/{view_hash}", content_ref),
     Route("/api/health", health),
 ]

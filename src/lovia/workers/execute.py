@@ -35,7 +35,7 @@ logger = logging.getLogger("lovia.workers")
 
 Outcome = Literal["completed", "replayed", "failed", "paused", "lease_held", "retry", "cancelled"]
 """How a run ended, as a queue sees it: ``lease_held`` and ``retry`` ask for a new delivery."""
-_ENDED = ("completed", "failed", "paused")
+_ENDED = ("completed", "failed", "paused", "cancelled")
 
 
 def encode_input(value: Any) -> Any:

@@ -56,7 +56,8 @@ async def test_cancel_reaches_the_worker_running_the_run_and_drops_a_queued_one(
     workers = {f"one-{backend.tag}", f"two-{backend.tag}"}
     assert len(running) == 1 and running[0].split("@")[0] in workers, running
     snap = await backend.result("slow-a", 20)
-    assert (snap.info.status, snap.info.finish_reason) == ("failed", "cancelled")
+    assert (snap.info.status, snap.info.finish_reason) == ("cancelled", "cancelled")
+    assert snap.info.extra["cancelled_by"] == "user pressed stop"
 
     # the freed worker takes slow-c and drops it: cancelled before it started
     await asyncio.sleep(1.0)

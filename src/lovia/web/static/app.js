@@ -49,6 +49,20 @@
     });
   });
 
+  // An interrupted run: resume it from its checkpoint (lovia web --agent).
+  document.querySelectorAll("button.resume").forEach((button) => {
+    button.addEventListener("click", async () => {
+      const out = document.getElementById("resume-result");
+      button.disabled = true;
+      out.textContent = "resuming the run…";
+      const resp = await post("/api/runs/" + encodeURIComponent(button.dataset.run) + "/resume", {});
+      if (!resp.ok) { out.textContent = await failure(resp); button.disabled = false; return; }
+      const data = await resp.json();
+      out.textContent = "run " + data.status + (data.error ? ": " + data.error : "");
+      setTimeout(() => location.reload(), 300);
+    });
+  });
+
   // What-if: send this view to another model; the answer goes beside the recorded one.
   const whatif = document.getElementById("whatif-form");
   if (whatif) {
