@@ -22,7 +22,17 @@ SRC = REPO / "src" / "lovia"
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     (
         "core types",
-        ("_version", "_lazy", "_slots", "errors", "_redact", "_imports", "usage", "pricing"),
+        (
+            "_version",
+            "_lazy",
+            "_slots",
+            "errors",
+            "_redact",
+            "_imports",
+            "usage",
+            "_price_file",
+            "pricing",
+        ),
     ),
     ("core types", ("transcript", "events", "_observers", "_display", "model")),
     ("building blocks", ("context", "output", "guardrails", "telemetry", "hooks", "tools")),
