@@ -28,6 +28,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "_slots",
             "errors",
             "_redact",
+            "_files",
             "_imports",
             "usage",
             "_price_file",
@@ -39,7 +40,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("building blocks", ("providers", "stores", "_defaults", "view", "plugins", "result", "agent")),
     ("engine", ("_loop",)),
     ("facade", ("runner", "agent_tool", "lovia")),
-    ("applications", ("replay", "web", "cli", "workers", "integrations", "testing")),
+    ("applications", ("replay", "evals", "web", "cli", "workers", "integrations", "testing")),
 )
 """Bottom-up; the two rows of a layer name are one list, split to keep lines short."""
 

@@ -13,6 +13,7 @@ from ._version import __version__
 from .agent import Agent, Handoff
 from .context import CancelToken, Mailbox, RunContext
 from .errors import (
+    AnswerTooLarge,
     ApprovalPending,
     BudgetExceeded,
     ContextOverflow,
@@ -20,11 +21,13 @@ from .errors import (
     LoviaError,
     MaxTurnsExceeded,
     ModelBehaviorError,
+    NestingLimitExceeded,
     OutputValidationError,
     ProviderError,
     RunCancelled,
     RunError,
     ToolError,
+    TooManyToolCalls,
     UserError,
 )
 from .guardrails import GuardrailResult, guardrail
@@ -74,6 +77,7 @@ __getattr__, __dir__ = _lazy_exports(
 __all__ = [
     "Agent",
     "AgentHooks",
+    "AnswerTooLarge",
     "Anthropic",
     "ApprovalPending",
     "BudgetExceeded",
@@ -93,6 +97,7 @@ __all__ = [
     "ModelBehaviorError",
     "ModelProfile",
     "ModelSettings",
+    "NestingLimitExceeded",
     "OpenAIChat",
     "OpenAIResponses",
     "OutputValidationError",
@@ -109,6 +114,7 @@ __all__ = [
     "Runner",
     "Skills",
     "Todo",
+    "TooManyToolCalls",
     "Tool",
     "ToolError",
     "TranscriptEntry",

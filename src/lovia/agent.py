@@ -87,6 +87,9 @@ class Agent(Generic[DepsT, OutputT]):
     """Approval policy ``(ctx, call) -> bool | str`` for tools that require approval."""
     max_parallel_tools: int = 8
     """Concurrency-safe tools of one turn run in parallel, at most this many at once."""
+    max_tool_calls_per_turn: int = 128
+    """An answer asking for more tool calls than this ends the run with
+    :class:`~lovia.errors.TooManyToolCalls` before any of them runs."""
     _fragments: list[InstructionFn] = field(default_factory=list[InstructionFn], repr=False)
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Agent[Any, Any]:
@@ -119,6 +122,11 @@ class Agent(Generic[DepsT, OutputT]):
         object.__setattr__(self, "handoffs", tuple(self.handoffs))
         if self.output_repairs < 0:
             raise UserError("output_repairs must be >= 0")
+        if self.max_tool_calls_per_turn < 1:
+            raise UserError(
+                f"max_tool_calls_per_turn must be >= 1, got {self.max_tool_calls_per_turn}",
+                hint="The default, 128, bounds what one answer can make the agent do.",
+            )
 
     def clone(self, **changes: Any) -> Agent[DepsT, OutputT]:
         """A new agent with ``changes`` applied; dynamic instructions are carried over."""
@@ -149,6 +157,8 @@ class Agent(Generic[DepsT, OutputT]):
         max_turns: int | None = None,
         budget: RunBudget | None = None,
         concurrency_safe: bool = False,
+        max_depth: int | None = None,
+        max_children: int | None = None,
     ) -> Tool:
         """A tool that runs this agent as a child run of the run calling it.
 
@@ -158,6 +168,9 @@ class Agent(Generic[DepsT, OutputT]):
         linked, priced, traced and resumed with its parent (see :mod:`lovia.agent_tool`);
         ``max_turns`` and ``budget`` limit the child alone (the parent's budget applies
         too). ``concurrency_safe=True`` lets several calls of one turn run in parallel.
+        ``max_depth`` (default 5) bounds how deep below its top-level run the child may
+        be, ``max_children`` (default 50) how many child runs the calling run may start:
+        past either, ``NestingLimitExceeded`` ends the calling run and those above it.
         """
         from .agent_tool import agent_tool
 
@@ -170,6 +183,11 @@ class Agent(Generic[DepsT, OutputT]):
             max_turns=max_turns,
             budget=budget,
             concurrency_safe=concurrency_safe,
+            **{
+                k: v
+                for k, v in (("max_depth", max_depth), ("max_children", max_children))
+                if v is not None
+            },
         )
 
     def handoff_targets(self) -> tuple[Handoff, ...]:

@@ -19,6 +19,14 @@ EXPECT = {
         "session c2 entries: 0",
     ],
     "13_approvals.py": ["waiting for approval: refund", "after approval: Refunded 80.00"],
+    "29_hostile_output.py": [
+        "model saw: Tool 'deploy' failed: RuntimeError: auth failed for prod with ***",
+        "500 calls asked for, 0 ran",
+        "modes: .lovia 700, db 600",
+        "-> page of https://evil.example: \\x1b]52;c;cm0gLXJmIH4=\\x07\\x1b[2Jgotcha",
+        "echo\\u202egnp.exe({})",
+        "resumed: A1 charged. (charge ran 1 time)",
+    ],
     "42_run_outcomes.py": [
         "report: 'report written', cost $0.005980, unpriced calls: 1",
         "span invoke_agent manager: outcome=completed own=$0.005600 total=$0.005980 unpriced=1",

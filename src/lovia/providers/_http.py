@@ -29,8 +29,8 @@ from typing import Any, Protocol, cast
 
 import httpx
 
-from .._redact import excerpt, redact_error, remember
-from ..errors import ProviderError, ProviderServerError, StreamInterrupted
+from .._redact import excerpt, redact_error, redact_url, remember
+from ..errors import AnswerTooLarge, ProviderError, ProviderServerError, StreamInterrupted
 from ..model import ModelResponse, ReasoningChunk, RetryNotice, StreamItem, TextChunk, ToolCallChunk
 from ..transcript import ReasoningEntry, TextEntry
 from ._deadline import Alarms, StreamLimits, Watchdog
@@ -301,7 +301,7 @@ class HttpSeam:
         self._client: Any = http_client
 
     def __repr__(self) -> str:
-        return f"HttpSeam(provider={self.provider!r}, base_url={self.base_url!r})"
+        return f"HttpSeam(provider={self.provider!r}, base_url={redact_url(self.base_url)!r})"
 
     @property
     def url(self) -> httpx.URL:
@@ -395,7 +395,11 @@ class HttpSeam:
                 try:
                     await self._check_status(response)
                     feed = _EventFeed(state, watch, self.limits.max_event_size, self.provider)
+                    room = self.limits.max_answer_size
                     async for chunk in response.aiter_bytes():
+                        room -= len(chunk)
+                        if room < 0:  # stop reading: memory stays bounded by the limit
+                            raise self._too_large("streamed answer", "max_answer_size")
                         for event in feed.events(chunk):
                             for item in feed.items(event):
                                 seen_content = seen_content or _is_content(item)
@@ -450,19 +454,24 @@ class HttpSeam:
                 break
         raise error_from_response(status, dict(response.headers), bytes(raw), self.provider)
 
+    def _too_large(self, what: str, setting: str) -> AnswerTooLarge:
+        limit: int = getattr(self.limits, setting)
+        return AnswerTooLarge(
+            f"A {self.provider} {what} grew past {limit} bytes; the call was stopped.",
+            "The server sends an enormous or endless answer. If such answers are "
+            f"expected, raise StreamLimits({setting}=...) on the provider "
+            "(limits=StreamLimits(...)).",
+            provider=self.provider,
+            code="body_too_large" if setting == "max_body_size" else "answer_too_large",
+            limit=limit,
+        )
+
     async def _read_json(self, response: Any) -> dict[str, Any]:
         raw = bytearray()
         async for chunk in response.aiter_bytes():  # a body is read up to a cap
             raw += chunk
             if len(raw) > self.limits.max_body_size:
-                raise ProviderError(
-                    f"A {self.provider} response body grew past "
-                    f"{self.limits.max_body_size} bytes; the call was stopped.",
-                    "The server sends an enormous or endless body. If such responses are "
-                    "expected, raise StreamLimits(max_body_size=...) on the provider.",
-                    provider=self.provider,
-                    code="body_too_large",
-                )
+                raise self._too_large("response body", "max_body_size")
         try:
             data: Any = json.loads(raw)
         except ValueError as exc:
@@ -531,8 +540,9 @@ def _after_content(
 ) -> ProviderError:
     """Once content was yielded an error may not be retried: turn it into StreamInterrupted.
 
-    Content is only ever seen in a streamed attempt, which has a ``state``."""
-    if not seen_content or state is None:
+    Content is only ever seen in a streamed attempt, which has a ``state``. An answer
+    over its size limit stays :class:`AnswerTooLarge` (its partial is not kept)."""
+    if not seen_content or state is None or isinstance(error, AnswerTooLarge):
         return error
     if isinstance(error, StreamInterrupted):
         error.partial = state.partial()

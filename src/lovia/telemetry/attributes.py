@@ -198,7 +198,8 @@ CONTENT_ENTRIES: Final = "lovia.content.entries"
 """REFERENCE capture: ``<first entry id>..<last entry id>`` of the referenced view."""
 CONTENT_URL: Final = "lovia.content.url"
 CALL_PURPOSE: Final = "lovia.call.purpose"
-"""Why lovia made a model call: ``main`` | ``repair`` | ``summary`` | ``what_if``."""
+"""Why lovia made a model call: ``main`` | ``repair`` | ``summary`` | ``what_if`` |
+``eval`` (an LLM judge)."""
 
 UNKNOWN_TOOL: Final = "_unknown"
 """The ``gen_ai.tool.name`` metric label of a tool the agent does not have."""

@@ -50,6 +50,7 @@ from ..stores.base import RunInfo, Store
 from ..stores.lifecycle import STATES, Attempt, build_life, list_lives
 from ..transcript import entry_from_dict, entry_to_dict
 from ._app import WebConfig
+from ._format import run_id_param
 
 __all__ = ["ROUTES", "error_page", "render"]
 
@@ -77,6 +78,7 @@ def render(request: Request, name: str, status_code: int = 200, **context: Any) 
         csrf=config.csrf,
         store_label=config.store_label,
         has_agent=config.agent is not None,
+        whatif_on=config.whatif is not None,
         **context,
     )
     return HTMLResponse(html, status_code=status_code)
@@ -308,7 +310,7 @@ def _page_window(page: list[Turn]) -> tuple[float, float] | None:
 async def run_data(request: Request) -> dict[str, Any]:
     """A run: info, one page of turns, the waterfall of that page, pending approvals."""
     config = _config(request)
-    run = await load_run(request.path_params["run_id"], _db(request))
+    run = await load_run(run_id_param(request.path_params["run_id"]), _db(request))
     all_turns = turns(run)
     size = config.turns_per_page
     pages = max(1, -(-len(all_turns) // size))
@@ -364,7 +366,7 @@ async def run_json(request: Request) -> Response:
 
 
 async def load_views(request: Request) -> tuple[RunData, list[ReplayedView]]:
-    run = await load_run(request.path_params["run_id"], _db(request))
+    run = await load_run(run_id_param(request.path_params["run_id"]), _db(request))
     require_views(run)
     return run, rebuild_views(run)
 
