@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
 
 .DEFAULT_GOAL := help
-.PHONY: help install demo test test-fast lint typecheck format bench bench-quick mutate up down clean
+.PHONY: help install demo docs test test-fast lint typecheck format bench bench-quick mutate up down clean
 
 help:  ## list the commands
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -13,22 +13,27 @@ help:  ## list the commands
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[otel,postgres,mcp,redis,web,celery,fast,dev]'
+	$(PY) -m pip install -q -e '.[otel,postgres,mcp,redis,web,celery,fast,docs,dev]'
 	rm -f $(VENV)/.installed-* && touch $@
 
 install: $(STAMP)  ## create .venv and install lovia with every extra and the dev tools
 
+# The demo records into the store `lovia` reads by default ($LOVIA_STORE, else
+# sqlite:///.lovia/lovia.db), so a plain `lovia runs` afterwards shows it.
 demo: $(STAMP)  ## run an agent with tools, traced and stored, then show its trace and replay
-	$(PY) examples/01_quickstart.py --store sqlite:///.lovia/demo.db
-	$(VENV)/bin/lovia trace --store sqlite:///.lovia/demo.db last
-	$(VENV)/bin/lovia replay --store sqlite:///.lovia/demo.db last
+	$(PY) examples/01_quickstart.py
+	$(VENV)/bin/lovia trace last
+	$(VENV)/bin/lovia replay last
+
+docs: $(STAMP)  ## build the documentation site into site/ (mkdocs, strict: warnings fail)
+	$(VENV)/bin/mkdocs build --strict --site-dir site
 
 lint: $(STAMP)  ## ruff check + format check
 	$(VENV)/bin/ruff check src tests examples bench
 	$(VENV)/bin/ruff format --check src tests examples
 
-typecheck: $(STAMP)  ## pyright, strict on src/
-	$(VENV)/bin/pyright src
+typecheck: $(STAMP)  ## pyright, strict on src/ and on the type tests (tests/typing)
+	$(VENV)/bin/pyright src tests/typing
 
 format: $(STAMP)  ## apply ruff fixes and formatting
 	$(VENV)/bin/ruff check --fix src tests examples bench
@@ -58,4 +63,4 @@ down:  ## stop it (add -v to also delete stored metrics)
 	docker compose down
 
 clean:  ## remove the venv and local state
-	rm -rf $(VENV) .lovia .pytest_cache .ruff_cache
+	rm -rf $(VENV) .lovia .pytest_cache .ruff_cache site

@@ -36,7 +36,9 @@ if "BENCH_BROKER" in os.environ:
     app = Celery("lovia_bench", broker=os.environ["BENCH_BROKER"])
     app.conf.worker_prefetch_multiplier = 1
     app.conf.broker_connection_retry_on_startup = True
-    runs = CeleryRunQueue(app, os.environ["BENCH_STORE"], queue=os.environ["BENCH_QUEUE"])
+    runs = CeleryRunQueue(
+        app, os.environ["BENCH_STORE"], agents=["queue_app:agent"], queue=os.environ["BENCH_QUEUE"]
+    )
 
 
 async def redis_worker() -> None:

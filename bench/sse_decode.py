@@ -1,4 +1,4 @@
-"""CPU of the SSE decoder and the provider stream (issue 15 §5), never a unit-test timing.
+"""CPU of the SSE decoder and the provider stream, never a unit-test timing.
 
 - a typical stream: 2000 small ``data:`` events in 1 KiB network chunks, decoded alone and
   through ``OpenAIChat.stream`` over ``httpx.MockTransport`` (per-item cost of the seam,

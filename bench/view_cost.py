@@ -1,4 +1,4 @@
-"""CPU per view build as a compacted run grows: turns 41–60 vs 481–500 (SPEC §15).
+"""CPU per view build as a compacted run grows: turns 41–60 vs 481–500.
 
 A 500-turn run on a fake model with a 16k-token window: every turn calls a tool that
 returns ~2.5 kB (every fifth result is 60 kB and gets evicted), a plugin injects a

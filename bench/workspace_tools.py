@@ -1,6 +1,6 @@
 """Wall time per Workspace tool call: shell (under its subreaper) and grep (in a worker).
 
-Both moved out of process for safety (issue 15): every ``shell`` command runs under a
+Both moved out of process for safety: every ``shell`` command runs under a
 small Python supervisor that kills ``setsid`` children, and every ``grep`` / ``glob``
 runs in a worker process that can be killed at ``search_timeout``. This measures what
 that costs per call against the bare alternatives (``/bin/sh -c`` alone, ``re`` over the

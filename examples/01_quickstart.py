@@ -5,7 +5,10 @@ everything else is real — tools, the SQLite store, spans, metrics, replay. Set
 ``LOVIA_MODEL`` (e.g. ``openai:gpt-4.1-mini`` with ``OPENAI_API_KEY``, or any
 OpenAI-compatible server via ``OPENAI_BASE_URL``) to use a real model.
 
-Run: python examples/01_quickstart.py [--store sqlite:///.lovia/lovia.db]
+Each run starts a fresh session (``--session`` to continue one), so an earlier run's
+history never reaches the next one, and it prints the commands that show its trace.
+
+Run: python examples/01_quickstart.py [--store sqlite:///.lovia/lovia.db] [--session ID]
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import shlex
+import uuid
 from typing import Any
 
 from lovia import Agent, Runner, tool
@@ -56,7 +61,10 @@ def demo_model() -> Any:
     )
 
 
-async def main(store_url: str) -> None:
+DEFAULT_STORE = "sqlite:///.lovia/lovia.db"  # where the `lovia` command looks by default
+
+
+async def main(store_url: str, session_id: str) -> None:
     from lovia.stores import store
 
     telemetry = None
@@ -80,20 +88,31 @@ async def main(store_url: str) -> None:
         "Where are my orders A-1001 and A-1002, and can I refund the first?",
         checkpointer=db,
         session=db,
-        session_id="customer-42",
+        session_id=session_id,
     )
     if telemetry is not None:
         telemetry.shutdown()
     print(result.output)
     print(
-        f"run {result.run_id}: {result.turns} turns, {result.usage.input_tokens} in / "
-        f"{result.usage.output_tokens} out tokens, {result.usage.tool_calls} tool calls"
+        f"run {result.run_id} (session {session_id}): {result.turns} turns, "
+        f"{result.usage.input_tokens} in / {result.usage.output_tokens} out tokens, "
+        f"{result.usage.tool_calls} tool calls"
     )
+    # the store the `lovia` command reads without options is $LOVIA_STORE, else the default
+    reads = os.environ.get("LOVIA_STORE", DEFAULT_STORE)
+    where = "" if store_url == reads else f" --store {shlex.quote(store_url)}"
+    print("inspect it with:")
+    for command in ("runs", f"trace {result.run_id}", f"replay {result.run_id}"):
+        print(f"  lovia{where} {command}")
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--store", default=os.environ.get("LOVIA_STORE", DEFAULT_STORE))
     parser.add_argument(
-        "--store", default=os.environ.get("LOVIA_STORE", "sqlite:///.lovia/lovia.db")
+        "--session",
+        default=f"customer-42-{uuid.uuid4().hex[:8]}",
+        help="session id (default: a fresh one each run)",
     )
-    asyncio.run(main(parser.parse_args().store))
+    cli = parser.parse_args()
+    asyncio.run(main(cli.store, cli.session))

@@ -1,6 +1,6 @@
-"""A custom stateful plugin: the seed's cross-session glossary.
+"""A custom stateful plugin: a cross-session glossary.
 
-``GlossaryPlugin`` is the seed's code as written (comments translated). Its store is
+``GlossaryPlugin`` keeps terms across sessions. Its store is
 cross-run state: it lives on the plugin object, is shared by every run (so it must be
 safe for concurrent use) and is owned by whoever created it — the plugin never closes
 it. Here the store is a dict guarded by an ``asyncio.Lock``; two runs share it.

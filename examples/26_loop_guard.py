@@ -1,6 +1,6 @@
 """A plugin without tools: a hook (observe) plus a view injector (remind).
 
-``LoopGuard`` is the seed's example, unchanged. When the model retries the same failing
+``LoopGuard`` is a plugin with a hook. When the model retries the same failing
 tool call ``threshold`` times in a row, the next turn's view carries one
 ``<system-reminder>`` telling it to change approach. The reminder is a view entry: it
 never reaches the transcript or the session.

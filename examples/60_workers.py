@@ -68,6 +68,12 @@ async def main() -> None:
                 break
             await asyncio.sleep(0.05)
         print("resubmitted:", run_ids[0][:8], "replayed from the store")
+
+        # anyone who can write to the stream picks the agent name: workers run only
+        # their registered agents, so this is recorded as failed and dead-lettered
+        hostile = await queue.submit("os:abort", "anything")
+        snap = await queue.result(hostile, db, timeout_s=30)
+        print(f"os:abort -> {snap.info.status} ({snap.info.error_type}), nothing imported")
     finally:
         stop.set()
         await asyncio.gather(*running)  # in-flight runs finish (or are handed back)

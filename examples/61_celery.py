@@ -1,7 +1,8 @@
 """Runs on Celery: a real ``celery worker`` process runs them; results come from the store.
 
 Starts one ``celery worker --pool threads`` (this file, with ``--worker``) on a random
-queue of the RabbitMQ at 127.0.0.1:5672, submits four runs by the agent's import path,
+queue of the RabbitMQ at 127.0.0.1:5672, submits four runs of the one agent its workers
+are registered to run (a task naming anything else is refused and dead-lettered),
 waits for them through lovia's store, resubmits a finished ``run_id`` (replayed from the
 store, no model call), and stops the worker. The model is scripted, so it runs offline.
 Without a broker it says so and runs the same tasks in this process instead
@@ -22,7 +23,7 @@ from typing import Any
 
 from celery import Celery
 
-from lovia import Agent, tool
+from lovia import Agent, UserError, tool
 from lovia.integrations.celery import CeleryRunQueue
 from lovia.testing import FunctionModel, call
 
@@ -46,12 +47,13 @@ def scripted(request: Any, info: Any) -> Any:
 
 
 reporter = Agent(name="reporter", model=FunctionModel(scripted), tools=[fetch_report])
-AGENT = "__main__:reporter"  # the worker runs this file as __main__ too
+AGENT = "reporter"
 
 app = Celery("lovia_example", broker=BROKER)
 app.conf.worker_prefetch_multiplier = 1
 app.conf.broker_connection_retry_on_startup = True
-runs = CeleryRunQueue(app, STORE, queue=QUEUE)
+# the only agents workers run: a task naming anything else (say "os:abort") is refused
+runs = CeleryRunQueue(app, STORE, agents={AGENT: reporter}, queue=QUEUE)
 
 
 def broker_up() -> bool:
@@ -76,6 +78,10 @@ def submit_and_wait() -> None:
         print(f"{snap.info.status}: {snap.result['output']}")
     runs.submit(AGENT, f"Summarize {days[0]}", run_id=run_ids[0], session_id="sales")
     print(f"resubmitted {run_ids[0][:8]}: safe, a worker replays it from the store")
+    try:  # workers run only registered agents; submit() checks the name up front too
+        runs.submit("os:abort", "anything")
+    except UserError as exc:
+        print("refused:", exc.message.split(" (")[0])
 
 
 def main() -> None:

@@ -22,14 +22,25 @@ SRC = REPO / "src" / "lovia"
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     (
         "core types",
-        ("_version", "_lazy", "_slots", "errors", "_redact", "_imports", "usage", "pricing"),
+        (
+            "_version",
+            "_lazy",
+            "_slots",
+            "errors",
+            "_redact",
+            "_files",
+            "_imports",
+            "usage",
+            "_price_file",
+            "pricing",
+        ),
     ),
     ("core types", ("transcript", "events", "_observers", "_display", "model")),
     ("building blocks", ("context", "output", "guardrails", "telemetry", "hooks", "tools")),
     ("building blocks", ("providers", "stores", "_defaults", "view", "plugins", "result", "agent")),
     ("engine", ("_loop",)),
     ("facade", ("runner", "agent_tool", "lovia")),
-    ("applications", ("replay", "web", "cli", "workers", "integrations", "testing")),
+    ("applications", ("replay", "evals", "web", "cli", "workers", "integrations", "testing")),
 )
 """Bottom-up; the two rows of a layer name are one list, split to keep lines short."""
 

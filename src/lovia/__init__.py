@@ -13,6 +13,7 @@ from ._version import __version__
 from .agent import Agent, Handoff
 from .context import CancelToken, Mailbox, RunContext
 from .errors import (
+    AnswerTooLarge,
     ApprovalPending,
     BudgetExceeded,
     ContextOverflow,
@@ -20,17 +21,20 @@ from .errors import (
     LoviaError,
     MaxTurnsExceeded,
     ModelBehaviorError,
+    NestingLimitExceeded,
     OutputValidationError,
     ProviderError,
     RunCancelled,
     RunError,
     ToolError,
+    TooManyToolCalls,
     UserError,
 )
 from .guardrails import GuardrailResult, guardrail
 from .hooks import AgentHooks
 from .model import ModelProfile, ModelSettings, Provider
 from .plugins import Plugin, PluginInstance
+from .pricing import load_prices, set_price
 from .result import RunResult
 from .runner import Runner, RunStream
 from .tools import Tool, tool
@@ -73,6 +77,7 @@ __getattr__, __dir__ = _lazy_exports(
 __all__ = [
     "Agent",
     "AgentHooks",
+    "AnswerTooLarge",
     "Anthropic",
     "ApprovalPending",
     "BudgetExceeded",
@@ -92,6 +97,7 @@ __all__ = [
     "ModelBehaviorError",
     "ModelProfile",
     "ModelSettings",
+    "NestingLimitExceeded",
     "OpenAIChat",
     "OpenAIResponses",
     "OutputValidationError",
@@ -108,6 +114,7 @@ __all__ = [
     "Runner",
     "Skills",
     "Todo",
+    "TooManyToolCalls",
     "Tool",
     "ToolError",
     "TranscriptEntry",
@@ -119,7 +126,9 @@ __all__ = [
     "events",
     "guardrail",
     "lease_ttl",
+    "load_prices",
     "recall_tool_result",
+    "set_price",
     "tool",
     "transcript",
     "tune_gc",

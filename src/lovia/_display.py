@@ -1,11 +1,21 @@
-"""Numbers and times for people: the CLI's tables and the web UI show them alike.
+r"""Numbers, times and stored text for people: the CLI's tables and the web UI show them
+alike, and stored text reaches a terminal only through :func:`safe_text` / :func:`safe_name`.
+
+Stored content (a model's answer, a tool's output, an agent's or a tool's name, a span's
+error) is attacker-controlled: written to a terminal as it is, ``ESC``/``BEL`` sequences
+clear the screen, set the clipboard (OSC 52), hide hyperlinks (OSC 8) or retitle the
+window, a lone ``CR`` overwrites what was printed, and bidi overrides reorder a name
+(``echo\u202egnp.exe`` reads "echoexe.png"). Both functions replace each such character
+with a visible escape (``\x1b``, ``\u202e``) and leave everything else as it is.
 
 Unknown is never shown as zero: a cost with unpriced calls in it reads ``?`` (nothing
 priced) or ``$0.0123+?`` (a lower bound), tokens a provider did not report read ``?`` or
-``1200+80+?``, and a running run is "in turn N", never "0 turns"."""
+``1200+80+?``, and a running run is "in turn N", never "0 turns".
+"""
 
 from __future__ import annotations
 
+import re
 import time
 
 __all__ = [
@@ -17,7 +27,58 @@ __all__ = [
     "fmt_tokens",
     "fmt_turns",
     "fmt_usage",
+    "safe_json",
+    "safe_name",
+    "safe_text",
 ]
+
+_ALWAYS = (
+    "\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f"  # C0 but TAB, LF, CR (ESC, BEL, BS...), DEL, C1
+    "\u00ad\u061c\u180e"  # soft hyphen, Arabic letter mark, Mongolian vowel separator
+    "\u200b\u200e\u200f"  # zero width space, LRM, RLM
+    "\u2028-\u202e"  # line/paragraph separators, bidi embeddings and overrides
+    "\u2060-\u2064\u2066-\u206f"  # word joiner, invisible operators, bidi isolates
+    "\ufeff\ufff9-\ufffb"  # BOM / zero width no-break space, interlinear annotations
+    "\ud800-\udfff"  # lone surrogates (not encodable: a crash, not a character)
+)
+_TEXT = re.compile(f"\r(?!\n)|[{_ALWAYS}]")
+"""Text keeps line breaks, tabs, ``CR LF`` and the joiners that emoji and scripts need."""
+_JSON = re.compile(f"[{_ALWAYS}]")
+"""Inside JSON every one of these is in a string (``json.dumps`` escapes C0 itself)."""
+_NAME = re.compile(
+    f"[{_ALWAYS}\t\n\r\u0600-\u0605\u06dd\u070f\u0890\u0891\u08e2\u200c\u200d"
+    "\U000110bd\U000110cd\U00013430-\U0001343f\U0001bca0-\U0001bca3"
+    "\U0001d173-\U0001d17a\U000e0000-\U000e007f]"
+)
+"""A name (run id, agent, tool, session, span) is one line with no invisible character
+at all: every Unicode format character (category Cf) is shown, joiners included."""
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
+def safe_text(text: str) -> str:
+    r"""``text`` for a terminal: control, bidi and invisible characters escaped visibly
+    (``\x1b``, ``\x07``, ``\u202e``); line breaks, tabs and ``CR LF`` kept."""
+    return _TEXT.sub(_escape, text)
+
+
+def safe_json(text: str) -> str:
+    r"""JSON text (``json.dumps(..., ensure_ascii=False)``) for a terminal: the characters
+    :func:`safe_text` escapes that JSON leaves raw (C1 controls, bidi, invisible ones,
+    lone surrogates) become ``\uXXXX`` escapes, so the JSON still parses to the same
+    value."""
+    return _JSON.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def safe_name(text: str) -> str:
+    """A name for a terminal or a page: like :func:`safe_text`, and line breaks, tabs and
+    every zero-width or format character (joiners included) are escaped too."""
+    return _NAME.sub(_escape, text)
 
 
 def fmt_tokens(n: int) -> str:

@@ -10,15 +10,19 @@ the only mutation allowed.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Generator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Self, TypeAlias, cast
+
+from typing_extensions import TypeVar
 
 from .errors import UserError
 from .guardrails import Guardrail
 from .hooks import AgentHooks
 from .model import ModelSettings, Provider
-from .tools import Approver, Tool
+from .tools import Approver, Tool, tool
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -29,13 +33,21 @@ if TYPE_CHECKING:
     from .usage import RunBudget
     from .view.base import ContextStrategy
 
-__all__ = ["Agent", "Handoff", "InstructionFn"]
+__all__ = ["Agent", "Handoff", "InstructionFn", "model_of"]
 
-DepsT = TypeVar("DepsT")
-OutputT = TypeVar("OutputT")
+# Inferred from ``Agent(deps_type=..., output_type=...)``; without them an agent is
+# ``Agent[None, str]``: no dependencies, text output.
+DepsT = TypeVar("DepsT", default=None)
+OutputT = TypeVar("OutputT", default=str)
 
 InstructionFn = Callable[["RunContext[Any]"], "str | None | Awaitable[str | None]"]
 """A dynamic instruction fragment: ``fn(ctx) -> str | None``, sync or async."""
+
+
+HandoffRef: TypeAlias = "Agent[Any, Any] | Handoff | Callable[[], Agent[Any, Any] | Handoff]"
+"""An entry of ``handoffs``: an agent, a ``Handoff`` with options, or a function returning
+either, called when a run starts, so two agents can hand off to each other
+(``handoffs=[lambda: triage]`` names an agent defined further down)."""
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
@@ -60,7 +72,11 @@ class Handoff:
 
 @dataclass(frozen=True, kw_only=True, eq=False)
 class Agent(Generic[DepsT, OutputT]):
-    """Declarative configuration: name, instructions, model, tools, plugins and policies."""
+    """Declarative configuration: name, instructions, model, tools, plugins and policies.
+
+    ``Agent(output_type=City, deps_type=Shop)`` is an ``Agent[Shop, City]`` to a type
+    checker: ``Runner.run`` returns a ``RunResult[City]`` whose ``output`` is a ``City``.
+    """
 
     name: str
     """Identifies the agent in transcripts, spans and metrics (keep it stable)."""
@@ -71,10 +87,17 @@ class Agent(Generic[DepsT, OutputT]):
     description: str = ""
     """What this agent does (used when another agent hands off to it)."""
     tools: Sequence[Tool] = ()
+    """Tools: ``@tool`` functions, or plain functions (schema from the signature and
+    docstring; use ``@tool(...)`` for options such as ``concurrency_safe``)."""
     plugins: Sequence[Plugin] = ()
-    handoffs: Sequence[Agent[Any, Any] | Handoff] = ()
+    handoffs: Sequence[HandoffRef] = ()
+    """Agents (or ``Handoff`` options) this agent may transfer the conversation to; a
+    function returning an agent is resolved when a run starts (cycles)."""
     output_type: Any = str
     """``str`` (default), a pydantic model, dataclass, TypedDict, union or scalar."""
+    deps_type: Any = None
+    """The type of ``Runner.run(..., deps=...)``: ``RunContext[DepsT].deps`` in tools and
+    instructions. A class is checked at run start; for type checkers it sets ``DepsT``."""
     output_repairs: int = 1
     """Repair turns after an invalid structured output (0 = fail at once)."""
     input_guardrails: Sequence[Guardrail | Callable[..., Any]] = ()
@@ -87,9 +110,39 @@ class Agent(Generic[DepsT, OutputT]):
     """Approval policy ``(ctx, call) -> bool | str`` for tools that require approval."""
     max_parallel_tools: int = 8
     """Concurrency-safe tools of one turn run in parallel, at most this many at once."""
+    max_tool_calls_per_turn: int = 128
+    """An answer asking for more tool calls than this ends the run with
+    :class:`~lovia.errors.TooManyToolCalls` before any of them runs."""
     _fragments: list[InstructionFn] = field(default_factory=list[InstructionFn], repr=False)
 
-    def __new__(cls, *args: Any, **kwargs: Any) -> Agent[Any, Any]:
+    if TYPE_CHECKING:
+        # What a type checker sees of the generated __init__: the type parameters come
+        # from output_type= and deps_type=, and tools= takes plain functions too (they
+        # are made tools in __post_init__). tests/core/test_agent_typing_runtime.py
+        # keeps this list equal to the fields.
+        def __init__(
+            self,
+            *,
+            name: str,
+            instructions: str = "",
+            model: str | Provider | None = None,
+            description: str = "",
+            tools: Sequence[Tool | Callable[..., Any]] = (),
+            plugins: Sequence[Plugin] = (),
+            handoffs: Sequence[HandoffRef] = (),
+            output_type: type[OutputT] = str,  # pyright: ignore[reportArgumentType] -- str is OutputT's default
+            deps_type: type[DepsT] | None = None,
+            output_repairs: int = 1,
+            input_guardrails: Sequence[Guardrail | Callable[..., Any]] = (),
+            output_guardrails: Sequence[Guardrail | Callable[..., Any]] = (),
+            hooks: AgentHooks | None = None,
+            context: ContextStrategy[Any] | None = None,
+            model_settings: ModelSettings | None = None,
+            approval: Approver | None = None,
+            max_parallel_tools: int = 8,
+        ) -> None: ...
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Self:
         if args:
             raise UserError(
                 "Agent takes keyword arguments only",
@@ -108,17 +161,22 @@ class Agent(Generic[DepsT, OutputT]):
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.strip():
             raise UserError("Agent needs a non-empty name", hint='Agent(name="support", ...)')
-        for t in self.tools:
-            if not isinstance(t, Tool):
-                raise UserError(
-                    f"agent {self.name!r}: {t!r} is not a tool",
-                    hint="Decorate the function with @tool before passing it in tools=[...].",
-                )
-        object.__setattr__(self, "tools", tuple(self.tools))
+        object.__setattr__(self, "tools", tuple(_as_tool(self.name, t) for t in self.tools))
         object.__setattr__(self, "plugins", tuple(self.plugins))
+        for h in self.handoffs:
+            if not (isinstance(h, Agent | Handoff) or callable(h)):
+                raise UserError(
+                    f"agent {self.name!r}: handoff {h!r} is not an agent",
+                    hint="handoffs=[other_agent, Handoff(agent=...), lambda: later_agent].",
+                )
         object.__setattr__(self, "handoffs", tuple(self.handoffs))
         if self.output_repairs < 0:
             raise UserError("output_repairs must be >= 0")
+        if self.max_tool_calls_per_turn < 1:
+            raise UserError(
+                f"max_tool_calls_per_turn must be >= 1, got {self.max_tool_calls_per_turn}",
+                hint="The default, 128, bounds what one answer can make the agent do.",
+            )
 
     def clone(self, **changes: Any) -> Agent[DepsT, OutputT]:
         """A new agent with ``changes`` applied; dynamic instructions are carried over."""
@@ -139,6 +197,20 @@ class Agent(Generic[DepsT, OutputT]):
     def instruction_fragments(self) -> tuple[InstructionFn, ...]:
         return tuple(self._fragments)
 
+    @contextmanager
+    def override(self, *, model: str | Provider) -> Generator[None]:
+        """Runs of this agent started inside the block use ``model`` instead (tests).
+
+        The agent itself is unchanged: the override lives in the current context
+        (a ``ContextVar``), so concurrent tests and other tasks are not affected, and it
+        ends with the block, even when the block raises.
+        """
+        token = _OVERRIDES.set(((self, model), *_OVERRIDES.get()))
+        try:
+            yield
+        finally:
+            _OVERRIDES.reset(token)
+
     def as_tool(
         self,
         name: str | None = None,
@@ -149,6 +221,8 @@ class Agent(Generic[DepsT, OutputT]):
         max_turns: int | None = None,
         budget: RunBudget | None = None,
         concurrency_safe: bool = False,
+        max_depth: int | None = None,
+        max_children: int | None = None,
     ) -> Tool:
         """A tool that runs this agent as a child run of the run calling it.
 
@@ -158,6 +232,9 @@ class Agent(Generic[DepsT, OutputT]):
         linked, priced, traced and resumed with its parent (see :mod:`lovia.agent_tool`);
         ``max_turns`` and ``budget`` limit the child alone (the parent's budget applies
         too). ``concurrency_safe=True`` lets several calls of one turn run in parallel.
+        ``max_depth`` (default 5) bounds how deep below its top-level run the child may
+        be, ``max_children`` (default 50) how many child runs the calling run may start:
+        past either, ``NestingLimitExceeded`` ends the calling run and those above it.
         """
         from .agent_tool import agent_tool
 
@@ -170,10 +247,58 @@ class Agent(Generic[DepsT, OutputT]):
             max_turns=max_turns,
             budget=budget,
             concurrency_safe=concurrency_safe,
+            **{
+                k: v
+                for k, v in (("max_depth", max_depth), ("max_children", max_children))
+                if v is not None
+            },
         )
 
     def handoff_targets(self) -> tuple[Handoff, ...]:
-        return tuple(h if isinstance(h, Handoff) else Handoff(agent=h) for h in self.handoffs)
+        """The handoffs as ``Handoff`` objects (lazy references called now)."""
+        return tuple(_resolve_handoff(self.name, h) for h in self.handoffs)
+
+
+def _resolve_handoff(agent: str, ref: HandoffRef) -> Handoff:
+    if isinstance(ref, Handoff):
+        return ref
+    if isinstance(ref, Agent):
+        return Handoff(agent=cast("Agent[Any, Any]", ref))
+    target = ref()  # a lazy reference: any callable, so its result is checked
+    if isinstance(target, Handoff):
+        return target
+    if isinstance(target, Agent):
+        return Handoff(agent=target)
+    raise UserError(
+        f"agent {agent!r}: a handoff reference returned {target!r}, not an Agent",
+        hint="A lazy handoff is a function of no arguments returning an Agent or a "
+        "Handoff: handoffs=[lambda: billing].",
+    )
+
+
+_OVERRIDES: ContextVar[tuple[tuple[Agent[Any, Any], str | Provider], ...]] = ContextVar(
+    "lovia_model_overrides", default=()
+)
+"""``Agent.override`` blocks open in this context, innermost first."""
+
+
+def model_of(agent: Agent[Any, Any]) -> str | Provider | None:
+    """The model a run of ``agent`` uses here: an ``override`` in force, else ``agent.model``."""
+    for overridden, model in _OVERRIDES.get():
+        if overridden is agent:
+            return model
+    return agent.model
+
+
+def _as_tool(agent: str, value: Any) -> Tool:
+    if isinstance(value, Tool):
+        return value
+    if callable(value) and not isinstance(value, type):
+        return tool(value)
+    raise UserError(
+        f"agent {agent!r}: {value!r} is not a tool",
+        hint="Pass functions (plain or decorated with @tool) in tools=[...].",
+    )
 
 
 async def render_fragments(agent: Agent[Any, Any], ctx: RunContext[Any]) -> list[str]:

@@ -14,8 +14,14 @@ The child run goes through the same loop as any run, linked to the parent run:
 - cancelling the parent cancels it; ``Runner.stream(..., nested=True)`` shows its events.
 
 A child's failure becomes an error result the parent's model can react to, except a
-trip of a parent's budget, the parent's own cancellation and a configuration mistake
-(``UserError``): those end the parent run.
+trip of a parent's budget, the parent's own cancellation, a nesting limit and a
+configuration mistake (``UserError``): those end the parent run.
+
+Nesting is bounded by default: a child run deeper than ``max_depth`` below its
+top-level run (``DEFAULT_MAX_DEPTH``), or a run's child run beyond ``max_children``
+(``DEFAULT_MAX_CHILDREN``), is not started: ``NestingLimitExceeded`` ends the run that
+asked and every run above it, each recorded as failed, so a self-calling agent stops
+at the limit instead of recursing until the machine gives out.
 """
 
 from __future__ import annotations
@@ -30,25 +36,43 @@ import pydantic
 from pydantic import BaseModel, ConfigDict, create_model
 
 from . import events as ev
-from .context import CancelToken, Mailbox, RunContext
-from .errors import BudgetExceeded, LoviaError, RunCancelled, ToolError, UserError
+from .context import CancelToken, Mailbox, RunContext, call_key
+from .errors import (
+    BudgetExceeded,
+    LoviaError,
+    NestingLimitExceeded,
+    RunCancelled,
+    ToolError,
+    UserError,
+)
 from .result import RunResult
 from .runner import DEFAULT_MAX_TURNS, Runner, RunStream
 from .tools import Tool
-from .usage import RunBudget
+from .usage import RunBudget, Usage
 
 if TYPE_CHECKING:
     from ._loop.state import RunState
     from .agent import Agent
 
-__all__ = ["agent_tool", "child_run_id"]
+__all__ = ["DEFAULT_MAX_CHILDREN", "DEFAULT_MAX_DEPTH", "agent_tool", "child_run_id"]
+
+DEFAULT_MAX_DEPTH = 5
+"""Deepest child run below its top-level run (depth 1: a child of a top-level run)."""
+
+DEFAULT_MAX_CHILDREN = 50
+"""Most child runs one run starts over its life (agents as tools, all calls)."""
 
 _NAMESPACE = uuid.UUID("6f1d4f0e-5a8c-4c1e-9a57-1b6f3c2d9e10")
 
 
 def child_run_id(parent_run_id: str, call_id: str) -> str:
-    """The ``run_id`` of the child run that call ``call_id`` of run ``parent_run_id`` starts."""
-    return uuid.uuid5(_NAMESPACE, f"{parent_run_id}:{call_id}").hex
+    """The ``run_id`` of the child run that call ``call_id`` of run ``parent_run_id`` starts.
+
+    A name-based UUID of the call's unambiguous key (:func:`lovia.context.call_key`):
+    the same parent and call always give the same child (resume finds it), and two
+    different (parent, call) pairs never share one, whatever ``:`` their ids hold.
+    """
+    return uuid.uuid5(_NAMESPACE, call_key(parent_run_id, call_id)).hex
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -60,6 +84,8 @@ class _AgentCall:
     output: Callable[[RunResult[Any]], Any] | None
     max_turns: int
     budget: RunBudget | None
+    max_depth: int
+    max_children: int
 
     async def __call__(self, ctx: RunContext[Any], **fields: Any) -> Any:
         from ._loop.state import current_run
@@ -81,6 +107,7 @@ class _AgentCall:
         from ._loop.state import ParentLink, RunParams
 
         run_id = child_run_id(parent.run_id, call_id)
+        self._admit(parent, call_id, run_id)
         token = CancelToken()
         parent_token = parent.ctx.cancel_token
 
@@ -124,6 +151,25 @@ class _AgentCall:
         finally:
             parent_token.remove_listener(forward)
 
+    def _admit(self, parent: RunState, call_id: str, run_id: str) -> None:
+        """Refuse a child past the depth or fan-out limit (before anything starts), else
+        claim its slot among the parent's children at once (parallel calls count)."""
+        from ._loop.state import EndRun
+
+        depth = 1
+        link = parent.params.parent
+        while link is not None:
+            depth += 1
+            link = link.state.params.parent
+        started = len(parent.children) + (0 if call_id in parent.children else 1)
+        for limit, used, allowed in (
+            ("max_depth", depth, self.max_depth),
+            ("max_children", started, self.max_children),
+        ):
+            if used > allowed:
+                raise EndRun(_nesting_error(parent, self.agent.name, run_id, limit, used, allowed))
+        parent.children.setdefault(call_id, Usage())  # the child's live state replaces it
+
 
 async def _drain(
     stream: RunStream[Any], parent: RunState, call_id: str, run_id: str, stop: asyncio.Event
@@ -156,6 +202,23 @@ async def _hand_over(queue: asyncio.Queue[Any], item: Any, stop: asyncio.Event) 
         halt.cancel()
 
 
+def _nesting_error(
+    parent: RunState, name: str, run_id: str, limit: str, used: int, allowed: int
+) -> NestingLimitExceeded:
+    what = (
+        f"would be {used} levels below its top-level run"
+        if limit == "max_depth"
+        else f"would be child run number {used} of run {parent.run_id}"
+    )
+    return NestingLimitExceeded(
+        f"agent {name!r} (child run {run_id}) {what}: {limit}={allowed}",
+        hint=f"If the nesting is meant, raise it with as_tool({limit}=...); if an agent calls "
+        "itself (directly or through others), make its instructions say when to stop.",
+        limit=limit,
+        used=used,
+    )
+
+
 def _failure(parent: RunState, name: str, run_id: str, exc: LoviaError) -> Exception:
     """What the parent makes of the child's failure: an error result, or its own end."""
     from ._loop.limits import cancelled_error
@@ -167,6 +230,8 @@ def _failure(parent: RunState, name: str, run_id: str, exc: LoviaError) -> Excep
         return EndRun(error)  # a parent's budget: the parent (and its parents) stop too
     if isinstance(exc, RunCancelled) and parent.ctx.cancel_token.cancelled:
         return EndRun(cancelled_error(parent))
+    if isinstance(exc, NestingLimitExceeded):  # the whole tree stops; each run its own error
+        return EndRun(NestingLimitExceeded(exc.message, exc.hint, limit=exc.limit, used=exc.used))
     if isinstance(exc, UserError):  # a configuration mistake: not the model's to handle
         return EndRun(exc)
     hint = f" Hint: {exc.hint}" if exc.hint else ""
@@ -183,6 +248,8 @@ def agent_tool(
     max_turns: int | None = None,
     budget: RunBudget | None = None,
     concurrency_safe: bool = False,
+    max_depth: int = DEFAULT_MAX_DEPTH,
+    max_children: int = DEFAULT_MAX_CHILDREN,
 ) -> Tool:
     """The tool behind :meth:`Agent.as_tool` (see the module docs)."""
     tool_name = name or "".join(c if c.isalnum() or c in "_-" else "_" for c in agent.name)[:64]
@@ -200,6 +267,15 @@ def agent_tool(
         )
     if max_turns is not None and max_turns < 1:
         raise UserError("as_tool(max_turns=...) must be at least 1")
+    for option, value, default in (
+        ("max_depth", max_depth, DEFAULT_MAX_DEPTH),
+        ("max_children", max_children, DEFAULT_MAX_CHILDREN),
+    ):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise UserError(
+                f"as_tool({option}=...) must be a whole number of at least 1, got {value!r}",
+                hint=f"The default is {default}.",
+            )
     if budget is not None and not isinstance(budget, RunBudget):
         raise UserError(f"as_tool(budget=...) needs a RunBudget, got {budget!r}")
     if output is not None and not callable(output):
@@ -220,6 +296,8 @@ def agent_tool(
             output=output,
             max_turns=max_turns or DEFAULT_MAX_TURNS,
             budget=budget,
+            max_depth=max_depth,
+            max_children=max_children,
         ),
         args_model=args_model,
         ctx_param="ctx",

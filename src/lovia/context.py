@@ -21,7 +21,7 @@ from .usage import Usage
 if TYPE_CHECKING:
     from .agent import Agent
 
-__all__ = ["CancelToken", "Mailbox", "RunContext"]
+__all__ = ["CancelToken", "Mailbox", "RunContext", "call_key"]
 
 DepsT = TypeVar("DepsT")
 
@@ -135,6 +135,18 @@ _FIRST_PUT = threading.Lock()
 """Guards only the creation of a mailbox's queue (once per mailbox that gets a message)."""
 
 
+def call_key(run_id: str, call_id: str) -> str:
+    """The key of tool call ``call_id`` of run ``run_id``: ``run_id:call_id``, with
+    ``%`` and ``:`` in the run id written ``%25`` and ``%3A``.
+
+    Unambiguous: the run id ends at the first ``:``, so run ``a:b`` + call ``c`` and run
+    ``a`` + call ``b:c`` get different keys (a plain join gives both ``a:b:c``). Ids
+    holding neither character (UUIDs, the usual case) keep the readable plain form.
+    """
+    escaped = run_id.replace("%", "%25").replace(":", "%3A")
+    return f"{escaped}:{call_id}"
+
+
 @dataclass(slots=True, kw_only=True)
 class RunContext(Generic[DepsT]):
     """State of one run, as seen by tools, hooks, guardrails, plugins and instructions.
@@ -165,10 +177,11 @@ class RunContext(Generic[DepsT]):
 
     @property
     def idempotency_key(self) -> str | None:
-        """Inside a tool: ``run_id:call_id``, stable across retries and resume."""
+        """Inside a tool: ``run_id:call_id`` (see :func:`call_key`), stable across
+        retries and resume, and different for every (run, call) pair."""
         if self.tool_call is None:
             return None
-        return f"{self.run_id}:{self.tool_call.call_id}"
+        return call_key(self.run_id, self.tool_call.call_id)
 
     def for_call(self, call: ToolCallEntry) -> RunContext[DepsT]:
         """A copy of this context for one tool call (shares everything else)."""

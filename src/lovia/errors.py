@@ -15,6 +15,7 @@ LoviaError                      base: .message, .hint
 │   ├── ApprovalPending         tool calls wait for approval (.pending); resumable
 │   ├── OutputValidationError   the final output failed output_type validation (.raw, .errors)
 │   ├── ModelBehaviorError      the model answered with something unusable
+│   │   └── TooManyToolCalls    one answer asked for more tool calls than the agent allows
 │   └── HookError               a handler of the agent's AgentHooks(strict=True) raised
 ├── ProviderError               the model API failed (.status, .retryable, .provider)
 │   ├── RateLimited             429; .retry_after seconds when the API said so
@@ -24,6 +25,7 @@ LoviaError                      base: .message, .hint
 │   ├── BadRequest              400: the request was rejected
 │   │   └── ContextOverflow     the view is larger than the model's context window
 │   ├── ProviderServerError     5xx
+│   ├── AnswerTooLarge          one answer grew past StreamLimits (.limit bytes)
 │   └── StreamInterrupted       the connection or stream broke (.partial kept)
 └── StoreError                  a session/checkpoint store failed
     ├── SchemaVersionError      a record was written by a newer lovia
@@ -38,6 +40,7 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = [
+    "AnswerTooLarge",
     "ApprovalPending",
     "AuthenticationError",
     "BadRequest",
@@ -57,11 +60,13 @@ __all__ = [
     "RateLimited",
     "RunCancelled",
     "RunError",
+    "NestingLimitExceeded",
     "RunLeaseHeld",
     "RunNotFound",
     "SchemaVersionError",
     "StoreError",
     "StreamInterrupted",
+    "TooManyToolCalls",
     "ToolError",
     "UserError",
 ]
@@ -118,6 +123,16 @@ class BudgetExceeded(RunError):
         """The run whose budget was hit: this run's or, in a child run, a parent's."""
 
 
+class NestingLimitExceeded(RunError):
+    """Agents as tools nested deeper (``max_depth``), or one run started more child runs
+    (``max_children``), than allowed: the whole tree of runs ends."""
+
+    def __init__(self, message: str, hint: str | None = None, *, limit: str = "", used: int = 0):
+        super().__init__(message, hint)
+        self.limit = limit
+        self.used = used
+
+
 class RunCancelled(RunError):
     """The run's cancel token was set; the checkpoint stays resumable."""
 
@@ -169,6 +184,20 @@ class OutputValidationError(RunError):
 
 class ModelBehaviorError(RunError):
     """The model produced something the run cannot use (e.g. an empty answer)."""
+
+
+class TooManyToolCalls(ModelBehaviorError):
+    """One model answer asked for more tool calls than ``Agent.max_tool_calls_per_turn``;
+    none of them ran."""
+
+    finish_reason = "too_many_tool_calls"
+
+    def __init__(
+        self, message: str, hint: str | None = None, *, calls: int = 0, limit: int = 0
+    ) -> None:
+        super().__init__(message, hint)
+        self.calls = calls
+        self.limit = limit
 
 
 class HookError(RunError):
@@ -247,6 +276,17 @@ class ContextOverflow(BadRequest):
 
 class ProviderServerError(ProviderError):
     """The provider answered with a 5xx error."""
+
+
+class AnswerTooLarge(ProviderError):
+    """One model answer (a streamed response's bytes, or a non-streamed body) grew past
+    its limit (``limit`` bytes); reading stopped there and the call is not retried."""
+
+    def __init__(
+        self, message: str, hint: str | None = None, *, limit: int = 0, **kwargs: Any
+    ) -> None:
+        super().__init__(message, hint, **kwargs)
+        self.limit = limit
 
 
 class StreamInterrupted(ProviderError):

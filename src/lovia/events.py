@@ -269,7 +269,7 @@ class ModelCallCompleted(Event):
 class MessageCompleted(ModelCallCompleted):
     """The model answered the run's view (``purpose`` ``main`` or ``repair``); its
     entries are appended to the transcript. Handlers may rely on it meaning "the model
-    has seen this turn's view" (the seed's ``LoopGuard`` does)."""
+    has seen this turn's view" (the bundled ``LoopGuard`` example does)."""
 
 
 class SummaryCompleted(ModelCallCompleted):

@@ -61,6 +61,11 @@ class ModelProfile:
     context_window: int | None = None
     """Tokens the model accepts (input + output), when known."""
     max_output_tokens: int | None = None
+    null_content_with_tool_calls: bool | None = None
+    """How an assistant message that only calls tools is sent back: ``"content": null``
+    (OpenAI's own form) when True, ``"content": ""`` when False — llama.cpp's server
+    answers ``null`` with HTTP 500, while it, vLLM, Ollama and LM Studio all accept ``""``.
+    ``None``: the adapter decides (``null`` for api.openai.com, ``""`` for any other server)."""
 
 
 @slotted(frozen=True, slots=True, kw_only=True)

@@ -199,6 +199,7 @@ class Runner:
         """
         if not isinstance(agent, Agent):
             raise UserError(f"Runner needs an Agent, got {agent!r}")
+        _check_deps(agent, deps)
         check_id("run_id", run_id)
         bound = getattr(workspace, "session", None)
         if isinstance(bound, str) and session_id is None:
@@ -264,3 +265,15 @@ class Runner:
             return asyncio.run(Runner.run(agent, input, **options))
         with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="lovia-run") as pool:
             return pool.submit(asyncio.run, Runner.run(agent, input, **options)).result()
+
+
+def _check_deps(agent: Agent[Any, Any], deps: Any) -> None:
+    """``deps`` given for an agent with a class as ``deps_type`` must be an instance of it."""
+    expected = agent.deps_type
+    if deps is None or not isinstance(expected, type) or isinstance(deps, expected):
+        return
+    raise UserError(
+        f"agent {agent.name!r} expects deps of type {expected.__name__}, got {type(deps).__name__}",
+        hint=f"Pass Runner.run(agent, ..., deps={expected.__name__}(...)), or change "
+        "the agent's deps_type.",
+    )

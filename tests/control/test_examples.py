@@ -19,6 +19,14 @@ EXPECT = {
         "session c2 entries: 0",
     ],
     "13_approvals.py": ["waiting for approval: refund", "after approval: Refunded 80.00"],
+    "29_hostile_output.py": [
+        "model saw: Tool 'deploy' failed: RuntimeError: auth failed for prod with ***",
+        "500 calls asked for, 0 ran",
+        "modes: .lovia 700, db 600",
+        "-> page of https://evil.example: \\x1b]52;c;cm0gLXJmIH4=\\x07\\x1b[2Jgotcha",
+        "echo\\u202egnp.exe({})",
+        "resumed: A1 charged. (charge ran 1 time)",
+    ],
     "42_run_outcomes.py": [
         "report: 'report written', cost $0.005980, unpriced calls: 1",
         "span invoke_agent manager: outcome=completed own=$0.005600 total=$0.005980 unpriced=1",
@@ -27,6 +35,14 @@ EXPECT = {
         "metric lovia.runs agent=helper completed nested=True: 1",
         "metric lovia.cost agent=manager  nested=True: 0.00038",
         "metric lovia.cost.unpriced agent=manager  nested=True: 1",
+    ],
+    "43_prices.py": [
+        "ollama:llama3.3:70b: cost $0.000000, unpriced calls: 0",
+        "openai:ft:gpt-4o-mini:acme:support:abc123: cost $0.006000, unpriced calls: 0",
+        "vllm:in-house-7b: cost ?, unpriced calls: 1",
+        "span chat llama3.3:70b: source=overrides",
+        "span chat in-house-7b: source=unknown",
+        "bad file: the price file 'bad.yaml', entry 1: openai:tuned: input_per_mtok is -1",
     ],
     "44_content_by_reference.py": [
         "EVENT_ONLY: content keys on spans: []",

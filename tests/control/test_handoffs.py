@@ -18,6 +18,8 @@ def triage_pair(model: ScriptedModel, **handoff: Any) -> tuple[Agent[Any, Any], 
         instructions="You are billing.",
         model=model,
         description="Invoices and refunds.",
+        # billing hands back to triage, defined below: an A→B→A graph via a lazy reference
+        handoffs=[lambda: triage],
     )
     triage = Agent(
         name="triage",
@@ -25,8 +27,6 @@ def triage_pair(model: ScriptedModel, **handoff: Any) -> tuple[Agent[Any, Any], 
         model=model,
         handoffs=[Handoff(agent=billing, **handoff)] if handoff else [billing],
     )
-    # billing hands back to triage: an A→B→A graph (Agent is frozen; tests build cycles)
-    object.__setattr__(billing, "handoffs", (triage,))
     return triage, billing
 
 

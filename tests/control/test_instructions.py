@@ -1,4 +1,4 @@
-"""Dynamic instructions: the system prompt is assembled in the seed's order — static
+"""Dynamic instructions: the system prompt is assembled in a fixed order — static
 instructions, @agent.instruction fragments, extra_instructions, plugin instructions,
 then the structured-output contract."""
 

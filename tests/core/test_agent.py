@@ -27,7 +27,9 @@ def test_empty_name_and_non_tools_are_rejected() -> None:
     with pytest.raises(UserError):
         Agent(name=" ")
     with pytest.raises(UserError, match="not a tool"):
-        Agent(name="a", tools=[lambda: 1])  # type: ignore[list-item]
+        Agent(name="a", tools=[1])  # type: ignore[list-item]
+    with pytest.raises(UserError, match="invalid tool name '<lambda>'"):
+        Agent(name="a", tools=[lambda: 1])  # a plain function is a tool: this one has no name
 
 
 def test_clone_derives_without_sharing_mutable_state() -> None:

@@ -1,4 +1,4 @@
-"""Text that is not valid Unicode never kills a run (issue 15 §2).
+"""Text that is not valid Unicode never kills a run.
 
 Lone surrogates arrive at every entry point (user input, mailbox, plugin instructions,
 model text, reasoning, tool-call arguments, tool results, tool errors) and a stream

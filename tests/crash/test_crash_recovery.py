@@ -1,6 +1,6 @@
 """Crash recovery for real: a worker process is SIGKILLed at a phase, another finishes the run.
 
-Checks the SPEC guarantees: nothing completed is re-run, nothing is lost, exactly one
+Checks the recovery guarantees: nothing completed is re-run, nothing is lost, exactly one
 session segment. Runs on SQLite and on PostgreSQL (skipped locally when PostgreSQL is
 unreachable; fails in CI).
 """

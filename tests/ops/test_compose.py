@@ -99,7 +99,10 @@ def test_prometheus_config_wires_collector_rules_and_alertmanager(compose: dict)
     assert am == ["alertmanager:9093"]
     mounts = compose["services"]["prometheus"]["volumes"]
     assert "./dashboards/alerts:/etc/prometheus/rules:ro" in mounts
-    assert config["rule_files"] == ["/etc/prometheus/rules/*.yml"]
+    assert config["rule_files"] == [
+        "/etc/prometheus/rules/*.yml",
+        "/etc/prometheus/rules/quality/*.yml",
+    ]
 
 
 def test_promtool_check_prometheus_config(promtool: str) -> None:

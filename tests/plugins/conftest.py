@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -41,3 +42,24 @@ def results(entries: Sequence[TranscriptEntry]) -> list[ToolResultEntry]:
     order = [e.call_id for e in entries if isinstance(e, ToolCallEntry)]
     found = {e.call_id: e for e in entries if isinstance(e, ToolResultEntry)}
     return [found[c] for c in order if c in found]
+
+
+def sleepers(token: str) -> list[int]:
+    """Live ``sleep <token>`` processes (zombies count as gone)."""
+    wanted = b"sleep\x00" + token.encode() + b"\x00"
+    found: list[int] = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            cmdline = Path(f"/proc/{name}/cmdline").read_bytes()
+            state = Path(f"/proc/{name}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if cmdline == wanted and state != "Z":
+            found.append(int(name))
+    return found
+
+
+def unique_token() -> str:
+    return f"1000.{int.from_bytes(os.urandom(3), 'big'):08d}"  # a unique `sleep` argument

@@ -1,4 +1,4 @@
-"""The plugin contract (seed 003, SPEC §7), one rule per test, with tiny test plugins."""
+"""The plugin contract, one rule per test, with tiny test plugins."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Plugins provide capabilities, never control flow (seed 003): a view injector that
+"""Plugins provide capabilities, never control flow: a view injector that
 returns the wrong type, or a plugin hook that raises (even a strict one), is logged with
 its name and skipped; only the agent's own strict hooks fail a run, with HookError. A
 plugin's aclose may be sync or async."""

@@ -1,4 +1,4 @@
-"""Hostile bytes on disk and hostile patterns (issue 15 §2, §3).
+"""Hostile bytes on disk and hostile patterns.
 
 File names that are not UTF-8 (created with ``os.open(b"...")``) and names with control
 characters in Workspace, Memory and Skills folders; a catastrophic regular expression

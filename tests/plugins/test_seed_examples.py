@@ -1,4 +1,4 @@
-"""The seed's LoopGuard and GlossaryPlugin, run unchanged from examples/."""
+"""The LoopGuard and GlossaryPlugin examples, run from examples/."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ from lovia import Agent, Runner, UserError
 from lovia.plugins.workspace import Workspace
 from lovia.testing import ScriptedModel, call
 
-from .conftest import results
+from .conftest import results, sleepers, unique_token
 
 
 @pytest.fixture
@@ -104,31 +104,11 @@ async def test_output_cap(ws: Path) -> None:
     assert "(output truncated)" in text
 
 
-def _alive(pid: int) -> bool:
-    """True while ``pid`` runs (a zombie waiting for its reaper counts as gone)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    stat = Path(f"/proc/{pid}/stat")
-    try:
-        return stat.read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return True
-
-
-async def _gone(pid: int) -> bool:
-    for _ in range(100):
-        if not _alive(pid):
-            return True
-        await asyncio.sleep(0.05)
-    return False
-
-
 async def test_timeout_kills_the_whole_process_group(ws: Path) -> None:
-    pidfile = ws / "child.pid"
-    # The shell starts a child `sleep` in the background, records its pid, then waits.
-    command = f"sleep 100 & echo $! > {pidfile}; wait"
+    # The shell starts a child `sleep` in the background, then waits. (Found by its
+    # unique argument: a pid the command prints may be one of its own PID namespace.)
+    token = unique_token()
+    command = f"sleep {token} & wait"
     model = ScriptedModel([call("shell", command=command), "ok"])
     t0 = time.monotonic()
     result = await Runner.run(
@@ -137,22 +117,30 @@ async def test_timeout_kills_the_whole_process_group(ws: Path) -> None:
     assert time.monotonic() - t0 < 10
     (out,) = results(result.entries)
     assert out.is_error and "timed out after 1 s" in out.content
-    assert await _gone(int(pidfile.read_text().strip()))
+    assert await _all_gone(token)
+
+
+async def _all_gone(token: str) -> bool:
+    for _ in range(100):
+        if not sleepers(token):
+            return True
+        await asyncio.sleep(0.05)
+    return False
 
 
 async def test_cancellation_kills_the_process_group(ws: Path) -> None:
-    pidfile = ws / "child.pid"
+    token = unique_token()
     workspace = Workspace(ws, shell_timeout=60)
-    task = asyncio.create_task(workspace.shell_run(f"sleep 100 & echo $! > {pidfile}; wait"))
-    for _ in range(100):
-        if pidfile.exists() and pidfile.read_text().strip():
+    task = asyncio.create_task(workspace.shell_run(f"sleep {token} & wait"))
+    for _ in range(250):
+        if sleepers(token):
             break
         await asyncio.sleep(0.02)
-    pid = int(pidfile.read_text().strip())
+    assert sleepers(token), "the command did not start"
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    assert await _gone(pid)
+    assert await _all_gone(token)
 
 
 async def test_ctx_workspace_and_concurrent_runs(ws: Path) -> None:

@@ -621,6 +621,38 @@ async def test_prune_removes_only_old_finished_runs(db: Store) -> None:
     assert snap.records == []
 
 
+async def test_prune_keeps_a_failed_run_that_ran_tools_unless_forced(db: Store) -> None:
+    """A failed run can resume; its ledger is what keeps a resume from running a completed
+    tool again, so retention keeps it (records included) unless forced."""
+    old = time.time() - 1000
+    for run_id, kind in (("with-ledger", "ledger"), ("no-ledger", "state")):
+        await db.begin(info(run_id))
+        await db.append(run_id, [rec(1, kind=kind, call_id="c1", status="completed")])
+        await db.finish(info(run_id, status="failed", ended_at=old), None)
+    assert await db.prune(older_than_s=100, records_only=True) == 1  # no-ledger only
+    assert await db.prune(older_than_s=100) == 1  # no-ledger (its row), not with-ledger
+    kept = await db.load("with-ledger")
+    assert kept is not None and [r.kind for r in kept.records] == ["ledger"]
+    assert await db.prune(older_than_s=100, status="failed", force=True) == 1
+    assert await db.load("with-ledger") is None
+
+
+async def test_a_run_pruned_whole_leaves_a_tombstone(db: Store) -> None:
+    ended = time.time() - 1000
+    await db.begin(info("gone"))
+    await db.finish(info("gone", status="completed", ended_at=ended), {"output": 1})
+    await db.begin(info("dropped"))
+    await db.finish(info("dropped", status="completed", ended_at=ended), {"output": 2})
+    assert await db.prune(older_than_s=100, run_id="dropped", records_only=True) == 1
+    before = time.time()
+    assert await db.prune(older_than_s=100, run_id="gone") == 1
+    stone = await db.tombstone("gone")  # type: ignore[attr-defined]
+    assert stone is not None and (stone.run_id, stone.status) == ("gone", "completed")
+    assert stone.ended_at == pytest.approx(ended) and stone.pruned_at >= before - 1
+    assert await db.tombstone("dropped") is None  # type: ignore[attr-defined]
+    assert await db.tombstone("never-existed") is None  # type: ignore[attr-defined]
+
+
 async def test_find_run_by_trace(db: Store) -> None:
     trace = "4bf92f3577b34da6a3ce929d0e0e4736"
     await db.begin(info("older", trace_id=trace, span_id="00f067aa0ba902b7", started_at=1.0))

@@ -88,7 +88,7 @@ async def test_summary_calls_are_counted_like_every_model_call(otel: Otel) -> No
     done = [e for e in seen if isinstance(e, events.ModelCallCompleted)]
     assert len(started) == len(done) == len(model.requests)
     assert sum(e.purpose == "summary" for e in done) == len(summaries)
-    # the seed's hooks read MessageCompleted as "the model answered the run's view"
+    # plugin hooks (LoopGuard) read MessageCompleted as "the model answered the run's view"
     assert all(isinstance(e, events.SummaryCompleted) == (e.purpose == "summary") for e in done)
     assert not any(isinstance(e, events.MessageCompleted) for e in done if e.purpose == "summary")
     assert sum(e.usage.cost_usd for e in done) == pytest.approx(result.usage.cost_usd)

@@ -1,4 +1,4 @@
-"""Content capture of a run full of invalid Unicode exports cleanly (issue 15 §2).
+"""Content capture of a run full of invalid Unicode exports cleanly.
 
 Spans with captured content (messages, system instructions, tool arguments and
 results, span events) must encode to the OTLP wire format and to the local span store:

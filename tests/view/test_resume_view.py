@@ -1,4 +1,4 @@
-"""Resuming a run rebuilds the view the crashed worker would have built (SPEC §9).
+"""Resuming a run rebuilds the view the crashed worker would have built.
 
 One deterministic scenario (evictions, clears and summaries before the crash point) runs
 uninterrupted, then crashed at each turn and resumed with a fresh model object: every

@@ -19,6 +19,7 @@ from starlette.testclient import TestClient
 
 from lovia import replay
 from lovia.providers.registry import register_provider
+from lovia.replay._policy import WhatIfPolicy
 from lovia.testing import ScriptedModel
 from lovia.web import create_app, redact_url
 
@@ -83,7 +84,17 @@ def test_runs_are_paged(recorded: Recorded) -> None:
     assert not {r["run_id"] for r in first["runs"]} & {r["run_id"] for r in second["runs"]}
 
 
-def test_post_needs_the_csrf_token(client: TestClient, recorded: Recorded) -> None:
+@pytest.fixture
+def whatif_client(recorded: Recorded) -> Iterator[TestClient]:
+    """A server with what-if on: it needs its access token, on loopback too."""
+    app = create_app(recorded.url, token="t0ken-for-whatif", whatif=WhatIfPolicy())
+    with TestClient(app, base_url=LOCAL) as opened:
+        opened.headers["authorization"] = "Bearer t0ken-for-whatif"
+        yield opened
+
+
+def test_post_needs_the_csrf_token(whatif_client: TestClient, recorded: Recorded) -> None:
+    client = whatif_client
     url = f"/api/runs/{recorded.run_id}/turns/2/whatif"
     assert client.post(url, json={"model": "x:y"}).status_code == 403
     token = csrf(client)
@@ -95,7 +106,8 @@ def test_post_needs_the_csrf_token(client: TestClient, recorded: Recorded) -> No
     assert ok.status_code == 400 and "nosuch" in ok.json()["error"]  # past the guard
 
 
-def test_whatif_uses_the_replay_model_path(client: TestClient, recorded: Recorded) -> None:
+def test_whatif_uses_the_replay_model_path(whatif_client: TestClient, recorded: Recorded) -> None:
+    client = whatif_client
     register_provider("webtest", lambda model: ScriptedModel(["B2 is on its way."]), replace=True)
     url = f"/api/runs/{recorded.run_id}/turns/2/whatif"
     data = client.post(

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from lovia import Agent
+from lovia.replay._policy import WhatIfPolicy
 from lovia.testing import ScriptedModel, call, reply
 from lovia.web import create_app
 
@@ -242,14 +243,23 @@ __all__ = ["lookup", "refund"]
 
 
 def test_whatif_from_the_view_page(page: Any, site: str, recorded: Recorded, shot: Shot) -> None:
-    from playwright.sync_api import expect
-
     from lovia.providers.registry import register_provider
 
     register_provider(
         "webwhatif", lambda model: ScriptedModel(["<b>B2</b> is on its way."]), replace=True
     )
-    page.goto(f"{site}/runs/{recorded.run_id}/turns/2")
+    assert page.goto(f"{site}/runs/{recorded.run_id}/turns/2") is not None
+    assert page.locator("#whatif-off").count() == 1  # off unless the server enables it
+    app = create_app(recorded.url, token="browser-token-1234", whatif=WhatIfPolicy())
+    with serve(app) as base:
+        page.goto(f"{base}/?token=browser-token-1234")  # traded for a cookie
+        page.goto(f"{base}/runs/{recorded.run_id}/turns/2")
+        _send_whatif(page, shot)
+
+
+def _send_whatif(page: Any, shot: Shot) -> None:
+    from playwright.sync_api import expect
+
     page.fill("#whatif-form input[name=model]", "webwhatif:m")
     page.click("#whatif-form button")
     result = page.locator("#whatif-result")

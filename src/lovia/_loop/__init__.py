@@ -122,7 +122,7 @@ def new_state(params: RunParams) -> RunState:
 
 
 async def _phases(state: RunState, emitter: Emitter) -> AsyncIterator[ev.Event]:
-    """The run, phase by phase (seed order). Reason for length: it is the whole map."""
+    """The run, phase by phase, in the documented order. Reason for length: it is the whole map."""
     snapshot = await load_snapshot(state)
     if snapshot is not None and snapshot.info.status == "completed":
         state.completed_result = RunResult.from_stored(snapshot, state.params.agent, find_agent)

@@ -5,7 +5,7 @@
 Resolves the provider and output mode, sets up the agent's plugins (names checked for
 uniqueness before any ``setup``), merges tools from agent + plugins + workspace +
 handoffs (a name clash is a ``UserError`` naming both sources) and renders the system
-prompt in the seed's order: agent instructions (static, dynamic fragments,
+prompt in a fixed order: agent instructions (static, dynamic fragments,
 ``extra_instructions``), workspace instructions, plugin instructions, and the
 structured-output contract when the provider lacks native JSON schema.
 
@@ -14,7 +14,7 @@ the handoff tools, the output mode, the default settings and strategy) is built 
 per agent and shared by its runs, so thousands of runs in flight keep one copy; each run
 still gets its own tools dict (a run may add the recall tool) and strategy state.
 
-The prompt is rendered once per run (seed): a resumed run sets its agents up again
+The prompt is rendered once per run: a resumed run sets its agents up again
 (their tools, hooks and injectors are per-run objects) but gives each agent the system
 prompt its ``SystemEntry`` recorded, so a time- or counter-based instruction cannot make
 the resumed views disagree with the transcript. Only an agent first activated after the
@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import events as ev
-from ..agent import Agent, Handoff, render_fragments
+from ..agent import Agent, Handoff, model_of, render_fragments
 from ..errors import UserError
 from ..guardrails import Guardrail, as_guardrail
 from ..hooks import AgentHooks
@@ -47,7 +47,7 @@ __all__ = ["activate", "resolve_provider"]
 
 
 def resolve_provider(agent: Agent[Any, Any]) -> Provider:
-    model = agent.model
+    model = model_of(agent)  # an Agent.override() block in force, else agent.model
     if model is None:
         raise UserError(
             f"agent {agent.name!r} has no model",
@@ -275,7 +275,7 @@ async def _setup_plugins(
     shared: _Shared,
     instructions: dict[str, str],
 ) -> AsyncIterator[ev.Event]:
-    """Set the plugins up (seed order) and merge their tools, hooks and guardrails."""
+    """Set the plugins up (in order) and merge their tools, hooks and guardrails."""
     active = state.active
     assert active is not None
     merged = _Merged({n: t for n, t in shared.tools.items() if t.source == "agent"})

@@ -37,13 +37,14 @@ from ..pricing import price_call
 from ..transcript import DeltaCleaner, TranscriptEntry, clean_text
 from .lease import confirm_lease
 from .limits import cancelled_error, check_budget
+from .share import reserve
 from .state import CancelGuard, EventBase, RunState
 
 __all__ = ["ModelCall", "Purpose", "Relay", "Slot", "call_model"]
 
 logger = logging.getLogger("lovia.loop")
 
-Purpose = Literal["main", "repair", "summary", "what_if"]
+Purpose = Literal["main", "repair", "summary", "what_if", "eval"]
 T = TypeVar("T")
 
 
@@ -96,28 +97,34 @@ async def call_model(
     ``record(response)`` returns the entries ``MessageCompleted`` carries (the main call
     appends them to the transcript there); default: the response's own entries.
     """
+    hold = None
     if state is not None:
         check_budget(state, before="call")
         await confirm_lease(state)  # a worker fenced out while stalled stops unpaid
+        hold = await reserve(state, call.request, call.provider)  # parallel children share
     provider = call.provider
-    yield _started(call)
-    t0 = time.perf_counter()
     try:
-        async for event in _stream(call, state.guard if state is not None else None):
-            yield event
-    except (Exception, asyncio.CancelledError) as exc:
-        yield _failed(call, _reported(state, exc), t0)
-        raise
-    response = call.response
-    assert response is not None
-    call.duration = time.perf_counter() - t0
-    if not provider.profile.streaming:
-        call.ttfc = None  # one-shot: "first chunk" would be the whole latency
-    usage = response.usage
-    cost = price_call(provider.name, response.model or provider.model, usage)
-    usage.cost_usd, usage.unpriced = (0.0, 1) if cost is None else (cost, 0)
-    if state is not None:
-        state.usage.add(usage)
+        yield _started(call)
+        t0 = time.perf_counter()
+        try:
+            async for event in _stream(call, state.guard if state is not None else None):
+                yield event
+        except (Exception, asyncio.CancelledError) as exc:
+            yield _failed(call, _reported(state, exc), t0)
+            raise
+        response = call.response
+        assert response is not None
+        call.duration = time.perf_counter() - t0
+        if not provider.profile.streaming:
+            call.ttfc = None  # one-shot: "first chunk" would be the whole latency
+        usage = response.usage
+        cost = price_call(provider.name, response.model or provider.model, usage)
+        usage.cost_usd, usage.unpriced = (0.0, 1) if cost is None else (cost, 0)
+        if state is not None:
+            state.usage.add(usage)
+    finally:
+        if hold is not None:
+            hold.release()  # the usage is counted: calls waiting for room check again
     entries = record(response) if record is not None else response.entries
     done = ev.SummaryCompleted if call.purpose == "summary" else ev.MessageCompleted
     yield done(

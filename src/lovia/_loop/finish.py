@@ -114,7 +114,7 @@ async def finish(state: RunState) -> AsyncIterator[ev.Event]:
     async for event in write_session(state, state.new_entries()):
         yield event
     if cp is not None and state.params.prune_records:
-        # the seed's "optionally deleted after success": the summary row stays
+        # records are optionally deleted after success: the summary row stays
         await cp.prune(0.0, run_id=state.run_id, records_only=True)
 
 

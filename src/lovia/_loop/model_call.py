@@ -104,7 +104,7 @@ def _overflow_error(exc: ContextOverflow, attempts: int) -> ContextOverflow:
 
 
 async def _run_injectors(state: RunState, active: ActiveAgent) -> list[TranscriptEntry]:
-    """Every injector's entries for this view; an injector never aborts a run (seed):
+    """Every injector's entries for this view; an injector never aborts a run:
     one that raises or returns something unusable is logged by name and skipped."""
     out: list[TranscriptEntry] = []
     for plugin_name, injector in active.injectors:

@@ -10,7 +10,7 @@ from typing import Any
 from .. import events as ev
 from ..agent import Agent
 from ..errors import LoviaError, UserError
-from ..stores.base import RunSnapshot
+from ..stores.base import PRUNED_KEY, RunSnapshot
 from ..transcript import InputEntry, SystemEntry, TranscriptEntry, input_entries
 from ..view.record import ViewRecord, resolve_records, view_records
 from .activate import activate, resolve_provider
@@ -58,6 +58,13 @@ async def load_snapshot(state: RunState) -> RunSnapshot | None:
     start_heartbeat(state)
     snapshot = await cp.load(state.run_id)
     if snapshot is not None and snapshot.info.status != "completed":
+        if PRUNED_KEY in snapshot.info.extra:
+            raise UserError(
+                f"run {state.run_id} cannot resume: its checkpoint records (transcript and "
+                "tool ledger) were pruned",
+                hint="Resuming it would start over and run its completed tools again; "
+                "start a new run (a new run_id) instead.",
+            )
         first = snapshot.info.extra.get("first_agent", snapshot.info.agent)
         if first != state.params.agent.name:
             raise UserError(

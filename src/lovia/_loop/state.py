@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
 
     from ..result import RunResult
+    from .share import BudgetShare
 
 CHILD_EVENT_BUFFER = 256
 """Child-run events a ``nested=True`` stream holds before the children wait for it."""
@@ -275,6 +276,9 @@ class RunState:
     """The latest model response (set by the model-call phase)."""
     children: dict[str, RunState | Usage] = field(default_factory=dict[str, "RunState | Usage"])
     """Child runs by the tool call that started them: live while running, then usage."""
+    budget_share: BudgetShare | None = None
+    """Reservations of the model calls in flight in this run's tree (when its budget
+    limits tokens or cost and calls run in parallel: see ``share``)."""
     child_events: asyncio.Queue[ev.Event] | None = None
     """Events of running child runs, for a ``nested=True`` stream (at most
     ``CHILD_EVENT_BUFFER``: a child waits while its parent's consumer is behind)."""

@@ -17,14 +17,16 @@ import logging
 import time
 from collections.abc import AsyncIterator, Collection, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 
 from .. import events as ev
+from .._redact import redact
 from ..agent import Handoff
-from ..errors import ApprovalPending, BudgetExceeded, ToolError
+from ..context import call_key
+from ..errors import ApprovalPending, BudgetExceeded, ToolError, TooManyToolCalls
 from ..stores.records import ApprovalRecord, LedgerRecord, LedgerStatus
 from ..tools import Tool, ToolArgumentsError, serialize_result
 from ..tools.tool import ResultNotSerializable
@@ -41,6 +43,11 @@ __all__ = ["tool_phase"]
 
 logger = logging.getLogger("lovia.tools")
 
+SETTLE_S = 30.0
+"""How long the end of a run waits for a sync tool's thread that is still running (a
+thread cannot be stopped): within it, the tool's outcome is recorded and a resume does
+not run it again; past it the run ends and the outcome stays unknown."""
+
 UNKNOWN_OUTCOME = (
     "The outcome of this tool call is unknown: the run crashed while it was running, and "
     "the tool is not marked idempotent, so it was not run again. Check its effects "
@@ -56,10 +63,15 @@ class Outcome:
     is_error: bool = False
     error_type: str | None = None
     """``ToolCallCompleted.error_type``: the exception's class name, or ``refused``."""
+    interrupted: BaseException | None = None
+    """The run was ending (cancel, ``max_seconds``) while this sync tool's thread ran; it
+    finished, so its outcome is recorded, then this is raised to end the run."""
 
 
 def _failed(content: str, error_type: str) -> Outcome:
-    return Outcome(content, is_error=True, error_type=error_type)
+    """An error result: keys in the text (an exception may quote one) are masked before
+    the model sees it or the store keeps it."""
+    return Outcome(redact(content), is_error=True, error_type=error_type)
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,7 +115,26 @@ class Plan:
         return self.refusal is None and self.handoff is None and self.over_budget is None
 
 
+def check_call_count(state: RunState, calls: Sequence[ToolCallEntry]) -> None:
+    """One answer may ask for at most ``max_tool_calls_per_turn`` calls; more ends the run
+    before any of them runs (the answer itself is recorded, for the postmortem)."""
+    assert state.active is not None
+    limit = state.active.agent.max_tool_calls_per_turn
+    if len(calls) > limit:
+        raise TooManyToolCalls(
+            f"the model asked for {len(calls)} tool calls in one answer; agent "
+            f"{state.active.agent.name!r} allows {limit} (max_tool_calls_per_turn); "
+            "none of them ran",
+            hint="If the task really needs that many calls in one turn, raise "
+            "Agent(max_tool_calls_per_turn=...); otherwise check the prompt and the model "
+            "(lovia show RUN_ID shows the answer).",
+            calls=len(calls),
+            limit=limit,
+        )
+
+
 async def tool_phase(state: RunState, calls: Sequence[ToolCallEntry]) -> AsyncIterator[ev.Event]:
+    check_call_count(state, calls)
     plans: list[Plan] = []
     waiting: list[ToolCallEntry] = []
     decided: list[ApprovalRecord] = []
@@ -248,7 +279,7 @@ def _started(state: RunState, plan: Plan) -> ev.ToolCallStarted:
     return ev.ToolCallStarted(
         **state.base(),
         call=plan.call,
-        idempotency_key=f"{state.run_id}:{plan.call.call_id}",
+        idempotency_key=call_key(state.run_id, plan.call.call_id),
         description=plan.tool.description if plan.tool else "",
     )
 
@@ -294,6 +325,8 @@ async def _run_one(state: RunState, plan: Plan) -> AsyncIterator[ev.Event]:
         state.guard.disarm()
     async for event in _complete(state, plan, outcome, time.perf_counter() - t0):
         yield event
+    if outcome.interrupted is not None:  # recorded: now the run ends
+        raise outcome.interrupted
 
 
 async def _run_parallel(state: RunState, group: list[Plan]) -> AsyncIterator[ev.Event]:
@@ -332,6 +365,22 @@ async def _run_parallel(state: RunState, group: list[Plan]) -> AsyncIterator[ev.
             task.cancel()
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
+            await _record_settled(state, tasks)
+
+
+async def _record_settled(
+    state: RunState, tasks: dict[asyncio.Task[Outcome], tuple[Plan, float]]
+) -> None:
+    """The run is ending: the results of sync tools whose threads finished meanwhile are
+    recorded (ledger and result), so a resume does not run them again."""
+    for task, (plan, t0) in tasks.items():
+        if task.cancelled() or task.exception() is not None:
+            continue
+        try:
+            async for _ in _complete(state, plan, task.result(), time.perf_counter() - t0):
+                pass  # the run is ending: the events have no consumer left
+        except Exception:  # the run's own error is what the caller gets
+            logger.exception("recording tool %s of run %s failed", plan.call.name, state.run_id)
 
 
 async def _complete_group(
@@ -409,10 +458,17 @@ async def _execute(state: RunState, plan: Plan, span: Any) -> Outcome:
     try:
         ctx = state.ctx.for_call(plan.call)
         for attempt in range(t.retries + 1):
+            call: Any = None
             try:
                 async with asyncio.timeout(t.timeout):
-                    value = await t.invoke(ctx, plan.kwargs)
+                    call = t.start(ctx, plan.kwargs)
+                    thread = isinstance(call, asyncio.Future)
+                    value = await (asyncio.shield(call) if thread else call)
                 return Outcome(serialize_result(value))
+            except asyncio.CancelledError as exc:
+                if not isinstance(call, asyncio.Future):
+                    raise
+                return await _settle(state, t, cast("asyncio.Future[Any]", call), exc)
             except ResultNotSerializable as exc:  # the tool ran: do not retry it
                 logger.warning("tool %s %s", t.name, exc)
                 return _failed(f"Tool {t.name!r} {exc}", "ResultNotSerializable")
@@ -433,6 +489,35 @@ async def _execute(state: RunState, plan: Plan, span: Any) -> Outcome:
         current_run.reset(running)
         if token is not None:
             otel_context.detach(token)
+
+
+async def _settle(
+    state: RunState, t: Tool, thread: asyncio.Future[Any], cancel: asyncio.CancelledError
+) -> Outcome:
+    """The run is ending while a sync tool runs in its thread: wait (up to ``SETTLE_S``)
+    for the thread so its outcome is recorded, then end the run (``interrupted``)."""
+    if state.guard is not None:
+        state.guard.disarm()  # nothing more to cancel: this wait is the run's end
+    try:
+        async with asyncio.timeout(SETTLE_S):
+            value = await asyncio.shield(thread)
+        return Outcome(serialize_result(value), interrupted=cancel)
+    except TimeoutError:
+        logger.warning(
+            "run %s ended while tool %s was still running after %.0f s; its outcome is unknown",
+            state.run_id,
+            t.name,
+            SETTLE_S,
+        )
+        raise cancel from None
+    except Exception as exc:  # the tool failed (or its result cannot be serialized)
+        name = type(exc).__name__
+        return Outcome(
+            redact(f"Tool {t.name!r} failed: {name}: {exc}"),
+            is_error=True,
+            error_type=name,
+            interrupted=cancel,
+        )
 
 
 async def _complete(

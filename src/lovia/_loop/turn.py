@@ -1,5 +1,5 @@
 """One turn: limits → TurnStarted → mailbox → view → model → append → tools or final
-output → TurnEnded → pending handoff. The order is the seed's and is fixed."""
+output → TurnEnded → pending handoff. The order is fixed."""
 
 from __future__ import annotations
 

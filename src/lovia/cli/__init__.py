@@ -7,9 +7,11 @@ lovia trace  RUN
 lovia replay RUN | REF [--turn N] [--format text|json|request] [--diff A B]
 lovia replay RUN --turn N --model M [--base-url U]     # what-if, writes nothing
 lovia replay --trace-id T
-lovia prune  --older-than 30d [--status completed|failed|cancelled] [--records-only]
+lovia prune  --older-than 30d [--status completed|failed|cancelled] [--records-only] [--force]
 lovia resume RUN --agent pkg.mod:agent [--approve CALL] [--deny CALL [--reason R]]
 lovia web    [--host 127.0.0.1] [--port 8765] [--agent pkg.mod:agent]   # extra `web`
+lovia pin    RUN[:TURN] [--to DIR]                  # a recorded run as an eval case
+lovia eval   DIR (--baseline | --agent M:A | --model M) [--format table|json|junit]
 ```
 
 Every command takes ``--store URL`` (default ``$LOVIA_STORE`` or
@@ -27,25 +29,35 @@ from collections.abc import Sequence
 __all__ = ["main"]
 
 
-def _common_options() -> argparse.ArgumentParser:
+def _common_options(*, top: bool) -> argparse.ArgumentParser:
+    """``--store`` and ``--json``, accepted before the command and after it.
+
+    The command's copies default to SUPPRESS: a subparser's own default would otherwise
+    overwrite what was given before the command (``lovia --store URL runs``).
+    """
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
         "--store",
         metavar="URL",
-        default=None,
+        default=None if top else argparse.SUPPRESS,
         help="store URL (default: $LOVIA_STORE or sqlite:///.lovia/lovia.db)",
     )
-    common.add_argument("--json", action="store_true", help="print JSON")
+    common.add_argument(
+        "--json",
+        action="store_true",
+        default=False if top else argparse.SUPPRESS,
+        help="print JSON",
+    )
     return common
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (``runs``, ``show``, ``trace``, ``replay``, ``prune``, ``web``)."""
-    common = _common_options()
+    common = _common_options(top=False)
     parser = argparse.ArgumentParser(
         prog="lovia",
         description="Inspect and replay lovia runs stored in a session/checkpoint store.",
-        parents=[common],
+        parents=[_common_options(top=True)],
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     runs = sub.add_parser("runs", parents=[common], help="list recent runs")
@@ -82,12 +94,22 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="keep each run's summary row; drop its checkpoint records (no replay after)",
     )
+    prune.add_argument(
+        "--force",
+        action="store_true",
+        help="also prune failed runs that ran tools (by default they are kept: they can "
+        "resume, and their tool ledger stops a resume from running a tool again)",
+    )
     _web_parser(sub.add_parser("web", parents=[common], help="the postmortem in a browser"))
     _resume_parser(
         sub.add_parser(
             "resume", parents=[common], help="continue an interrupted, paused or failed run"
         )
     )
+
+    from ._eval_args import add_eval_parsers
+
+    add_eval_parsers(sub, common)
     return parser
 
 
@@ -115,6 +137,20 @@ def _web_parser(web: argparse.ArgumentParser) -> None:
     web.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     web.add_argument("--port", type=int, default=8765, help="port (default 8765; 0: any free)")
     web.add_argument("--agent", metavar="MOD:ATTR", help="agent to chat with (pkg.mod:agent)")
+    web.add_argument(
+        "--whatif",
+        action="store_true",
+        help="allow what-if (re-sending a view to a model: it spends money); "
+        "every request then needs the access token, on loopback too",
+    )
+    web.add_argument(
+        "--whatif-allow-host",
+        metavar="HOST[:PORT]",
+        action="append",
+        default=[],
+        help="a host a what-if base URL may name besides the configured providers' "
+        "(repeatable; also $LOVIA_WHATIF_ALLOW_HOSTS); configured keys never go there",
+    )
     _telemetry_option(web)
 
 
@@ -149,7 +185,17 @@ def _replay_parser(replay: argparse.ArgumentParser) -> None:
     replay.add_argument(
         "--model", metavar="M", help="what-if: send the view of --turn to model M (provider:model)"
     )
-    replay.add_argument("--base-url", metavar="U", help="API base URL for --model")
+    replay.add_argument(
+        "--base-url",
+        metavar="U",
+        help="API base URL for --model (another host than the configured one gets "
+        "no configured key: see --api-key-env)",
+    )
+    replay.add_argument(
+        "--api-key-env",
+        metavar="VAR",
+        help="the environment variable holding the key to send to --base-url",
+    )
     replay.add_argument(
         "--provider",
         metavar="P",

@@ -10,6 +10,8 @@ import traceback
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from .._display import safe_text
+from .._redact import redact
 from ..errors import LoviaError
 from ._common import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK
 from ._out import Out
@@ -44,6 +46,11 @@ def _command(name: str) -> Command:
         from ._resume import resume
 
         return resume
+
+    if name in ("pin", "eval"):
+        from ._eval import eval_command, pin_command
+
+        return pin_command if name == "pin" else eval_command
     from ._replay import replay
 
     return replay
@@ -69,7 +76,7 @@ def dispatch(args: argparse.Namespace) -> int:
         os.dup2(devnull, sys.stdout.fileno())
         return EXIT_OK
     except Exception as exc:
-        traceback.print_exc()
+        sys.stderr.write(safe_text(redact(traceback.format_exc())))
         print_error(
             f"unexpected {type(exc).__name__}: {exc}",
             "This is a bug in lovia: please report it with the traceback above.",
@@ -78,7 +85,8 @@ def dispatch(args: argparse.Namespace) -> int:
 
 
 def print_error(message: str, hint: str | None = None) -> None:
-    """``error: message`` and ``hint: hint`` on stderr."""
-    sys.stderr.write(f"error: {message}\n")
+    """``error: message`` and ``hint: hint`` on stderr: keys and URL secrets masked, and
+    control characters escaped (a message may quote a stored name or a server's answer)."""
+    sys.stderr.write(f"error: {safe_text(redact(message))}\n")
     if hint:
-        sys.stderr.write(f"hint: {hint}\n")
+        sys.stderr.write(f"hint: {safe_text(redact(hint))}\n")

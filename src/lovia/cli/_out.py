@@ -1,4 +1,10 @@
-"""Output for the CLI: pretty on a terminal, plain when piped, JSON with ``--json``."""
+"""Output for the CLI: pretty on a terminal, plain when piped, JSON with ``--json``.
+
+Every line goes through :func:`lovia._display.safe_text` on its way out, so stored text
+(answers, tool output, names, span errors) can never send a terminal control sequence;
+the only escape sequences that reach the terminal are :meth:`Out.style`'s own colours.
+JSON keeps every value exactly (control characters stay JSON escapes).
+"""
 
 from __future__ import annotations
 
@@ -9,7 +15,17 @@ import sys
 from collections.abc import Sequence
 from typing import Any, TextIO
 
-from .._display import fmt_cost, fmt_duration, fmt_run_cost, fmt_time, fmt_tokens, fmt_usage
+from .._display import (
+    fmt_cost,
+    fmt_duration,
+    fmt_run_cost,
+    fmt_time,
+    fmt_tokens,
+    fmt_usage,
+    safe_json,
+    safe_name,
+    safe_text,
+)
 from ..stores.base import UNPRICED_KEY, USAGE_MISSING_KEY, RunInfo
 
 __all__ = [
@@ -21,6 +37,7 @@ __all__ = [
     "info_cost",
     "info_tokens",
     "one_line",
+    "safe_name",
 ]
 
 
@@ -36,6 +53,8 @@ def info_tokens(info: RunInfo) -> str:
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_OWN_STYLE = re.compile(r"(\x1b\[(?:0|(?:[12]|3[1-6])(?:;(?:[12]|3[1-6]))*)m)")
+"""Exactly the sequences :meth:`Out.style` writes (bold, dim, six colours, reset)."""
 _STYLES = {
     "bold": "1",
     "dim": "2",
@@ -68,15 +87,25 @@ class Out:
         return f"\x1b[{codes}m{text}\x1b[0m"
 
     def line(self, text: str = "") -> None:
-        self.stream.write(text + "\n")
+        """Write ``text``; any control character in it is shown escaped (``\\x1b``),
+        except this object's own styles when ``pretty``."""
+        self.stream.write(self.safe(text) + "\n")
+
+    def safe(self, text: str) -> str:
+        if not self.pretty:
+            return safe_text(text)
+        parts = _OWN_STYLE.split(text)  # odd items: our styles
+        return "".join(p if i % 2 else safe_text(p) for i, p in enumerate(parts))
 
     def json(self, value: Any) -> None:
-        self.stream.write(json.dumps(value, indent=2, ensure_ascii=False, default=str) + "\n")
+        text = json.dumps(value, indent=2, ensure_ascii=False, default=str)
+        self.stream.write(safe_json(text) + "\n")
 
     def table(
         self, headers: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[int] = ()
     ) -> None:
         """Columns padded to their widest cell; ``right`` aligns those columns right."""
+        rows = [[self.safe(cell) for cell in row] for row in rows]  # widths as shown
         widths = [max([len(h), *(visible_len(r[i]) for r in rows)]) for i, h in enumerate(headers)]
 
         def cells(row: Sequence[str]) -> str:

@@ -29,14 +29,22 @@ def parse_age(text: str) -> float:
 
 async def prune(args: argparse.Namespace, out: Out) -> int:
     age = parse_age(str(args.older_than))
+    force = bool(args.force)
     async with open_store(store_url(args), read_only=False) as db:
-        count = await db.prune(age, status=args.status, records_only=bool(args.records_only))
+        count = await db.prune(
+            age, status=args.status, records_only=bool(args.records_only), force=force
+        )
     what = "records of " if args.records_only else ""
     if out.json_mode:
-        out.json({"pruned": count, "records_only": bool(args.records_only)})
-    else:
+        out.json({"pruned": count, "records_only": bool(args.records_only), "force": force})
+        return 0
+    out.line(
+        f"pruned the {what}{count} run{'' if count == 1 else 's'} "
+        f"that ended more than {args.older_than} ago"
+    )
+    if not force and args.status != "completed":
         out.line(
-            f"pruned the {what}{count} run{'' if count == 1 else 's'} "
-            f"that ended more than {args.older_than} ago"
+            "(failed and cancelled runs that ran tools were kept: they can resume without "
+            "running a tool twice; --force prunes them too)"
         )
     return 0

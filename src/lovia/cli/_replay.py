@@ -27,7 +27,7 @@ from ..replay import verify as verify_views
 from ..replay._query import failed_call
 from ..stores.base import Store
 from ._common import EXIT_MISMATCH, EXIT_OK, info_dict, store_url
-from ._out import Out, one_line
+from ._out import Out, one_line, safe_name
 from ._whatif import diff_text, render_requests, whatif
 
 __all__ = ["replay"]
@@ -142,8 +142,8 @@ def _text(
 ) -> None:
     info = run.info
     out.line(
-        out.style(f"run {info.run_id}", "bold") + f" · {len(run.views)} views · "
-        f"session {info.session_id or '-'} · {info.status}"
+        out.style(f"run {safe_name(info.run_id)}", "bold") + f" · {len(run.views)} views · "
+        f"session {safe_name(info.session_id or '-')} · {info.status}"
     )
     for view in views:
         out.line()
@@ -174,7 +174,11 @@ def _text(
 
 def _view_block(out: Out, view: ReplayedView, report: Verification, width: int | None) -> None:
     out.line(
-        out.style(f"{view.label} · {view.agent} · {view.provider}:{view.model}", "bold", "blue")
+        out.style(
+            f"{view.label} · {safe_name(view.agent)} · {view.provider}:{safe_name(view.model)}",
+            "bold",
+            "blue",
+        )
     )
     out.line(f"  recorded  {view.recorded_hash}")
     if view.ok:
@@ -191,7 +195,7 @@ def _view_block(out: Out, view: ReplayedView, report: Verification, width: int |
         for line in mismatch.details:
             out.line("    " + out.style(line, "red"))
     out.line(f"  system    {_cut(view.system, width)}")
-    tools = ", ".join(str(t["name"]) for t in view.tools) or "-"
+    tools = ", ".join(safe_name(str(t["name"])) for t in view.tools) or "-"
     out.line(f"  tools     {tools}")
     out.line(f"  settings  {view.settings or '{}'}")
     if view.record.summary is not None:

@@ -10,7 +10,7 @@ from ..replay._query import run_dict
 from ..stores.base import USAGE_MISSING_KEY, RunInfo
 from ..stores.lifecycle import Life, list_lives
 from ._common import store_url
-from ._out import Out, fmt_duration, fmt_time, info_cost
+from ._out import Out, fmt_duration, fmt_time, info_cost, safe_name
 
 __all__ = ["STATE_COLORS", "runs", "state_text"]
 
@@ -61,9 +61,9 @@ def state_text(out: Out, info: RunInfo, life: Life) -> str:
 
 def _row(out: Out, info: RunInfo, life: Life) -> list[str]:
     return [
-        info.run_id if info.parent_run_id is None else f"└ {info.run_id}",
-        info.agent,
-        info.session_id or "-",
+        safe_name(info.run_id) if info.parent_run_id is None else f"└ {safe_name(info.run_id)}",
+        safe_name(info.agent),
+        safe_name(info.session_id or "-"),
         state_text(out, info, life),
         str(info.turns),
         fmt_token_total(

@@ -24,7 +24,7 @@ from ..stores.lifecycle import Attempt, Life, build_life
 from ..stores.records import ApprovalRecord, FailedCallRecord
 from ..transcript import ToolCallEntry, ToolResultEntry, TranscriptEntry, entry_to_dict
 from ._common import EXIT_MISMATCH, info_dict, store_url
-from ._out import Out, fmt_duration, fmt_time, info_cost, info_tokens, one_line
+from ._out import Out, fmt_duration, fmt_time, info_cost, info_tokens, one_line, safe_name
 from ._runs import STATE_COLORS, state_text
 
 __all__ = ["child_runs", "header", "render_transcript", "run_json", "show"]
@@ -146,14 +146,15 @@ def header(out: Out, run: RunData) -> None:
     """One line naming the run and its outcome; one saying why it is in its state."""
     info, life = run.info, _life(run)
     first = str(info.extra.get("first_agent", info.agent))
-    agents = info.agent if first == info.agent else f"{first} -> {info.agent}"
-    out.line(out.style(f"run {info.run_id}", "bold"))
+    agent = safe_name(info.agent)
+    agents = agent if first == info.agent else f"{safe_name(first)} -> {agent}"
+    out.line(out.style(f"run {safe_name(info.run_id)}", "bold"))
     turns = fmt_turns(info.turns, running=info.status == "running")
     active = ""
     if life.active_s is not None and len(life.attempts) > 1:
         active = f" ({fmt_duration(life.active_s)} active in {len(life.attempts)} attempts)"
     out.line(
-        f"agent {agents} · session {info.session_id or '-'} · "
+        f"agent {agents} · session {safe_name(info.session_id or '-')} · "
         f"{state_text(out, info, life)} · {turns} · "
         f"{info_tokens(info)} tokens · "
         f"{info_cost(info)} · {fmt_time(info.started_at)} · "
@@ -185,7 +186,7 @@ def render_transcript(
             continue  # printed under its call
         if (entry.turn, entry.agent) != turn:
             turn = (entry.turn, entry.agent)
-            out.line(out.style(f"turn {entry.turn} · {entry.agent}", "bold", "blue"))
+            out.line(out.style(f"turn {entry.turn} · {safe_name(entry.agent)}", "bold", "blue"))
         _entry(out, entry, width)
         if isinstance(entry, ToolCallEntry):
             decided = (approvals or {}).get(entry.call_id)
@@ -216,11 +217,12 @@ def approval_line(a: ApprovalRecord) -> str:
 def _child_line(info: RunInfo) -> str:
     reason = info.error_type or info.finish_reason
     status = f"{info.status} ({reason})" if reason else info.status
+    run_id = safe_name(info.run_id)
     return (
-        f"child run {info.run_id} · {info.agent} · {status} · "
+        f"child run {run_id} · {safe_name(info.agent)} · {status} · "
         f"{fmt_turns(info.turns, running=info.status == 'running')} · "
         f"{info_tokens(info)} tokens · {info_cost(info)}  "
-        f"(lovia show {info.run_id})"
+        f"(lovia show {run_id})"
     )
 
 
@@ -235,11 +237,13 @@ _COLORS = {
 
 def _entry(out: Out, entry: TranscriptEntry, width: int | None) -> None:
     label = entry_label(entry)
-    text = _cut(entry_text(entry), width)
-    if isinstance(entry, ToolCallEntry):
-        text = f"{text}  [{entry.call_id}]"
-    elif isinstance(entry, ToolResultEntry):
-        text = f"{text}  [{entry.call_id}, no call in this run]"
+    if isinstance(entry, ToolCallEntry):  # a tool's name is shown as a name
+        text = f"{_cut(f'{safe_name(entry.name)}({entry.arguments})', width)}"
+        text = f"{text}  [{safe_name(entry.call_id)}]"
+    else:
+        text = _cut(entry_text(entry), width)
+    if isinstance(entry, ToolResultEntry):
+        text = f"{text}  [{safe_name(entry.call_id)}, no call in this run]"
     out.line(f"  {out.style(label.ljust(10), _COLORS.get(label, 'bold'))}{text}")
 
 

@@ -25,7 +25,7 @@ from ..replay._spans import (
 )
 from ..stores.lifecycle import Attempt
 from ._common import store_url
-from ._out import Out, fmt_duration
+from ._out import Out, fmt_duration, safe_name
 from ._telemetry import has_span_table
 
 __all__ = [
@@ -112,10 +112,11 @@ def tree_lines(roots: Sequence[SpanRow], out: Out) -> list[str]:
 
     for root in roots:
         walk(root, "", True, 0)
-    width = max((len(p) + len(s.name) for p, s in rows), default=0)
+    names = [safe_name(s.name) for _, s in rows]
+    width = max((len(p) + len(n) for (p, _), n in zip(rows, names, strict=True)), default=0)
     lines: list[str] = []
-    for prefix, span in rows:
-        name = (prefix + span.name).ljust(width)
+    for (prefix, span), shown in zip(rows, names, strict=True):
+        name = (prefix + shown).ljust(width)
         details = _details(span.attributes)
         if span.error:
             details.append(out.style(f"ERROR {span.error}", "red"))

@@ -53,6 +53,7 @@ async def web(args: argparse.Namespace, out: Out) -> int:
     require_web()
     import uvicorn
 
+    from ..replay._policy import WhatIfPolicy
     from ..web import LOOPBACK, create_app, redact_url
 
     url = store_url(args)
@@ -63,8 +64,17 @@ async def web(args: argparse.Namespace, out: Out) -> int:
         setup_telemetry(getattr(args, "telemetry", None), url)
     host = str(args.host)
     local = is_loopback(host)
-    token = os.environ.get("LOVIA_WEB_TOKEN") or (None if local else secrets.token_urlsafe(24))
-    app = create_app(url, agent=agent, token=token, allowed_hosts=LOOPBACK if local else ("*",))
+    whatif = WhatIfPolicy.from_env(args.whatif_allow_host) if args.whatif else None
+    # what-if spends money: then every request needs the token, on loopback too
+    private = local and whatif is None
+    token = os.environ.get("LOVIA_WEB_TOKEN") or (None if private else secrets.token_urlsafe(24))
+    app = create_app(
+        url,
+        agent=agent,
+        token=token,
+        allowed_hosts=LOOPBACK if local else ("*",),
+        whatif=whatif,
+    )
     sock = _socket(host, int(args.port))
     port = sock.getsockname()[1]
     shown = f"[{host.strip('[]')}]" if ":" in host.strip("[]") else host
@@ -72,8 +82,11 @@ async def web(args: argparse.Namespace, out: Out) -> int:
     out.line(f"lovia web on {address}  (store {redact_url(url)})")
     if token is not None:
         out.line(f"open {address}?token={token}")
-        if not local:
+        if not private:
             out.line(f"bound to {host}: every request needs this access token ($LOVIA_WEB_TOKEN)")
+    if whatif is not None:
+        allowed = ", ".join(whatif.allow_hosts) or "none besides the configured providers"
+        out.line(f"what-if on: extra hosts it may reach: {allowed}")
     out.stream.flush()
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on")
     await uvicorn.Server(config).serve(sockets=[sock])

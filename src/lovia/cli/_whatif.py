@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Sequence
 
 from ..errors import UserError
 from ..replay import ReplayedView, RunData, ViewDiff, diff_views, entry_text, select
+from ..replay._policy import WhatIfPolicy
 from ..replay._query import brief, recorded_answer, render_bodies, whatif_dict
 from ..replay._query import whatif as rerun_view
 from ._common import EXIT_MISMATCH, EXIT_OK
@@ -89,10 +91,30 @@ async def render_requests(args: argparse.Namespace, out: Out, views: Sequence[Re
     return EXIT_OK if all(v.ok for v in views) else EXIT_MISMATCH
 
 
+def _key_from_env(name: str | None) -> str | None:
+    """The key in environment variable ``name`` (``--api-key-env``), checked."""
+    if name is None:
+        return None
+    key = os.environ.get(name)
+    if not key:
+        raise UserError(
+            f"--api-key-env {name}: that environment variable is empty or not set",
+            hint=f"export {name}=... first (the key itself never goes on the command line).",
+        )
+    return key
+
+
 async def whatif(args: argparse.Namespace, out: Out, run: RunData, view: ReplayedView) -> int:
     """Send ``view`` to ``--model`` and print the new answer beside the recorded one
     (with its priced cost; traced like any model call, purpose ``what_if``)."""
-    response = await rerun_view(view, str(args.model), base_url=args.base_url, stream=args.stream)
+    response = await rerun_view(
+        view,
+        str(args.model),
+        base_url=args.base_url,
+        stream=args.stream,
+        api_key=_key_from_env(args.api_key_env),
+        policy=WhatIfPolicy(("*",)),  # the user typed the URL; keys stay with their hosts
+    )
     old = recorded_answer(run, view)
     if out.json_mode:
         out.json(whatif_dict(run, view, str(args.model), response))

@@ -283,9 +283,10 @@ class Workspace:
             command, str(self.root), self.shell_timeout, self.output_cap, self.env
         )
         if result.timed_out:
+            what = "everything it started" if result.contained else "what could be found"
             raise ToolError(
                 f"command timed out after {self.shell_timeout:g} s; it was killed with "
-                f"everything it started. Output so far:\n{result.render()}"
+                f"{what}. Output so far:\n{result.render()}"
             )
         return result.render()
 

@@ -15,7 +15,10 @@ from typing import Any
 from ..errors import ProviderError, UserError
 from ._sse import DEFAULT_MAX_EVENT_SIZE
 
-__all__ = ["Alarms", "StreamLimits", "Watchdog"]
+__all__ = ["DEFAULT_MAX_ANSWER_SIZE", "Alarms", "StreamLimits", "Watchdog"]
+
+DEFAULT_MAX_ANSWER_SIZE = 32 * 1024 * 1024
+"""32 MiB: far above any real answer (a 128k-token answer is well under 1 MiB of SSE)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -40,7 +43,11 @@ class StreamLimits:
     """Characters one server-sent event may hold (16 MiB); more is ``code="event_too_large"``."""
     max_body_size: int = DEFAULT_MAX_EVENT_SIZE
     """Bytes a non-streaming response body may hold (16 MiB, as one event); more is
-    ``code="body_too_large"``."""
+    :class:`~lovia.errors.AnswerTooLarge` with ``code="body_too_large"``."""
+    max_answer_size: int = DEFAULT_MAX_ANSWER_SIZE
+    """Bytes one streamed answer may hold in all, however small its events (32 MiB); past
+    it reading stops and the call fails with :class:`~lovia.errors.AnswerTooLarge`
+    (``code="answer_too_large"``, not retried: the same server would send it again)."""
 
     def __post_init__(self) -> None:
         for name in ("call_timeout", "idle_timeout"):
@@ -50,7 +57,7 @@ class StreamLimits:
                     f"StreamLimits({name}={value!r}) must be a positive number of seconds.",
                     f"Pass a positive {name}, or None to switch it off.",
                 )
-        for name in ("max_event_size", "max_body_size"):
+        for name in ("max_event_size", "max_body_size", "max_answer_size"):
             if getattr(self, name) < 1:
                 raise UserError(
                     f"StreamLimits({name}={getattr(self, name)!r}) must be positive.",

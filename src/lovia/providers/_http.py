@@ -29,8 +29,8 @@ from typing import Any, Protocol, cast
 
 import httpx
 
-from .._redact import excerpt, redact_error, remember
-from ..errors import ProviderError, ProviderServerError, StreamInterrupted
+from .._redact import excerpt, redact_error, redact_url, remember
+from ..errors import AnswerTooLarge, ProviderError, ProviderServerError, StreamInterrupted
 from ..model import ModelResponse, ReasoningChunk, RetryNotice, StreamItem, TextChunk, ToolCallChunk
 from ..transcript import ReasoningEntry, TextEntry
 from ._deadline import Alarms, StreamLimits, Watchdog
@@ -44,6 +44,7 @@ from ._error_map import (
     parse_duration,
     parse_retry_after,
 )
+from ._hints import rejected_format_hint, stream_cut_hint
 from ._sse import ChunkDecoder, SSEEvent, parse_event_json
 
 __all__ = [
@@ -301,7 +302,7 @@ class HttpSeam:
         self._client: Any = http_client
 
     def __repr__(self) -> str:
-        return f"HttpSeam(provider={self.provider!r}, base_url={self.base_url!r})"
+        return f"HttpSeam(provider={self.provider!r}, base_url={redact_url(self.base_url)!r})"
 
     @property
     def url(self) -> httpx.URL:
@@ -378,7 +379,7 @@ class HttpSeam:
                 finally:
                     await response.aclose()
         except BaseException as exc:
-            raise self._failure(exc, None, False, watch)  # noqa: B904 -- chained in _failure
+            raise self._explained(self._failure(exc, None, False, watch), body)  # noqa: B904 -- chained in _failure
 
     async def _attempt(
         self, path: str, body: dict[str, Any], state: StreamDecoder, watch: Watchdog
@@ -395,7 +396,11 @@ class HttpSeam:
                 try:
                     await self._check_status(response)
                     feed = _EventFeed(state, watch, self.limits.max_event_size, self.provider)
+                    room = self.limits.max_answer_size
                     async for chunk in response.aiter_bytes():
+                        room -= len(chunk)
+                        if room < 0:  # stop reading: memory stays bounded by the limit
+                            raise self._too_large("streamed answer", "max_answer_size")
                         for event in feed.events(chunk):
                             for item in feed.items(event):
                                 seen_content = seen_content or _is_content(item)
@@ -408,7 +413,14 @@ class HttpSeam:
                 finally:
                     await response.aclose()
         except BaseException as exc:
-            raise self._failure(exc, state, seen_content, watch)  # noqa: B904 -- chained in _failure
+            failure = self._failure(exc, state, seen_content, watch)
+            raise self._explained(failure, body)  # noqa: B904 -- chained in _failure
+
+    def _explained(self, error: BaseException, body: dict[str, Any]) -> BaseException:
+        """``error`` with a hint naming what in ``body`` the server likely rejected."""
+        if isinstance(error, ProviderError) and not isinstance(error, StreamInterrupted):
+            rejected_format_hint(error, body, self.base_url)
+        return error
 
     def _failure(
         self,
@@ -420,7 +432,7 @@ class HttpSeam:
         """What an attempt's failure leaves the seam as: a redacted lovia error, chained
         (``__cause__``) as ``raise ... from`` would; anything else unchanged."""
         if isinstance(exc, ProviderError):
-            converted = _after_content(exc, state, seen_content)
+            converted = _after_content(exc, state, seen_content, self.base_url)
             self.redact(exc)
             if converted is not exc:
                 self.redact(converted).__cause__ = exc
@@ -429,13 +441,15 @@ class HttpSeam:
             reason = watch.take()
             if reason is None:
                 return exc
-            error = self.redact(_after_content(watch.error(reason), state, seen_content))
+            error = self.redact(
+                _after_content(watch.error(reason), state, seen_content, self.base_url)
+            )
             error.__cause__ = None  # ``from None``: the cancellation was only the messenger
             return error
         if not isinstance(exc, Exception) or not is_transport_error(exc):
             return exc
         error = error_from_transport(exc, self.provider, self.base_url)
-        converted = self.redact(_after_content(error, state, seen_content))
+        converted = self.redact(_after_content(error, state, seen_content, self.base_url))
         converted.__cause__ = redact_error(exc)
         return converted
 
@@ -450,19 +464,24 @@ class HttpSeam:
                 break
         raise error_from_response(status, dict(response.headers), bytes(raw), self.provider)
 
+    def _too_large(self, what: str, setting: str) -> AnswerTooLarge:
+        limit: int = getattr(self.limits, setting)
+        return AnswerTooLarge(
+            f"A {self.provider} {what} grew past {limit} bytes; the call was stopped.",
+            "The server sends an enormous or endless answer. If such answers are "
+            f"expected, raise StreamLimits({setting}=...) on the provider "
+            "(limits=StreamLimits(...)).",
+            provider=self.provider,
+            code="body_too_large" if setting == "max_body_size" else "answer_too_large",
+            limit=limit,
+        )
+
     async def _read_json(self, response: Any) -> dict[str, Any]:
         raw = bytearray()
         async for chunk in response.aiter_bytes():  # a body is read up to a cap
             raw += chunk
             if len(raw) > self.limits.max_body_size:
-                raise ProviderError(
-                    f"A {self.provider} response body grew past "
-                    f"{self.limits.max_body_size} bytes; the call was stopped.",
-                    "The server sends an enormous or endless body. If such responses are "
-                    "expected, raise StreamLimits(max_body_size=...) on the provider.",
-                    provider=self.provider,
-                    code="body_too_large",
-                )
+                raise self._too_large("response body", "max_body_size")
         try:
             data: Any = json.loads(raw)
         except ValueError as exc:
@@ -527,20 +546,27 @@ class _EventFeed:
 
 
 def _after_content(
-    error: ProviderError, state: StreamDecoder | None, seen_content: bool
+    error: ProviderError, state: StreamDecoder | None, seen_content: bool, base_url: str = ""
 ) -> ProviderError:
     """Once content was yielded an error may not be retried: turn it into StreamInterrupted.
 
-    Content is only ever seen in a streamed attempt, which has a ``state``."""
-    if not seen_content or state is None:
+    Content is only ever seen in a streamed attempt, which has a ``state``. An answer
+    over its size limit stays :class:`AnswerTooLarge` (its partial is not kept). The
+    hint names a full context window where that is the likely cause."""
+    if not seen_content or state is None or isinstance(error, AnswerTooLarge):
         return error
     if isinstance(error, StreamInterrupted):
         error.partial = state.partial()
         error.retryable = False
+        error.hint = stream_cut_hint(error, base_url, "")
         return error
     return StreamInterrupted(
         f"{error.message} (after partial output)",
-        "The stream failed midway; the partial answer is in .partial. Retry the call.",
+        stream_cut_hint(
+            error,
+            base_url,
+            "The stream failed midway; the partial answer is in .partial. Retry the call.",
+        ),
         status=error.status,
         provider=error.provider,
         code=error.code,

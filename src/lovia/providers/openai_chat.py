@@ -72,7 +72,7 @@ OPENAI_BASE_URL = "https://api.openai.com/v1"
 # --------------------------------------------------------------------------- request
 
 
-def _assistant_message(turn: AssistantTurn) -> dict[str, Any]:
+def _assistant_message(turn: AssistantTurn, null_content: bool = True) -> dict[str, Any]:
     text = "".join(e.text for e in turn.entries if isinstance(e, TextEntry) and not e.refusal)
     refusal = "".join(e.text for e in turn.entries if isinstance(e, TextEntry) and e.refusal)
     calls = [
@@ -84,41 +84,53 @@ def _assistant_message(turn: AssistantTurn) -> dict[str, Any]:
         for e in turn.entries
         if isinstance(e, ToolCallEntry)
     ]
-    message: dict[str, Any] = {"role": "assistant", "content": text or None}
+    # OpenAI sends (and accepts) null beside tool_calls; llama.cpp's server rejects null
+    # with HTTP 500, and every compatible server accepts "".
+    message: dict[str, Any] = {
+        "role": "assistant",
+        "content": text or (None if calls and null_content else ""),
+    }
     if refusal:
         message["refusal"] = refusal
     if calls:
         message["tool_calls"] = calls
-    elif not text:
-        message["content"] = ""
     return message
 
 
-def chat_messages(request: ModelRequest, cache: TurnCache | None = None) -> list[dict[str, Any]]:
+def chat_messages(
+    request: ModelRequest, cache: TurnCache | None = None, *, null_content: bool = True
+) -> list[dict[str, Any]]:
     """The ``messages`` array: system prompt first, then one message per turn.
 
     With a ``cache`` (one per provider instance) only the turns that changed since the
-    conversation's previous request are grouped and mapped again.
+    conversation's previous request are grouped and mapped again. ``null_content=False``
+    sends ``"content": ""`` instead of ``null`` beside an assistant's ``tool_calls``
+    (see :attr:`~lovia.model.ModelProfile.null_content_with_tool_calls`).
     """
     messages: list[dict[str, Any]] = []
     if request.system:
         messages.append({"role": "system", "content": request.system})
+    render = _turn_messages if null_content else _compat_turn_messages
     if cache is not None:
-        messages.extend(cache.flat(request.messages, _turn_messages))
+        messages.extend(cache.flat(request.messages, render))
         return messages
     for turn in group_entries(request.messages):
-        messages.extend(_turn_messages(turn))
+        messages.extend(render(turn))
     return messages
 
 
-def _turn_messages(turn: Turn) -> list[dict[str, Any]]:
+def _turn_messages(turn: Turn, null_content: bool = True) -> list[dict[str, Any]]:
     if isinstance(turn, InputTurn):
         return [{"role": turn.role, "content": turn.content}]
     if isinstance(turn, ToolResultsTurn):
         return _tool_messages(turn)
     if any(not isinstance(e, ReasoningEntry) for e in turn.entries):
-        return [_assistant_message(turn)]
+        return [_assistant_message(turn, null_content)]
     return []
+
+
+def _compat_turn_messages(turn: Turn) -> list[dict[str, Any]]:
+    return _turn_messages(turn, null_content=False)
 
 
 def _tool_messages(turn: ToolResultsTurn) -> list[dict[str, Any]]:
@@ -458,6 +470,8 @@ class OpenAIChat(HttpProvider):
         )
         default = openai_profile(model) if self._official else compat_profile(model)
         super().__init__(model, name=name, profile=profile or default, stream=stream, seam=seam)
+        null_content = self.profile.null_content_with_tool_calls
+        self._null_content = self._official if null_content is None else null_content
         self._tools = IdentityMemo()  # request.tools (a run's tuple) -> its rendering
         self._with_tools = IdentityMemo()  # ModelSettings -> what it adds to a body
         self._without_tools = IdentityMemo()
@@ -466,7 +480,7 @@ class OpenAIChat(HttpProvider):
         """The exact JSON body for ``request`` (no headers, so no key)."""
         body: dict[str, Any] = {
             "model": self.model,
-            "messages": chat_messages(request, self._turns),
+            "messages": chat_messages(request, self._turns, null_content=self._null_content),
         }
         tools = request.tools
         if tools:

@@ -24,8 +24,9 @@ from dataclasses import dataclass, field
 from ..errors import UserError
 from ._diff import ViewDiff, diff_views, entry_text, explain_mismatch
 from ._load import NoViewRecords, RunData, StoreLike, load_run, open_store, require_views
+from ._policy import WhatIfPolicy
 from ._refs import ContentRef, find_view, parse_ref
-from ._render import provider_for, redact, render_request, rerun
+from ._render import ask, provider_for, redact, render_request, rerun
 from ._views import HASH_ATTRIBUTE, ReplayedView, rebuild_request, rebuild_views, select
 
 __all__ = [
@@ -38,6 +39,8 @@ __all__ = [
     "StoreLike",
     "Verification",
     "ViewDiff",
+    "WhatIfPolicy",
+    "ask",
     "diff_views",
     "entry_text",
     "find_view",

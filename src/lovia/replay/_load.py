@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import LoviaError, RunNotFound
-from ..stores.base import PRUNED_KEY, RunInfo, RunSnapshot, Store
+from ..stores.base import PRUNED_KEY, RunInfo, RunSnapshot, Store, Tombstone
 from ..stores.lifecycle import Life, life_of
 from ..stores.records import StateRecord, read_records
 from ..transcript import TranscriptEntry
@@ -98,7 +98,29 @@ async def resolve_run_id(run_id: str, db: Store) -> str:
     prefixed = [rid for rid in recent if rid.startswith(run_id)]
     if len(prefixed) == 1 and run_id:
         return prefixed[0]
+    await _raise_if_pruned(run_id, db)
     raise _not_found(run_id, recent, prefixed)
+
+
+async def _raise_if_pruned(run_id: str, db: Store) -> None:
+    """A run ``prune`` deleted is "pruned", not "no run" (its tombstone says when)."""
+    lookup = getattr(db, "tombstone", None)  # the bundled stores keep tombstones
+    found = await lookup(run_id) if lookup is not None else None
+    if not isinstance(found, Tombstone):
+        return
+    ended = "" if found.ended_at is None else f", ended {_when(found.ended_at)}"
+    raise RunNotFound(
+        f"run {run_id!r} was pruned at {_when(found.pruned_at)} ({found.status}{ended}); "
+        "only its tombstone is left",
+        hint="Its transcript, views and tool ledger were deleted by `lovia prune` (or "
+        "store.prune()); its session segment, if any, is still in the session "
+        "(`lovia show` of a later run of that session). Keep runs you may replay longer "
+        "(--older-than).",
+    )
+
+
+def _when(ts: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
 
 
 def _not_found(run_id: str, recent: list[str], prefixed: list[str]) -> RunNotFound:

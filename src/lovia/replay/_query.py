@@ -23,6 +23,7 @@ from ..transcript import ToolCallEntry, ToolResultEntry, TranscriptEntry, entry_
 from ..usage import Usage
 from ._diff import entry_text
 from ._load import RunData
+from ._policy import WhatIfPolicy
 from ._render import provider_for, redact, render_request, rerun
 from ._views import ReplayedView
 
@@ -317,17 +318,25 @@ async def whatif(
     *,
     base_url: str | None = None,
     stream: bool | None = None,
+    api_key: str | None = None,
+    policy: WhatIfPolicy | None = None,
 ) -> ModelResponse:
-    """Send ``view`` to ``model`` (``provider:model`` or a provider); nothing is written."""
+    """Send ``view`` to ``model`` (``provider:model`` or a provider); nothing is written.
+
+    ``policy`` decides which hosts a ``base_url`` may name (default: the configured
+    providers' own base URLs and ``$LOVIA_WHATIF_ALLOW_HOSTS``); a configured API key
+    never goes to another host, ``api_key`` is used for this call only.
+    """
     if not isinstance(model, str):
         return await rerun(view, model)
     if not model.strip():
         raise UserError("which model?", hint="Write it as 'provider:model'.")
-    provider = provider_for(model, base_url=base_url, stream=stream)
+    policy = policy if policy is not None else WhatIfPolicy.from_env()
+    provider, owned = policy.provider(model, base_url=base_url, api_key=api_key, stream=stream)
     try:
         return await rerun(view, provider)
     finally:
-        if base_url or stream is not None:
+        if owned:
             await _close(provider)
 
 

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import re
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 from ..errors import UserError
 from ..model import ModelRequest, ModelResponse, Provider
 from ._views import ReplayedView
 
-__all__ = ["provider_for", "redact", "render_request", "rerun"]
+__all__ = ["ask", "provider_for", "redact", "render_request", "rerun"]
 
 REDACTED = "[REDACTED]"
 _SECRET_KEYS = re.compile(
@@ -63,15 +63,42 @@ async def rerun(
     like any other (purpose ``what_if``): a ``chat`` span and metrics when an
     OpenTelemetry SDK is configured (or the providers are given).
     """
+    return await ask(
+        provider,
+        _request(view),
+        purpose="what_if",
+        run_id=view.record.run_id,
+        agent=view.agent,
+        turn=view.turn,
+        view_hash=view.rebuilt_hash,
+        tracer_provider=tracer_provider,
+        meter_provider=meter_provider,
+    )
+
+
+async def ask(
+    provider: Provider,
+    request: ModelRequest,
+    *,
+    purpose: Literal["what_if", "eval"],
+    run_id: str,
+    agent: str,
+    turn: int = 0,
+    view_hash: str = "",
+    tracer_provider: Any = None,
+    meter_provider: Any = None,
+) -> ModelResponse:
+    """One model call outside a run through the loop's one model-call path (priced,
+    traced as a ``chat`` span with ``lovia.call.purpose``): a what-if, an LLM judge."""
     from .._loop.call import ModelCall, call_model
     from ..telemetry.tracer import make_run_tracer
 
     call = ModelCall(
         provider=provider,
-        request=_request(view),
-        base={"run_id": view.record.run_id, "agent": view.agent, "turn": view.turn},
-        purpose="what_if",
-        view_hash=view.rebuilt_hash,
+        request=request,
+        base={"run_id": run_id, "agent": agent, "turn": turn},
+        purpose=purpose,
+        view_hash=view_hash,
         deltas=False,
     )
     tracer = make_run_tracer(tracer_provider, meter_provider)

@@ -55,7 +55,9 @@ def store(url: str | None = None, *, read_only: bool = False) -> Store:
         from .postgres import PostgresStore
 
         return PostgresStore(url, read_only=read_only)
+    from .._redact import redact_url
+
     raise UserError(
-        f"unknown store URL scheme in {url!r}",
+        f"unknown store URL scheme in {redact_url(url)!r}",
         hint="Use memory://, sqlite:///path/to/lovia.db or postgresql://user@host/db.",
     )

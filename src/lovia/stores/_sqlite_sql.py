@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from .._files import private_file
 from ..errors import RunNotFound, StoreError
 from ._codec import RUN_COLUMNS, decode_record, info_from_row, load_result
 from .base import (
@@ -60,7 +61,7 @@ def connect(path: str, timeout_s: float, read_only: bool = False) -> sqlite3.Con
     if read_only:
         return _connect_read_only(path, timeout_s)
     if path != ":memory:":
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        private_file(Path(path))  # 0600 file (and -wal/-shm), 0700 new folders
     conn = sqlite3.connect(path, timeout=timeout_s, isolation_level=None, check_same_thread=False)
     try:
         _init(conn, path, timeout_s)
@@ -171,6 +172,7 @@ def _create_schema(conn: sqlite3.Connection) -> None:
         check_version(int(found[0]), "this SQLite store")
     _add_lease_tokens(conn)
     _add_parent_link(conn)
+    conn.execute(TOMBSTONES)
 
 
 # -- migrations (in place; each is idempotent and runs inside the init transaction) ----
@@ -181,6 +183,33 @@ def _add_lease_tokens(conn: sqlite3.Connection) -> None:
     columns = {row[1] for row in conn.execute("PRAGMA table_info(leases)")}
     if "token" not in columns:
         conn.execute("ALTER TABLE leases ADD COLUMN token INTEGER NOT NULL DEFAULT 0")
+
+
+TOMBSTONES = """CREATE TABLE IF NOT EXISTS pruned (
+    run_id TEXT PRIMARY KEY, status TEXT NOT NULL, ended_at REAL, pruned_at REAL NOT NULL
+)"""
+"""What is left of runs ``prune`` deleted whole (created on every open for writing, so
+stores made before it get it in place)."""
+
+
+def prune_delete(conn: sqlite3.Connection, where: str, params: tuple[Any, ...]) -> int:
+    """:func:`delete` for retention: each run deleted leaves a tombstone."""
+    conn.execute(
+        "INSERT OR REPLACE INTO pruned (run_id, status, ended_at, pruned_at) "
+        f"SELECT run_id, status, ended_at, ? FROM runs WHERE {where}",
+        (time.time(), *params),
+    )
+    return delete(conn, where, params)
+
+
+def tombstone(conn: sqlite3.Connection, run_id: str) -> tuple[Any, ...] | None:
+    """The tombstone row of ``run_id`` (None: never pruned, or a store from before them)."""
+    try:
+        return conn.execute(
+            "SELECT run_id, status, ended_at, pruned_at FROM pruned WHERE run_id = ?", (run_id,)
+        ).fetchone()
+    except sqlite3.OperationalError:  # read-only open of a store made before tombstones
+        return None
 
 
 def _add_parent_link(conn: sqlite3.Connection) -> None:

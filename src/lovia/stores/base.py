@@ -40,6 +40,7 @@ __all__ = [
     "RunStatus",
     "SessionStore",
     "Store",
+    "Tombstone",
     "check_version",
     "damaged",
     "lease_lost",
@@ -138,6 +139,25 @@ unknown; when set, ``cost_usd`` is a lower bound and surfaces show the cost as u
 USAGE_MISSING_KEY = "usage_missing"
 """``RunInfo.extra`` key, ``True`` when a provider reported no usage for a call of the run:
 its token counts are incomplete and surfaces show them as unknown."""
+
+
+RESUMABLE_SQL = (
+    "NOT (status IN ('failed', 'cancelled') AND EXISTS (SELECT 1 FROM {records} AS rl "
+    "WHERE rl.run_id = {runs}.run_id AND rl.kind = 'ledger'))"
+)
+"""The prune filter that keeps a failed or cancelled run with a tool ledger (it can still
+resume, and its ledger is what stops a resume from running a completed tool again)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Tombstone:
+    """What is left of a run that ``prune`` deleted: that it existed, how it ended, when
+    it was pruned (``lovia replay``/``show`` say "pruned", not "no run")."""
+
+    run_id: str
+    status: str
+    ended_at: float | None
+    pruned_at: float
 
 
 def prune_statuses(status: str | None) -> tuple[str, ...]:
@@ -271,6 +291,7 @@ class Checkpointer(Protocol):
         status: str | None = None,
         run_id: str | None = None,
         records_only: bool = False,
+        force: bool = False,
     ) -> int:
         """Delete finished runs that ended more than ``older_than_s`` ago; return count.
 
@@ -278,6 +299,11 @@ class Checkpointer(Protocol):
         and paused runs are never pruned: they may resume). ``run_id``: only that run.
         ``records_only``: keep each run's summary row (``lovia runs``) and drop its
         checkpoint records; its ``extra["records_pruned_at"]`` says when.
+
+        A failed run whose tool ledger holds a call is kept (records included) unless
+        ``force``: it can still resume, and without its ledger a resume would run its
+        completed tools again. A run deleted whole leaves a :class:`Tombstone`
+        (``tombstone(run_id)`` on the bundled stores).
         """
         ...
 

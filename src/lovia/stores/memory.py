@@ -30,6 +30,7 @@ from .base import (
     CheckpointRecord,
     RunInfo,
     RunSnapshot,
+    Tombstone,
     check_version,
     lease_lost,
     prune_statuses,
@@ -54,6 +55,7 @@ class MemoryStore:
         self._leases: dict[str, tuple[str, float, int]] = {}
         """run_id -> (owner, expires_at, fencing token); kept after release."""
         self._sessions: dict[str, list[tuple[str, int, str]]] = {}
+        self._tombstones: dict[str, Tombstone] = {}
         self._created = 0
 
     def __repr__(self) -> str:
@@ -203,9 +205,11 @@ class MemoryStore:
         status: str | None = None,
         run_id: str | None = None,
         records_only: bool = False,
+        force: bool = False,
     ) -> int:
         """Delete finished runs that ended over ``older_than_s`` ago (or only their
-        records); return count."""
+        records); return count. Failed runs with a tool ledger are kept unless ``force``;
+        a run deleted whole leaves a tombstone."""
         statuses, cutoff = prune_statuses(status), time.time() - older_than_s
         old = [
             r
@@ -215,15 +219,31 @@ class MemoryStore:
             and r.ended_at <= cutoff
             and (run_id is None or r.run_id == run_id)
             and not (records_only and PRUNED_KEY in r.extra)
+            and (force or not self._resumable(r))
         ]
+        now = time.time()
         for r in old:
             if records_only:
                 self._records.pop(r.run_id, None)
                 self._leases.pop(r.run_id, None)
-                r.extra = {**r.extra, PRUNED_KEY: time.time()}
+                r.extra = {**r.extra, PRUNED_KEY: now}
             else:
                 await self.delete_run(r.run_id)
+                self._tombstones[r.run_id] = Tombstone(
+                    run_id=r.run_id, status=r.status, ended_at=r.ended_at, pruned_at=now
+                )
         return len(old)
+
+    def _resumable(self, info: RunInfo) -> bool:
+        """A failed or cancelled run with a tool ledger (see ``Store.prune``)."""
+        records = self._records.get(info.run_id, ())
+        return info.status in ("failed", "cancelled") and any(
+            kind == "ledger" for kind, _, _ in records
+        )
+
+    async def tombstone(self, run_id: str) -> Tombstone | None:
+        """What is left of ``run_id`` if ``prune`` deleted it (None otherwise)."""
+        return self._tombstones.get(run_id)
 
     async def load_session(self, session_id: str) -> list[TranscriptEntry]:
         """Every segment's entries, in the order the segments were written."""

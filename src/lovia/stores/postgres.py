@@ -51,10 +51,12 @@ from ._codec import (
 )
 from .base import (
     PRUNED_KEY,
+    RESUMABLE_SQL,
     SCHEMA_VERSION,
     CheckpointRecord,
     RunInfo,
     RunSnapshot,
+    Tombstone,
     check_version,
     lease_lost,
     prune_statuses,
@@ -95,6 +97,9 @@ CREATE TABLE IF NOT EXISTS {s}.lovia_sessions (
     session_id text NOT NULL, run_id text NOT NULL, version integer NOT NULL,
     entries json NOT NULL, created_at float8 NOT NULL, UNIQUE (session_id, run_id)
 );
+CREATE TABLE IF NOT EXISTS {s}.lovia_pruned (
+    run_id text PRIMARY KEY, status text NOT NULL, ended_at float8, pruned_at float8 NOT NULL
+);
 """
 _MIGRATE = """
 ALTER TABLE {s}.lovia_leases ADD COLUMN IF NOT EXISTS token bigint NOT NULL DEFAULT 0;
@@ -111,11 +116,11 @@ SELECT (SELECT count(*) FROM information_schema.columns WHERE table_schema = $1 
         OR (table_name = 'lovia_runs' AND column_name IN ('parent_run_id', 'parent_call_id'))))
     + (SELECT count(*) FROM pg_indexes WHERE schemaname = $1 AND indexname = 'lovia_runs_parent')
     + (SELECT count(*) FROM information_schema.tables WHERE table_schema = $1
-       AND table_name IN ('lovia_records', 'lovia_sessions'))
+       AND table_name IN ('lovia_records', 'lovia_sessions', 'lovia_pruned'))
     + (CASE WHEN to_regclass($2) IS NULL THEN 0 ELSE 1 END)
 """
 """How many of the newest schema's parts exist (``_CURRENT_PARTS`` when nothing is missing)."""
-_CURRENT_PARTS = 7
+_CURRENT_PARTS = 8
 
 
 class _Conn(Protocol):
@@ -277,6 +282,19 @@ class _Sql:
         self.delete = (
             f"WITH gone AS (DELETE FROM {runs} WHERE {{where}} RETURNING run_id), {cascade}"
         )
+        pruned = self.runs.replace("lovia_runs", "lovia_pruned")
+        self.prune_delete = (
+            f"WITH gone AS (DELETE FROM {runs} WHERE {{where}} "
+            "RETURNING run_id, status, ended_at), "
+            f"t AS (INSERT INTO {pruned} (run_id, status, ended_at, pruned_at) "
+            f"SELECT run_id, status, ended_at, {_NOW} FROM gone ON CONFLICT (run_id) DO UPDATE "
+            "SET status = excluded.status, ended_at = excluded.ended_at, "
+            f"pruned_at = excluded.pruned_at), {cascade}"
+        )
+        self.tombstone = (
+            f"SELECT run_id, status, ended_at, pruned_at FROM {pruned} WHERE run_id = $1"
+        )
+        self.resumable = RESUMABLE_SQL.format(records=records, runs=runs)
         self.drop_records = (
             f"WITH gone AS (UPDATE {runs} SET extra = (extra::jsonb || "
             f"jsonb_build_object('{PRUNED_KEY}', {_NOW}))::json "
@@ -545,18 +563,37 @@ class PostgresStore:
         status: str | None = None,
         run_id: str | None = None,
         records_only: bool = False,
+        force: bool = False,
     ) -> int:
         """Delete finished runs that ended over ``older_than_s`` ago (or only their
-        records, keeping the summary row); return count."""
+        records, keeping the summary row); return count. Failed runs with a tool ledger
+        are kept unless ``force``; a run deleted whole leaves a tombstone."""
         args: list[Any] = [list(prune_statuses(status)), time.time() - older_than_s]
         where = "status = ANY($1::text[]) AND ended_at <= $2"
         if run_id is not None:
             args.append(run_id)
             where += " AND run_id = $3"
-        sql = self._sql.drop_records if records_only else self._sql.delete
+        if not force:
+            where += f" AND {self._sql.resumable}"
+        sql = self._sql.drop_records if records_only else self._sql.prune_delete
         async with self._db() as db:
             count = await db.fetchval(sql.format(where=where), *args)
         return int(count)
+
+    async def tombstone(self, run_id: str) -> Tombstone | None:
+        """What is left of ``run_id`` if ``prune`` deleted it (None otherwise)."""
+        try:
+            async with self._db() as db:
+                row = await db.fetchrow(self._sql.tombstone, run_id)
+        except StoreError:
+            if not self.read_only:
+                raise
+            return None  # a read-only open of a schema made before tombstones
+        return (
+            None
+            if row is None
+            else Tombstone(run_id=row[0], status=row[1], ended_at=row[2], pruned_at=row[3])
+        )
 
     # -- sessions -----------------------------------------------------------------
 

@@ -37,6 +37,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 from urllib.parse import unquote
 
+from .._redact import redact_url
 from ..errors import StoreError, UserError
 from ..transcript import TranscriptEntry
 from . import _sqlite_sql as sql
@@ -52,10 +53,12 @@ from ._codec import (
 )
 from ._sqlite_exec import FALLBACK, Inline, Worker
 from .base import (
+    RESUMABLE_SQL,
     SCHEMA_VERSION,
     CheckpointRecord,
     RunInfo,
     RunSnapshot,
+    Tombstone,
     prune_statuses,
 )
 
@@ -71,7 +74,7 @@ def sqlite_path(url: str) -> str:
     scheme, sep, rest = url.partition("://")
     if scheme.lower() != "sqlite" or not sep or "?" in rest:
         raise UserError(
-            f"not a SQLite store URL: {url!r}",
+            f"not a SQLite store URL: {redact_url(url)!r}",
             hint="Use sqlite:///relative/path.db, sqlite:////absolute/path.db "
             "or sqlite://:memory: (no query string).",
         )
@@ -229,9 +232,11 @@ class SQLiteStore:
         status: str | None = None,
         run_id: str | None = None,
         records_only: bool = False,
+        force: bool = False,
     ) -> int:
         """Delete finished runs that ended over ``older_than_s`` ago (or only their
-        records, keeping the summary row); return count."""
+        records, keeping the summary row); return count. Failed runs with a tool ledger
+        are kept unless ``force``; a run deleted whole leaves a tombstone."""
         statuses = prune_statuses(status)
         where = (
             f"status IN ({', '.join('?' for _ in statuses)}) "
@@ -240,9 +245,20 @@ class SQLiteStore:
         params: tuple[Any, ...] = (*statuses, time.time() - older_than_s)
         if run_id is not None:
             where, params = f"{where} AND run_id = ?", (*params, run_id)
+        if not force:
+            where += " AND " + RESUMABLE_SQL.format(records="records", runs="runs")
         if records_only:
             return await self._run(sql.drop_records, where, params, write=True)
-        return await self._run(sql.delete, where, params, write=True)
+        return await self._run(sql.prune_delete, where, params, write=True)
+
+    async def tombstone(self, run_id: str) -> Tombstone | None:
+        """What is left of ``run_id`` if ``prune`` deleted it (None otherwise)."""
+        row = await self._run(sql.tombstone, run_id)
+        return (
+            None
+            if row is None
+            else Tombstone(run_id=row[0], status=row[1], ended_at=row[2], pruned_at=row[3])
+        )
 
     # -- sessions -----------------------------------------------------------------
 

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, cast
 
+from .._files import private_file
 from . import attributes as A
 
 __all__ = ["DEFAULT_PATH", "SQLiteSpanExporter", "load_spans", "path_from_url"]
@@ -70,7 +71,7 @@ def path_from_url(path_or_url: str | Path) -> Path:
 
 
 def _connect(path: Path) -> sqlite3.Connection:
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private_file(path, what="the span store")  # 0600 file (and -wal/-shm), 0700 new folders
     conn = sqlite3.connect(str(path), timeout=30.0, check_same_thread=False)
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA busy_timeout=30000")

@@ -3,6 +3,9 @@
 - :class:`ScriptedModel` — a strict script of replies: fails on an unexpected extra call,
   reports unconsumed steps, records every request it got.
 - :class:`FunctionModel` — a function decides each reply from the request.
+- :class:`AutoModel` — no script: calls every tool with arguments valid for its schema,
+  then answers with a valid output. ``with agent.override(model=AutoModel()):`` swaps it
+  in for an agent inside a test.
 - :func:`capture_events` — every event of every run while a block is open.
 - ``lovia.testing.pytest_plugin`` — fails a test whose ScriptedModel steps were not all used.
 - :func:`block_network` — makes any real (non-loopback) HTTP request fail, so a test
@@ -13,6 +16,7 @@ a list of calls (parallel calls), ``reply(...)`` (text + calls + reasoning + usa
 an exception instance (the call fails with it).
 """
 
+from ._auto import AutoModel, example_value
 from ._capture import capture_events
 from ._models import (
     FunctionModel,
@@ -27,6 +31,7 @@ from ._models import (
 from ._network import NetworkBlocked, block_network
 
 __all__ = [
+    "AutoModel",
     "FunctionModel",
     "NetworkBlocked",
     "Reply",
@@ -37,5 +42,6 @@ __all__ = [
     "block_network",
     "capture_events",
     "call",
+    "example_value",
     "reply",
 ]

@@ -151,7 +151,7 @@ def _chunks(text: str, size: int = 8) -> list[str]:
     return [text[i : i + size] for i in range(0, len(text), size)] or [""]
 
 
-class _FakeProvider:
+class FakeProvider:
     """Shared streaming logic of the fake models."""
 
     _turn_calls: int
@@ -240,7 +240,7 @@ class _FakeProvider:
         )
 
 
-class ScriptedModel(_FakeProvider):
+class ScriptedModel(FakeProvider):
     """A strict scripted model: each call consumes the next step.
 
     ``requests`` records every request; an extra call raises :class:`ScriptError`;
@@ -300,7 +300,7 @@ class CallInfo:
     requests: Sequence[ModelRequest] = field(default=())
 
 
-class FunctionModel(_FakeProvider):
+class FunctionModel(FakeProvider):
     """A model whose replies come from ``fn(request, info) -> Step`` (sync or async)."""
 
     def __init__(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextvars
 import dataclasses
 import functools
 import inspect
@@ -109,11 +110,19 @@ class Tool:
 
     async def invoke(self, ctx: RunContext[Any], kwargs: dict[str, Any]) -> Any:
         """Call the function with validated arguments (sync functions run in a thread)."""
+        return await self.start(ctx, kwargs)
+
+    def start(self, ctx: RunContext[Any], kwargs: dict[str, Any]) -> Awaitable[Any]:
+        """Start the call: a coroutine for an async function; for a sync one, the future of
+        its thread (already running, with this context's variables, as ``to_thread``).
+        A thread cannot be stopped: the run loop shields that future and, when the run
+        ends while it runs, waits for it to record its outcome."""
         if self.ctx_param is not None:
             kwargs = {**kwargs, self.ctx_param: ctx}
         if self.is_async:
-            return await self.fn(**kwargs)
-        return await asyncio.to_thread(self.fn, **kwargs)
+            return self.fn(**kwargs)
+        call = functools.partial(contextvars.copy_context().run, self.fn, **kwargs)
+        return asyncio.get_running_loop().run_in_executor(None, call)
 
 
 slot_inits([Tool])  # its __init__ (slotted builds none)

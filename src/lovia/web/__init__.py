@@ -16,15 +16,24 @@ from __future__ import annotations
 
 import importlib
 from typing import TYPE_CHECKING
-from urllib.parse import urlsplit, urlunsplit
 
 from .._lazy import lazy_exports
+from .._redact import redact_url as _redact_url
 from ..errors import UserError
 
 if TYPE_CHECKING:
+    from ..replay import WhatIfPolicy
     from ._app import WebConfig, create_app
 
-__all__ = ["INSTALL_HINT", "LOOPBACK", "WebConfig", "create_app", "redact_url", "require_web"]
+__all__ = [
+    "INSTALL_HINT",
+    "LOOPBACK",
+    "WebConfig",
+    "WhatIfPolicy",
+    "create_app",
+    "redact_url",
+    "require_web",
+]
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
 """Host names accepted by default (the server binds to 127.0.0.1)."""
@@ -45,15 +54,13 @@ def require_web() -> None:
 
 
 def redact_url(url: str) -> str:
-    """The store URL without its password (``postgresql://u:***@h/db``)."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    netloc = f"{parts.username or ''}:***@{host}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit(parts._replace(netloc=netloc))
+    """The store URL without its secrets: the password (``postgresql://u:***@h/db``) and
+    secret-looking query parameters (``?password=***``, ``&sslpassword=***``)."""
+    return _redact_url(url)
 
 
 __getattr__, __dir__ = lazy_exports(
-    __name__, {"WebConfig": "._app", "create_app": "._app"}, guard=require_web
+    __name__,
+    {"WebConfig": "._app", "WhatIfPolicy": "..replay", "create_app": "._app"},
+    guard=require_web,
 )

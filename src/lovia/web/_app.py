@@ -20,7 +20,8 @@ from starlette.routing import Mount
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from ..errors import LoviaError
+from ..errors import LoviaError, UserError
+from ..replay._policy import WhatIfPolicy
 from ..stores.base import Store
 from . import LOOPBACK, redact_url
 
@@ -48,6 +49,9 @@ class WebConfig:
     """A Jaeger/Tempo URL template with ``{trace_id}`` (default ``$LOVIA_TRACE_URL``)."""
     allowed_hosts: tuple[str, ...] = LOOPBACK
     """``Host`` header names accepted (DNS-rebinding guard); ``("*",)`` accepts any."""
+    whatif: WhatIfPolicy | None = None
+    """What-if (re-send a view to a model: it spends money, opens connections): off
+    when None; else the hosts it may reach. Needs ``token`` (loopback included)."""
     runs_per_page: int = 50
     turns_per_page: int = 40
     csrf: str = field(default_factory=lambda: secrets.token_urlsafe(24))
@@ -98,7 +102,7 @@ class Guard:
         token = self.config.token
         if token is not None:
             given = request.query_params.get("token")
-            if given is not None and hmac.compare_digest(given, token):
+            if given is not None and same_secret(given, token):
                 # trade the token in the URL for a cookie, and drop it from the address bar
                 response = RedirectResponse(str(request.url.remove_query_params("token")), 303)
                 response.set_cookie(TOKEN_COOKIE, token, httponly=True, samesite="strict")
@@ -106,7 +110,7 @@ class Guard:
             auth = request.headers.get("authorization", "")
             presented = auth[7:] if auth.lower().startswith("bearer ") else None
             presented = presented or request.cookies.get(TOKEN_COOKIE) or ""
-            if not hmac.compare_digest(presented, token):
+            if not same_secret(presented, token):
                 return PlainTextResponse(
                     "this lovia web needs its access token: open the URL it printed "
                     "(…?token=…) or send Authorization: Bearer TOKEN",
@@ -115,6 +119,14 @@ class Guard:
         if request.method not in ("GET", "HEAD", "OPTIONS"):
             return _csrf_refusal(request, self.config.csrf)
         return None
+
+
+def same_secret(given: str, expected: str) -> bool:
+    """Constant-time comparison of a presented token with ours, for any text: a
+    non-ASCII value (which ``hmac.compare_digest`` refuses on ``str``) is just wrong."""
+    return hmac.compare_digest(
+        given.encode("utf-8", "surrogatepass"), expected.encode("utf-8", "surrogatepass")
+    )
 
 
 def host_name(header: str) -> str:
@@ -129,7 +141,7 @@ def _csrf_refusal(request: Request, csrf: str) -> Response | None:
     origin = request.headers.get("origin")
     if origin is not None and urlsplit(origin).netloc != request.headers.get("host"):
         return JSONResponse({"error": "cross-origin request refused"}, status_code=403)
-    if not hmac.compare_digest(request.headers.get(CSRF_HEADER, ""), csrf):
+    if not same_secret(request.headers.get(CSRF_HEADER, ""), csrf):
         return JSONResponse(
             {"error": "missing or wrong CSRF token", "hint": f"send the {CSRF_HEADER} header"},
             status_code=403,
@@ -158,6 +170,7 @@ def create_app(
     token: str | None = None,
     trace_url: str | None = None,
     allowed_hosts: tuple[str, ...] = LOOPBACK,
+    whatif: WhatIfPolicy | None = None,
     config: WebConfig | None = None,
 ) -> Starlette:
     """The ``lovia web`` ASGI app over ``store`` (a store or its URL)."""
@@ -168,8 +181,15 @@ def create_app(
             token=token,
             trace_url=trace_url or os.environ.get("LOVIA_TRACE_URL") or None,
             allowed_hosts=allowed_hosts,
+            whatif=whatif,
         )
-    from . import _compare, _list, _live, _pages, _run, _view
+    if config.whatif is not None and not config.token:
+        raise UserError(
+            "what-if needs an access token: it spends money and opens connections",
+            hint="Pass token=... (lovia web --whatif makes one and prints the URL to open); "
+            "a CSRF token alone is readable by anyone who can load a page.",
+        )
+    from . import _compare, _evals, _list, _live, _pages, _run, _view
     from ._cache import RunCache
 
     @asynccontextmanager
@@ -189,6 +209,7 @@ def create_app(
         *_view.ROUTES,
         *_compare.ROUTES,
         *_live.ROUTES,
+        *_evals.ROUTES,
     ]
     routes.append(Mount("/static", StaticFiles(packages=[("lovia.web", "static")]), name="static"))
     app = Starlette(

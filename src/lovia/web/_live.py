@@ -25,6 +25,7 @@ from ..replay._query import whatif, whatif_dict
 from ..runner import Runner
 from ..stores.base import RunInfo
 from ._app import WebConfig
+from ._format import run_id_param
 from ._pages import load_views, pick, render
 
 __all__ = ["ROUTES", "web_identity"]
@@ -74,7 +75,21 @@ def _text(data: dict[str, Any], name: str, *, required: bool = False) -> str | N
 
 
 async def whatif_json(request: Request) -> Response:
-    """Re-send one turn's exact view to another model (``lovia replay --model``)."""
+    """Re-send one turn's exact view to another model (``lovia replay --model``).
+
+    Only when the server was started with what-if on (and so with an access token);
+    the policy decides which hosts it reaches, and a key sent with the request is used
+    for that request only."""
+    policy = _config(request).whatif
+    if policy is None:
+        return JSONResponse(
+            {
+                "error": "what-if is off on this lovia web",
+                "hint": "Start it with --whatif (it then asks for its access token on every "
+                "request) to re-send views to models.",
+            },
+            status_code=403,
+        )
     data = await body_of(request)
     model = _text(data, "model", required=True)
     assert model is not None
@@ -83,7 +98,13 @@ async def whatif_json(request: Request) -> Response:
     view = pick(
         views, int(request.path_params["turn"]), attempt if isinstance(attempt, int) else None
     )
-    response = await whatif(view, model, base_url=_text(data, "base_url"))
+    response = await whatif(
+        view,
+        model,
+        base_url=_text(data, "base_url"),
+        api_key=_text(data, "api_key"),
+        policy=policy,
+    )
     return JSONResponse(whatif_dict(run, view, model, response))
 
 
@@ -120,7 +141,7 @@ async def approvals_json(request: Request) -> Response:
     decisions = _with_reason(_decisions(data), _text(data, "reason"))
     agent = agent_of(_config(request))
     db = request.app.state.db
-    run = await load_run(request.path_params["run_id"], db)
+    run = await load_run(run_id_param(request.path_params["run_id"]), db)
     info = run.info
     if info.status != "paused":
         raise UserError(f"run {info.run_id} is {info.status}, not waiting for approval")
@@ -137,7 +158,7 @@ async def resume_json(request: Request) -> Response:
     """Resume an interrupted (or failed, cancelled) run from its checkpoint."""
     agent = agent_of(_config(request))
     db = request.app.state.db
-    run = await load_run(request.path_params["run_id"], db)
+    run = await load_run(run_id_param(request.path_params["run_id"]), db)
     info, life = run.info, run.life
     if life is None or life.state not in ("interrupted", "failed", "cancelled"):
         state = life.state if life is not None else info.status

@@ -19,6 +19,7 @@ from ..replay import ReplayedView, RunData, require_views, select
 from ..stores.base import Store
 from ._app import WebConfig
 from ._cache import Loaded, RunCache, off_loop
+from ._format import run_id_param
 
 __all__ = [
     "ROUTES",
@@ -51,6 +52,7 @@ def render(request: Request, name: str, status_code: int = 200, **context: Any) 
         csrf=config.csrf,
         store_label=config.store_label,
         has_agent=config.agent is not None,
+        whatif_on=config.whatif is not None,
         **context,
     )
     return HTMLResponse(html, status_code=status_code)
@@ -78,7 +80,7 @@ def int_param(text: str | None, name: str, default: int = 0) -> int:
 async def loaded_run(request: Request, run_id: str | None = None) -> Loaded:
     """The run of the path (or ``run_id``), parsed once and reused while unchanged."""
     cache: RunCache = request.app.state.runs
-    return await cache.get(db_of(request), run_id or request.path_params["run_id"])
+    return await cache.get(db_of(request), run_id or run_id_param(request.path_params["run_id"]))
 
 
 async def load_views(request: Request) -> tuple[RunData, list[ReplayedView]]:

@@ -5,6 +5,8 @@ Needs the ``redis`` extra (``pip install 'lovia[redis]'``). A task is one stream
 through one consumer group and run it with the shared store as checkpointer and
 session store. Correctness comes from the store, not from the queue:
 
+- A worker runs only the agents of its registry (``agents=``, :class:`AgentRegistry`):
+  a task naming anything else is refused and dead-lettered, nothing imported.
 - ``run_id`` is the idempotency key: a completed run returns its stored result without
   a model call, an unfinished one resumes from its checkpoint, and the same input
   delivered again is recognised as a retry. Delivering a task twice is harmless.
@@ -23,6 +25,7 @@ session store. Correctness comes from the store, not from the queue:
 from __future__ import annotations
 
 from .queue import RunQueue
+from .registry import AgentRegistry, UnknownAgent
 from .worker import Worker
 
-__all__ = ["RunQueue", "Worker"]
+__all__ = ["AgentRegistry", "RunQueue", "UnknownAgent", "Worker"]

@@ -11,7 +11,7 @@ import secrets
 import socket
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from .. import lease_ttl
@@ -22,6 +22,7 @@ from ..stores import Store
 from ..stores import store as open_store
 from .execute import execute_run, record_unrunnable
 from .queue import RunQueue
+from .registry import AgentRegistry, UnknownAgent
 
 __all__ = ["Worker"]
 
@@ -34,8 +35,11 @@ _ACK = frozenset({"completed", "replayed", "failed", "paused", "unknown_agent", 
 class Worker:
     """Runs tasks from a :class:`RunQueue` until ``stop_event`` is set.
 
-    ``agents`` maps the names tasks use to agents. ``store`` (a URL or a store) is the
-    checkpointer and session store shared by all workers. ``deps(deps_key)`` (sync or
+    ``agents`` maps the names tasks use to agents (or to their import paths), or lists
+    allowed import paths: a task naming anything else is recorded as failed
+    (``UnknownAgent``) and moved to ``<stream>:dead`` without importing or calling
+    anything (see :class:`~lovia.workers.registry.AgentRegistry`). ``store`` (a URL or a
+    store) is the checkpointer and session store shared by all workers. ``deps(deps_key)`` (sync or
     async) builds each run's deps. ``stats`` counts outcomes: completed, replayed,
     failed, paused, lease_held, retry, cancelled, error, unknown_agent, malformed.
     """
@@ -43,7 +47,7 @@ class Worker:
     def __init__(
         self,
         queue: RunQueue,
-        agents: Mapping[str, Agent[Any, Any]],
+        agents: Mapping[str, Agent[Any, Any] | str] | Sequence[str],
         store: str | Store,
         *,
         name: str | None = None,
@@ -55,7 +59,8 @@ class Worker:
     ) -> None:
         if concurrency < 1:
             raise UserError("Worker(concurrency=...) must be at least 1")
-        self.queue, self.agents, self.deps = queue, dict(agents), deps
+        self.agents = AgentRegistry(agents, owner="Worker")
+        self.queue, self.deps = queue, deps
         self.name = name or f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
         self.concurrency, self.drain_timeout_s = concurrency, drain_timeout_s
         self.claim_idle_s = claim_idle_s if claim_idle_s is not None else lease_ttl() + 10
@@ -148,13 +153,18 @@ class Worker:
             logger.error(
                 "worker %s: task %s delivered %d times; dead-lettered", self.name, msg_id, delivered
             )
-            # commands are queued on the pipeline (`_ =`: not coroutines) and run by execute()
-            async with q.client.pipeline(transaction=True) as pipe:
-                _ = pipe.xadd(f"{q.stream}:dead", {**fields, "deliveries": str(delivered)})
-                _ = pipe.xack(q.stream, q.group, msg_id)
-                await pipe.execute()
+            await self._to_dead(msg_id, fields, {"deliveries": str(delivered)})
             self.stats["dead_lettered"] += 1
         return keep
+
+    async def _to_dead(self, msg_id: str, fields: dict[str, str], extra: dict[str, str]) -> None:
+        """Move a task to ``<stream>:dead`` (with ``extra`` fields) and acknowledge it."""
+        q = self.queue
+        # commands are queued on the pipeline (`_ =`: not coroutines) and run by execute()
+        async with q.client.pipeline(transaction=True) as pipe:
+            _ = pipe.xadd(f"{q.stream}:dead", {**fields, **extra})
+            _ = pipe.xack(q.stream, q.group, msg_id)
+            await pipe.execute()
 
     async def _read(self, count: int) -> list[Message]:
         q = self.queue
@@ -179,6 +189,9 @@ class Worker:
             outcome = "error"
         self.stats[outcome] += 1
         try:
+            if outcome == "unknown_agent":
+                await self._to_dead(msg_id, fields, {"reason": outcome})
+                self.stats["dead_lettered"] += 1
             if outcome in _ACK:
                 await self.queue.ack(msg_id, run_id, outcome)
             elif outcome == "cancelled" and self._stopping:
@@ -189,14 +202,13 @@ class Worker:
             self._inflight.pop(msg_id, None)
 
     async def _execute(self, task: dict[str, Any], run_id: str, token: CancelToken) -> str:
-        name = str(task["agent"])
         assert self._db is not None
-        agent = self.agents.get(name)
-        if agent is None:
-            why = f"no agent named {name!r} on worker {self.name} (has {sorted(self.agents)})"
-            await record_unrunnable(
-                self._db, run_id, name, task.get("session_id"), why, "UnknownAgent"
-            )
+        try:  # the name comes from whoever wrote the task: only registered agents run
+            agent = self.agents.resolve(task["agent"], f"worker {self.name}")
+        except UserError as exc:  # not registered, or its registered path does not import
+            kind = "UnknownAgent" if isinstance(exc, UnknownAgent) else type(exc).__name__
+            shown = str(task["agent"])[:100]
+            await record_unrunnable(self._db, run_id, shown, task.get("session_id"), str(exc), kind)
             return "unknown_agent"
         deps = None if self.deps is None else self.deps(task.get("deps_key"))
         deps = await deps if inspect.isawaitable(deps) else deps

@@ -23,7 +23,12 @@ def make(
     app.conf.broker_connection_retry_on_startup = True
     app.conf.worker_hijack_root_logger = False
     runs = CeleryRunQueue(
-        app, store, queue=queue, max_deliveries=max_deliveries, retry_delay_s=retry_s
+        app,
+        store,
+        agents=["conformance_agent:agent"],
+        queue=queue,
+        max_deliveries=max_deliveries,
+        retry_delay_s=retry_s,
     )
     return app, runs
 

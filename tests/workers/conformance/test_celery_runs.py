@@ -112,7 +112,7 @@ doubler = Agent(name="doubler", model=FunctionModel(_decide), tools=[double])
 def _eager_queue() -> CeleryRunQueue:
     app = celery.Celery("lovia-eager-test")
     app.conf.task_always_eager = True  # the task runs in this process, through the same body
-    return CeleryRunQueue(app, "memory://celery-otel")
+    return CeleryRunQueue(app, "memory://celery-otel", agents=[f"{__name__}:doubler"])
 
 
 def test_the_run_span_is_a_child_of_the_submitting_span(
@@ -137,15 +137,16 @@ def test_an_agent_object_instead_of_an_import_path_is_a_user_error() -> None:
     queue = _eager_queue()
     with pytest.raises(UserError) as info:
         queue.submit(doubler, "hi")  # type: ignore[arg-type]
-    assert "import path" in str(info.value) and info.value.hint
+    assert "registered name" in str(info.value) and f"{__name__}:doubler" in (info.value.hint or "")
 
 
-def test_a_bad_import_path_is_recorded_as_a_failed_run() -> None:
-    queue = _eager_queue()
-    run_id = queue.submit(f"{__name__}:nobody", "hi")
+def test_a_registered_path_that_does_not_import_is_a_failed_run() -> None:
+    app = celery.Celery("lovia-eager-test")
+    app.conf.task_always_eager = True
+    queue = CeleryRunQueue(app, "memory://celery-otel", agents={"gone": f"{__name__}:nobody"})
+    run_id = queue.submit("gone", "hi")
     snap = queue.get(run_id, timeout_s=10)
-    assert (snap.info.status, snap.info.error_type) == ("failed", "UnknownAgent")
-    assert "nobody" in snap.info.extra["error"]
+    assert snap.info.status == "failed" and "cannot import" in snap.info.extra["error"]
 
 
 def test_missing_celery_package_is_a_user_error(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -4,9 +4,11 @@
 
 Needs the ``celery`` extra (``pip install 'lovia[celery]'``). The submitter and the
 workers build the same ``CeleryRunQueue(app, store=...)`` (usually in the module that
-``celery -A`` loads). A task names its agent by import path; its ``run_id`` is the
-Celery task id and lovia's idempotency key. Correctness comes from the store, as with
-``lovia.workers``: a task delivered again resumes its run from the checkpoint, or
+``celery -A`` loads). A task names its agent by one of the names in the queue's
+``agents=`` registry (anyone who can publish to the broker chooses that name, so a
+worker runs only registered agents and imports nothing a message names); its
+``run_id`` is the Celery task id and lovia's idempotency key. Correctness comes from
+the store, as with ``lovia.workers``: a task delivered again resumes its run from the checkpoint, or
 returns the stored result without a model call.
 
 - ``acks_late`` + ``reject_on_worker_lost``: a task is acknowledged when its run ended,
@@ -23,13 +25,16 @@ from __future__ import annotations
 
 import importlib
 import secrets
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from opentelemetry import propagate
 
+from ...agent import Agent
 from ...errors import UserError
 from ...stores.base import RunSnapshot
 from ...workers.execute import encode_input, wait_for_run
+from ...workers.registry import AgentRegistry
 from ._process import process_loop, shutdown
 from ._task import Settings, dead_letter_queue, run_delivery
 
@@ -56,6 +61,11 @@ class CeleryRunQueue:
     countdown of a retry, by default the lease TTL + 10 s (``LOVIA_LEASE_TTL_S``), so the
     lease of a worker lost on another host has expired when the run is tried again.
     ``deps`` is the import path of a ``deps(deps_key)`` factory.
+
+    ``agents`` is the registry of the agents workers run: ``{"support": support_agent}``
+    (names to agents or to their import paths) or a list of allowed import paths. A
+    task naming anything else is recorded as failed (``UnknownAgent``) and sent to
+    ``<queue>.dead`` without importing or calling anything.
     """
 
     def __init__(
@@ -63,6 +73,7 @@ class CeleryRunQueue:
         app: Any,
         store: str,
         *,
+        agents: Mapping[str, Agent[Any, Any] | str] | Sequence[str] | None = None,
         queue: str = "lovia.runs",
         task_name: str = "lovia.run",
         max_deliveries: int = 10,
@@ -77,9 +88,16 @@ class CeleryRunQueue:
             )
         if max_deliveries < 1:
             raise UserError("CeleryRunQueue(max_deliveries=...) must be at least 1")
+        if agents is None:
+            raise UserError(
+                "CeleryRunQueue(agents=...) is required: the agents its workers may run",
+                hint='Pass agents={"support": support_agent} (or a list of import paths such '
+                'as ["myapp.agents:support"]); a task naming anything else is refused.',
+            )
         self.app = app
         self.settings = Settings(
             store=store,
+            agents=AgentRegistry(agents, owner="CeleryRunQueue"),
             queue=queue,
             dead_letter_queue=f"{queue}.dead",
             max_deliveries=max_deliveries,
@@ -111,16 +129,18 @@ class CeleryRunQueue:
         session_id: str | None = None,
         deps_key: str | None = None,
     ) -> str:
-        """Queue a run of the agent at import path ``agent``; return its ``run_id``.
+        """Queue a run of the agent registered as ``agent``; return its ``run_id``.
 
         ``run_id`` (generated when absent) is the idempotency key: submitting it again
         is safe. The current OpenTelemetry context goes along with the task.
         """
         if not isinstance(agent, str):
             raise UserError(
-                f"submit() takes the agent's import path, got {type(agent).__name__}",
-                hint='Write queue.submit("myapp.agents:support", ...): workers import it.',
+                f"submit() takes the agent's registered name, got {type(agent).__name__}",
+                hint=f"Write queue.submit(name, ...) with a name of agents=: "
+                f"{', '.join(self.settings.agents.names())}.",
             )
+        self.settings.agents.check(agent, "this queue")
         run_id = run_id or secrets.token_hex(16)
         carrier: dict[str, str] = {}
         propagate.inject(carrier)

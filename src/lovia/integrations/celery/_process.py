@@ -4,7 +4,7 @@ A Celery task body is synchronous. Every task of a process hands its run to the 
 event loop, on a daemon thread started on first use, and blocks until the run ends;
 with Celery's ``threads`` pool one process so carries ``--concurrency`` runs on one
 loop, sharing its HTTP connections and store pool. Stores are opened on that loop (an
-asyncpg pool belongs to the loop that made it) and reused; agents are imported once.
+asyncpg pool belongs to the loop that made it) and reused.
 After a ``fork`` (the prefork pool) the child starts its own loop: the parent's thread
 does not exist there.
 """
@@ -17,12 +17,10 @@ import os
 import threading
 import time
 from collections.abc import Coroutine
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 from ..._imports import import_object
-from ...agent import Agent
 from ...context import CancelToken
-from ...errors import UserError
 from ...stores import Store
 from ...stores import store as open_store
 
@@ -69,22 +67,9 @@ class ProcessLoop:
             if path not in self._imported:
                 self._imported[path] = import_object(
                     path,
-                    hint="The worker imports agents by path: the module must be importable there.",
+                    hint="The worker imports it by path: the module must be importable there.",
                 )
             return self._imported[path]
-
-    def agent(self, path: str) -> Agent[Any, Any]:
-        """The agent at import path ``path``; a zero-argument factory there is called once."""
-        obj = self.imported(path)
-        if not isinstance(obj, Agent) and callable(obj):
-            with self._lock:
-                obj = self._imported[path] = obj()
-        if not isinstance(obj, Agent):
-            raise UserError(
-                f"{path!r} is a {type(obj).__name__}, not an Agent",
-                hint="Point the task at an Agent or a function returning one.",
-            )
-        return cast("Agent[Any, Any]", obj)  # the user's module: checked above
 
     def cancel(self, run_id: str, reason: str, remember_s: float) -> bool:
         """Cancel the run if this process executes it, else hold the cancel for its next

@@ -25,6 +25,7 @@ from ... import lease_ttl
 from ...context import CancelToken
 from ...errors import UserError
 from ...workers.execute import execute_run, record_unrunnable
+from ...workers.registry import AgentRegistry, UnknownAgent
 from ._process import ProcessLoop, maybe_await, process_loop
 
 __all__ = ["RETRIED", "Settings", "dead_letter_queue", "run_delivery"]
@@ -40,6 +41,8 @@ class Settings:
     """What every delivery needs to know; the same on the submitter and the workers."""
 
     store: str
+    agents: AgentRegistry
+    """The only agents a task may name (fixed at start-up; nothing else is imported)."""
     queue: str
     dead_letter_queue: str
     max_deliveries: int
@@ -69,6 +72,8 @@ def run_delivery(task: Any, settings: Settings, kwargs: dict[str, Any]) -> str:
         return _again(task, settings, kwargs, deliveries, "redelivered", countdown=0.0)
     proc = process_loop()
     outcome = proc.call(_execute(proc, settings, kwargs))
+    if outcome == "unknown_agent":  # no delivery fixes it: refused, kept for the operator
+        return _dead_letter(task, settings, kwargs, deliveries, outcome)
     if outcome in RETRIED:
         delay = settings.retry_delay_s
         delay = lease_ttl() + 10 if delay is None else delay  # a dead holder's lease expired
@@ -87,8 +92,15 @@ def _again(
     """Retry the task, or dead-letter it once it was delivered ``max_deliveries`` times."""
     if deliveries < settings.max_deliveries:
         raise task.retry(countdown=countdown, max_retries=None)
+    return _dead_letter(task, settings, kwargs, deliveries, why)
+
+
+def _dead_letter(
+    task: Any, settings: Settings, kwargs: dict[str, Any], deliveries: int, why: str
+) -> str:
+    """Publish the task to the dead-letter queue (its delivery is then acknowledged)."""
     logger.error(
-        "run %s: delivered %d times (last: %s); dead-lettered", kwargs["run_id"], deliveries, why
+        "run %s: dead-lettered after %d deliveries (%s)", kwargs.get("run_id"), deliveries, why
     )
     queue = dead_letter_queue(settings.dead_letter_queue)
     body = {**kwargs, "deliveries": deliveries, "reason": why}
@@ -131,13 +143,14 @@ async def _run(
     proc: ProcessLoop, settings: Settings, kwargs: dict[str, Any], token: CancelToken
 ) -> str:
     db = proc.store(settings.store)
-    path = str(kwargs["agent"])
-    try:
-        agent = proc.agent(path)
-    except UserError as exc:
-        why = f"{exc} (worker {worker_name()})"
+    name = kwargs.get("agent")
+    try:  # the name comes from whoever published the task: only registered agents run
+        agent = settings.agents.resolve(name, f"worker {worker_name()}")
+    except UserError as exc:  # not registered, or its registered path does not import
+        kind = "UnknownAgent" if isinstance(exc, UnknownAgent) else type(exc).__name__
+        shown = str(name)[:100]
         await record_unrunnable(
-            db, str(kwargs["run_id"]), path, kwargs.get("session_id"), why, "UnknownAgent"
+            db, str(kwargs["run_id"]), shown, kwargs.get("session_id"), str(exc), kind
         )
         return "unknown_agent"
     deps = None

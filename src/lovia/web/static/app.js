@@ -363,6 +363,21 @@
     });
   }
 
+  // -- pin: write this run as an evaluation case (the same folder as `lovia pin RUN`) -
+  const pin = document.getElementById("pin-run");
+  if (pin) {
+    pin.addEventListener("click", async () => {
+      const out = document.getElementById("pin-result");
+      pin.disabled = true;
+      out.textContent = "pinning…";
+      const resp = await post("/api/runs/" + encodeURIComponent(pin.dataset.run) + "/pin", {});
+      pin.disabled = false;
+      if (!resp.ok) { out.textContent = await failure(resp); return; }
+      const data = await resp.json();
+      out.textContent = "pinned " + data.views + " views to " + data.path + " (lovia eval " + data.path + " --baseline)";
+    });
+  }
+
   // -- what-if: send this view to another model; the answer goes beside the recorded one
   const whatif = document.getElementById("whatif-form");
   if (whatif) {
@@ -372,7 +387,7 @@
       const form = new FormData(whatif);
       out.replaceChildren(el("span", "dim", "sending…"));
       const url = "/api/runs/" + encodeURIComponent(whatif.dataset.run) + "/turns/" + whatif.dataset.turn + "/whatif";
-      const resp = await post(url, { model: form.get("model"), base_url: form.get("base_url") || null, attempt: Number(whatif.dataset.attempt) });
+      const resp = await post(url, { model: form.get("model"), base_url: form.get("base_url") || null, api_key: form.get("api_key") || null, attempt: Number(whatif.dataset.attempt) });
       if (!resp.ok) { out.replaceChildren(el("span", "err-type", await failure(resp))); return; }
       const data = await resp.json();
       const nodes = data.rerun.entries.map((e) => {
