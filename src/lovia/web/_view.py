@@ -238,6 +238,7 @@ async def view_json(request: Request) -> Response:
             "recorded": [
                 {"type": e.type, "text": entry_text(e)} for e in recorded_answer(run, view)
             ],
+            "failed_call": failed_call_of(run, view),
         }
     )
 
