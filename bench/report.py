@@ -325,23 +325,39 @@ def web_section(data: dict[str, Any] | None) -> list[str]:
     if not data:
         return []
     rows = [
-        f"| {name} | {r['ttfb_ms_median']} | {r['ttfb_ms_p90']} | {r['html_kb']} | "
-        f"{r['page_kb']} | {r['turn_sections']} |"
+        f"| {name} | {r['ttfb_ms_median']} | {r['ttfb_ms_p90']} | {r.get('cold_ms', '-')} | "
+        f"{r['html_kb']} | {r['page_kb']} | {r['turn_sections']} |"
         for name, r in data["pages"].items()
     ]
+    health = data.get("health")
+    after = (
+        [
+            "",
+            f"While the view of the last turn was first loaded ({health['page_ms']} ms), "
+            f"`/api/health` answered {health['health_answers']} times, the slowest in "
+            f"{health['health_ms_max']} ms (an idle server's slowest of as many: "
+            f"{health.get('health_idle_ms_max', '-')} ms): loading runs off the event loop.",
+        ]
+        if health
+        else []
+    )
     return [
         f"## lovia web: a {data['turns']}-turn run's pages",
         "",
         "`bench/web_page.py`: a scripted model records a run with a tool call per turn in "
-        "SQLite; `lovia web` serves it on 127.0.0.1 (uvicorn, one process). Time to first "
-        f"byte is the median (and p90) of {data['samples']} requests on one keep-alive "
-        "connection; page = HTML + the CSS and JavaScript it loads, uncompressed. The run "
-        "page shows one page of turns (40) and the waterfall of those turns, never the "
-        "whole transcript.",
+        f"SQLite, next to {data.get('fillers', 0)} other runs and a run with "
+        f"{data.get('big_mb', 0)} MB of tool results; `lovia web` serves them on 127.0.0.1 "
+        "(uvicorn, one process). Time to first byte is the median (and p90) of "
+        f"{data['samples']} requests on one keep-alive connection; cold is the first "
+        "request; page = HTML + the CSS and JavaScript it loads, uncompressed. The run "
+        "page shows one page of turns (40) and the trace of those turns; a view page "
+        "rebuilds only its own view and the previous one; long texts are cut at 2,000 "
+        "characters.",
         "",
-        "| page | TTFB ms | p90 ms | HTML KB | page KB | turns on the page |",
-        "| --- | ---: | ---: | ---: | ---: | ---: |",
+        "| page | TTFB ms | p90 ms | cold ms | HTML KB | page KB | turns on the page |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
         *rows,
+        *after,
     ]
 
 

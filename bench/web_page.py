@@ -1,13 +1,20 @@
-"""``lovia web`` page cost: time to first byte and page weight of a 500-turn run's page.
+"""``lovia web`` page cost at size: time to first byte and page weight.
 
-Records a 500-turn run (a scripted model, a tool call per turn) in a temporary SQLite
-store, serves ``lovia web`` on 127.0.0.1 (uvicorn, one process), and requests the runs
-list, the run page (paged: one page of turns) and one turn's view. Time to first byte
-is from sending the request to the first byte of the response, median of N requests
-on one keep-alive connection after a warm-up; page weight is the HTML plus the CSS and
-JavaScript it loads (the only assets), uncompressed.
+Records, in a temporary SQLite store, a 500-turn run (a scripted model, a tool call per
+turn), 1,000 other runs (summary rows written directly, a failure in every seventh) and
+a run whose tool results total ``--big-mb`` MB; serves ``lovia web`` on 127.0.0.1
+(uvicorn, one process) and requests the runs list (plain, and searched + sorted), the
+long run's page (one page of turns), the view of its last turn, and the big run's page
+and last view. Time to first byte is from sending the request to the first byte of the
+response (its status line: the page is built before it is sent), median of N requests
+on one keep-alive connection after a warm-up; "cold" is the first request of the page
+(nothing of it loaded yet). Page weight is the HTML plus the CSS and JavaScript it
+loads (the only assets), uncompressed. While the long run's last view is first loaded,
+``/api/health`` is asked every 10 ms on another connection: its slowest answer shows
+whether the server stays responsive (next to an idle server's slowest of as many).
 
-    python bench/web_page.py [--turns 500] [--samples 30] [--json] [--update-doc]
+    python bench/web_page.py [--turns 500] [--fillers 1000] [--big-mb 20]
+                             [--samples 30] [--json] [--update-doc]
 
 ``--update-doc`` rewrites the "lovia web" section of docs/performance.md in place
 (``bench/run.py`` renders the same section from its report).
@@ -55,6 +62,60 @@ async def record(url: str, turns: int) -> str:
     return str(result.run_id)
 
 
+async def record_fillers(url: str, count: int) -> None:
+    """``count`` summary rows (begin + finish), as many runs of other agents leave."""
+    from lovia.stores import RunInfo, store
+
+    db = store(url)
+    now = time.time() - count * 60
+    for i in range(count):
+        failed = i % 7 == 0
+        info = RunInfo(
+            run_id=f"filler-{i:05d}",
+            agent=("triage", "billing", "search")[i % 3],
+            session_id=f"s-{i // 5}",
+            status="failed" if failed else "completed",
+            error_type="ProviderTimeout" if failed else None,
+            turns=1 + i % 9,
+            input_tokens=100 + i,
+            output_tokens=20 + i % 50,
+            cost_usd=0.0001 * (i % 40),
+            started_at=now + i * 60,
+            ended_at=now + i * 60 + 1 + i % 30,
+            extra={"model": "openai:gpt-4.1-mini", "error": "read timed out"} if failed else {},
+        )
+        await db.begin(info)
+        await db.finish(info, None)
+    await db.aclose()
+
+
+async def record_big(url: str, megabytes: int) -> str:
+    """A run whose tool results total ``megabytes`` MB (2 MB each)."""
+    from lovia import Agent, Runner, tool
+    from lovia.stores import store
+    from lovia.testing import ScriptedModel, call, reply
+
+    chunk = "x" * (2 * 1024 * 1024 - 1) + "\n"
+
+    @tool
+    async def dump(part: int) -> str:
+        """Return a large blob."""
+        return chunk
+
+    calls = max(1, megabytes // 2)
+    steps: list[Any] = [
+        reply(f"Part {i}.", tool_calls=[call("dump", part=i)]) for i in range(calls)
+    ]
+    steps.append("Done.")
+    db = store(url)
+    agent = Agent(name="dumper", instructions="Dump.", tools=[dump], model=ScriptedModel(steps))
+    result = await Runner.run(
+        agent, "dump it", checkpointer=db, run_id="run-big", max_turns=calls + 2
+    )
+    await db.aclose()
+    return str(result.run_id)
+
+
 def serve(url: str) -> tuple[Any, int]:
     import uvicorn
 
@@ -72,53 +133,113 @@ def serve(url: str) -> tuple[Any, int]:
     return server, sock.getsockname()[1]
 
 
+LAST: dict[str, float] = {}
+
+
 def fetch(conn: http.client.HTTPConnection, path: str) -> tuple[float, bytes]:
-    """(seconds to the first byte of the response, body)."""
+    """(seconds to the first byte of the response: its status line and headers, body).
+
+    The whole response's time is kept in ``LAST["total"]``: on a reused keep-alive
+    connection it includes a ~40 ms delayed-ACK wait between the headers and the body
+    segments of this loopback client, whatever the page.
+    """
     t0 = time.perf_counter()
     conn.request("GET", path, headers={"host": "127.0.0.1"})
     response = conn.getresponse()
-    first = response.read(1)
     ttfb = time.perf_counter() - t0
-    body = first + response.read()
+    body = response.read()
+    LAST["total"] = time.perf_counter() - t0
     assert response.status == 200, (path, response.status)
     return ttfb, body
 
 
 def measure(port: int, path: str, samples: int) -> dict[str, Any]:
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-    fetch(conn, path)  # warm-up
-    times, body = [], b""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+    cold, _ = fetch(conn, path)  # the first request: nothing of this page loaded yet
+    times, totals, body = [], [], b""
     for _ in range(samples):
         ttfb, body = fetch(conn, path)
         times.append(ttfb)
+        totals.append(LAST["total"])
     assets = sum(len(fetch(conn, p)[1]) for p in ("/static/style.css", "/static/app.js"))
     conn.close()
     return {
         "path": path,
+        "cold_ms": round(cold * 1000, 1),
         "ttfb_ms_median": round(statistics.median(times) * 1000, 1),
         "ttfb_ms_p90": round(sorted(times)[int(len(times) * 0.9) - 1] * 1000, 1),
+        "complete_ms_median": round(statistics.median(totals) * 1000, 1),
         "html_kb": round(len(body) / 1024, 1),
         "page_kb": round((len(body) + assets) / 1024, 1),
         "turn_sections": body.count(b'<section class="turn"'),
     }
 
 
-def run(turns: int, samples: int) -> dict[str, Any]:
+def health_while(port: int, path: str) -> dict[str, Any]:
+    """The worst ``/api/health`` answer time while ``path`` is first requested."""
+    done = threading.Event()
+    worst: list[float] = []
+
+    def probe() -> None:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        while not done.is_set():
+            worst.append(fetch(conn, "/api/health")[0])
+            time.sleep(0.01)
+        conn.close()
+
+    thread = threading.Thread(target=probe)
+    thread.start()
+    time.sleep(0.05)
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+    page_s, _ = fetch(conn, path)
+    done.set()
+    thread.join()
+    idle = [fetch(conn, "/api/health")[0] for _ in range(len(worst))]
+    return {
+        "path": path,
+        "page_ms": round(page_s * 1000, 1),
+        "health_ms_max": round(max(worst) * 1000, 1),
+        "health_answers": len(worst),
+        "health_idle_ms_max": round(max(idle) * 1000, 1),
+    }
+
+
+def run(turns: int, samples: int, fillers: int = 1000, big_mb: int = 20) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         url = f"sqlite:///{tmp}/web.db"
         run_id = asyncio.run(record(url, turns))
+        asyncio.run(record_fillers(url, fillers))
+        big = asyncio.run(record_big(url, big_mb)) if big_mb else None
         server, port = serve(url)
         try:
+            health = health_while(port, f"/runs/{run_id}/turns/{turns - 1}")
             pages = {
-                "runs list": measure(port, "/", samples),
+                f"runs list ({fillers + 2} runs)": measure(port, "/", samples),
+                "runs list, searched + sorted by cost": measure(
+                    port, "/?q=bill&error=timeout&sort=cost", samples
+                ),
                 "run page (first page of turns)": measure(port, f"/runs/{run_id}", samples),
                 f"view of turn {turns - 1}": measure(
                     port, f"/runs/{run_id}/turns/{turns - 1}", samples
                 ),
             }
+            if big is not None:
+                pages[f"run page, {big_mb} MB of tool results"] = measure(
+                    port, f"/runs/{big}", max(3, samples // 5)
+                )
+                pages[f"last view, {big_mb} MB of tool results"] = measure(
+                    port, f"/runs/{big}/turns/{big_mb // 2}", max(3, samples // 5)
+                )
         finally:
             server.should_exit = True
-    return {"turns": turns, "samples": samples, "pages": pages}
+    return {
+        "turns": turns,
+        "samples": samples,
+        "fillers": fillers,
+        "big_mb": big_mb,
+        "health": health,
+        "pages": pages,
+    }
 
 
 def update_doc(data: dict[str, Any]) -> None:
@@ -142,10 +263,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=500)
     parser.add_argument("--samples", type=int, default=30)
+    parser.add_argument("--fillers", type=int, default=1000, help="filler runs in the list")
+    parser.add_argument("--big-mb", type=int, default=20, help="MB of tool results, 0: none")
     parser.add_argument("--json", action="store_true", help="print the result as one JSON line")
     parser.add_argument("--update-doc", action="store_true", help="rewrite docs/performance.md")
     args = parser.parse_args()
-    data = run(args.turns, args.samples)
+    data = run(args.turns, args.samples, args.fillers, args.big_mb)
     if args.update_doc:
         update_doc(data)
     if args.json:
@@ -153,9 +276,15 @@ def main() -> None:
     else:
         for name, row in data["pages"].items():
             print(
-                f"{name:34} ttfb {row['ttfb_ms_median']:>6} ms  page {row['page_kb']:>6} KB  "
-                f"turns shown {row['turn_sections']}"
+                f"{name:40} ttfb {row['ttfb_ms_median']:>6} ms (cold {row['cold_ms']:>7} ms)"
+                f"  page {row['page_kb']:>7} KB  turns shown {row['turn_sections']}"
             )
+        health = data["health"]
+        print(
+            f"health check while {health['path']} loads cold ({health['page_ms']} ms): "
+            f"worst {health['health_ms_max']} ms over {health['health_answers']} answers "
+            f"(idle server: worst {health['health_idle_ms_max']} ms)"
+        )
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@
 Records every run of this process with ``lovia.configure(store=...)`` (no
 ``checkpointer=`` at the call site), then starts ``lovia web`` on 127.0.0.1 on a free
 port, fetches the runs list, the run's page and its turn-1 view as a browser would,
-and stops. To look at them yourself:
+searches the list and exports the run as JSON Lines, and stops. To look at them yourself:
 
     lovia web --store URL          # the URL this script prints; opens on 127.0.0.1:8765
 
@@ -15,6 +15,7 @@ Run: python examples/70_web.py
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import socket
 import tempfile
@@ -64,6 +65,12 @@ async def main() -> None:
         print(f"run page: {len(page)} bytes, {bars} spans in the waterfall")
         view = (await client.get(f"/api/runs/{result.run_id}/turns/1")).json()["view"]
         print(f"turn 1 view verified: {view['ok']} (hash {view['rebuilt_hash'][:16]}…)")
+        # triage: search, facets and totals are query parameters (the page's links too)
+        found = (await client.get("/api/runs", params={"q": "support", "sort": "cost"})).json()
+        print(f"search 'support': {found['totals']['count']} run(s), facets {found['facets']}")
+        export = await client.get(f"/api/runs/{result.run_id}/export.jsonl")
+        kinds = [json.loads(line)["kind"] for line in export.text.splitlines()]
+        print(f"export: {len(kinds)} JSON lines ({', '.join(sorted(set(kinds)))})")
     server.should_exit = True
     await serving
     print(f"look yourself: lovia web --store {url}")

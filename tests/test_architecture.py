@@ -31,6 +31,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "_files",
             "_imports",
             "usage",
+            "_price_file",
             "pricing",
         ),
     ),

@@ -34,6 +34,7 @@ from .guardrails import GuardrailResult, guardrail
 from .hooks import AgentHooks
 from .model import ModelProfile, ModelSettings, Provider
 from .plugins import Plugin, PluginInstance
+from .pricing import load_prices, set_price
 from .result import RunResult
 from .runner import Runner, RunStream
 from .tools import Tool, tool
@@ -125,7 +126,9 @@ __all__ = [
     "events",
     "guardrail",
     "lease_ttl",
+    "load_prices",
     "recall_tool_result",
+    "set_price",
     "tool",
     "transcript",
     "tune_gc",

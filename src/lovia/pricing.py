@@ -7,7 +7,13 @@ neither owns it. ``lovia.telemetry`` re-exports these names.
 price, the extra not installed, or no usage reported); the engine then counts the call in
 ``Usage.unpriced`` and the first unpriced call of a model is logged (level INFO).
 ``price_usage`` is the same with 0.0 for unknown. Overrides win over the table:
-``set_price("openai", "my-finetune", input_per_mtok=..., output_per_mtok=...)``.
+``set_price("openai", "my-finetune", input_per_mtok=..., output_per_mtok=...)``, or a file
+of them: ``load_prices(path)``, or ``LOVIA_PRICES=path`` (read once, on first pricing). A
+model priced at 0 (``free: true``, a self-hosted model) is *priced*: its calls cost $0 and
+are not counted as unpriced. Model ``*`` prices every model of a provider.
+
+``price_source`` names what priced a call (``genai-prices==X`` or ``overrides@<hash>``, the
+hash of the whole override set), recorded on each ``chat`` span as ``lovia.cost.source``.
 
 It runs for every model response, so the table lookup happens once per
 ``(provider, model)`` and is cached; plain (non-tiered) prices are then applied with
@@ -21,18 +27,23 @@ when a model is first looked up in the process.
 from __future__ import annotations
 
 import functools
+import hashlib
 import logging
+import os
 import threading
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from ._price_file import read_price_file
 from .usage import Usage
 
 __all__ = [
     "clear_prices",
     "has_price",
+    "load_prices",
     "price_call",
+    "price_source",
     "price_table_version",
     "price_usage",
     "set_price",
@@ -70,6 +81,11 @@ class _Price:
 _overrides: dict[tuple[str, str], _Price] = {}
 _cache: dict[tuple[str, str], _Price | None] = {}
 _lock = threading.Lock()
+_ENV = "LOVIA_PRICES"
+_env_read = False
+_override_tag: str | None = None
+"""``overrides@<hash>`` of the current override set (None = not computed yet)."""
+_ANY = "*"
 
 
 def set_price(
@@ -88,15 +104,70 @@ def set_price(
         cache_read=None if cache_read_per_mtok is None else cache_read_per_mtok / _MTOK,
         cache_write=None if cache_write_per_mtok is None else cache_write_per_mtok / _MTOK,
     )
+    global _override_tag
     with _lock:
         _overrides[(provider.lower(), model.lower())] = price
+        _override_tag = None
+
+
+def load_prices(path: str | os.PathLike[str]) -> int:
+    """Add the overrides in a YAML or JSON file (see ``lovia._price_file``); returns how
+    many. The whole file is checked first: a bad one raises :class:`~lovia.UserError`
+    naming the file and the entry, and changes nothing."""
+    entries = read_price_file(path)
+    for e in entries:
+        set_price(
+            e.provider,
+            e.model,
+            input_per_mtok=e.input_per_mtok,
+            output_per_mtok=e.output_per_mtok,
+            cache_read_per_mtok=e.cache_read_per_mtok,
+            cache_write_per_mtok=e.cache_write_per_mtok,
+        )
+    return len(entries)
 
 
 def clear_prices() -> None:
-    """Forget every override and the lookup cache."""
+    """Forget every override and the lookup cache (``LOVIA_PRICES``, when set, is read
+    again on the next pricing)."""
+    global _override_tag, _env_read
     with _lock:
         _overrides.clear()
         _cache.clear()
+        _override_tag = None
+        _env_read = False
+
+
+def _read_env() -> None:
+    """Load ``LOVIA_PRICES`` once. A bad file raises on every pricing until it is fixed:
+    a run never goes on silently priced from the wrong table."""
+    global _env_read
+    path = os.environ.get(_ENV, "").strip()
+    if path:
+        load_prices(path)
+    _env_read = True
+
+
+def _tag() -> str:
+    """``overrides@`` + 8 hex digits of SHA-256 over the sorted override set."""
+    global _override_tag
+    tag = _override_tag
+    if tag is None:
+        with _lock:
+            rows = sorted(
+                (k, (p.input, p.output, p.cache_read, p.cache_write)) for k, p in _overrides.items()
+            )
+        digest = hashlib.sha256(repr(rows).encode()).hexdigest()[:8]
+        tag = _override_tag = f"overrides@{digest}"
+    return tag
+
+
+def price_source(provider: str, model: str) -> str | None:
+    """What prices ``provider``/``model``: ``overrides@<hash>`` (a user override),
+    ``genai-prices==<version>`` (the table), or None (no price: unknown)."""
+    if _override(provider.lower(), model.lower()) is not None:
+        return _tag()
+    return _table_version() if _lookup(provider, model) is not None else None
 
 
 def has_price(provider: str, model: str) -> bool:
@@ -139,15 +210,17 @@ def _warn_unpriced(provider: str, model: str) -> None:
     logger.info(  # not a warning: test fakes and local models are unpriced by design
         "no price is known for %s:%s: its calls count as unpriced (lovia.cost.unpriced) "
         "and every cost that includes them is a lower bound; register one with "
-        "lovia.telemetry.set_price",
+        "lovia.set_price or a price file (lovia.load_prices, LOVIA_PRICES)",
         provider,
         model,
     )
 
 
 def price_table_version() -> str:
-    """``genai-prices==<version>`` (``+overrides`` when set), or ``none``."""
-    return _table_version() + ("+overrides" if _overrides else "")
+    """``genai-prices==<version>`` (``+overrides@<hash>`` when any is set), or ``none``."""
+    if not _env_read:
+        _read_env()
+    return _table_version() + (f"+{_tag()}" if _overrides else "")
 
 
 @functools.cache
@@ -161,9 +234,16 @@ def _table_version() -> str:
         return "none"
 
 
+def _override(provider: str, model: str) -> _Price | None:
+    if not _env_read:
+        _read_env()
+    found = _overrides.get((provider, model))
+    return found if found is not None else _overrides.get((provider, _ANY))
+
+
 def _lookup(provider: str, model: str) -> _Price | None:
     key = (provider.lower(), model.lower())
-    found = _overrides.get(key)
+    found = _override(*key)
     if found is not None:
         return found
     try:

@@ -36,6 +36,14 @@ EXPECT = {
         "metric lovia.cost agent=manager  nested=True: 0.00038",
         "metric lovia.cost.unpriced agent=manager  nested=True: 1",
     ],
+    "43_prices.py": [
+        "ollama:llama3.3:70b: cost $0.000000, unpriced calls: 0",
+        "openai:ft:gpt-4o-mini:acme:support:abc123: cost $0.006000, unpriced calls: 0",
+        "vllm:in-house-7b: cost ?, unpriced calls: 1",
+        "span chat llama3.3:70b: source=overrides",
+        "span chat in-house-7b: source=unknown",
+        "bad file: the price file 'bad.yaml', entry 1: openai:tuned: input_per_mtok is -1",
+    ],
     "44_content_by_reference.py": [
         "EVENT_ONLY: content keys on spans: []",
         "log event gen_ai.client.inference.operation.details",

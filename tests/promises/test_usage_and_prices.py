@@ -268,10 +268,10 @@ def test_overrides_win_over_the_table_and_clearing_restores_it() -> None:
     assert price_usage("openai", "gpt-4.1-mini", Usage(input_tokens=1_000_000)) == pytest.approx(
         123.0
     )
-    assert price_table_version().endswith("+overrides")
+    assert "+overrides@" in price_table_version()
     clear_prices()
     assert price_usage("openai", "gpt-4.1-mini", Usage(input_tokens=1_000_000)) == table_cost
-    assert not price_table_version().endswith("+overrides")
+    assert "+overrides" not in price_table_version()
     assert price_table_version().startswith("genai-prices==")
 
 

@@ -64,8 +64,11 @@ def test_runs_filters_and_errors(client: TestClient) -> None:
     assert len(client.get("/api/runs?model=test:").json()["runs"]) >= 4
     future = client.get("/api/runs?since=2999-01-01").json()["runs"]
     assert future == []
-    bad = client.get("/api/runs?status=weird")
-    assert bad.status_code == 400 and "running" in bad.json()["hint"]
+    # statuses are shown generically (a newer lovia may add some): an unknown one
+    # filters to nothing instead of failing
+    assert client.get("/api/runs?status=weird").json()["runs"] == []
+    bad = client.get("/api/runs?sort=weird")
+    assert bad.status_code == 400 and "cost" in bad.json()["hint"]
     missing = client.get("/runs/no-such-run")
     assert missing.status_code == 404 and "no run" in missing.text
 
@@ -147,7 +150,7 @@ def test_security_headers_and_no_store_password(client: TestClient) -> None:
 
 
 def test_trace_link_only_for_hex_ids_into_http() -> None:
-    from lovia.web._pages import trace_link
+    from lovia.web._trace import trace_link
 
     tid = "0af7651916cd43dd8448eb211c80319c"
     assert (
@@ -304,17 +307,48 @@ def test_runs_in_flight_refresh_and_finished_do_not(tmp_path: Path) -> None:
 
     run_async(lambda: begin(True))
     with TestClient(create_app(url), base_url=LOCAL) as client:
-        assert 'data-refresh="3"' in client.get("/").text
-        assert 'data-refresh="3"' in client.get("/runs/live-1").text
-        assert 'data-refresh="3"' not in client.get("/?status=completed").text
+        # pages in flight ask for updates (in place, no reload); finished ones do not
+        assert 'id="results" data-live="on"' in client.get("/").text
+        assert 'data-live-url="/api/runs/live-1/live"' in client.get("/runs/live-1").text
+        assert 'id="results" data-live="off"' in client.get("/?status=completed").text
+        assert "data-refresh" not in client.get("/").text  # never a full reload
+        live = client.get("/api/runs/live-1/live").json()
+        assert live["live"] is True and live["status"] == "running" and live["holder"]
     run_async(lambda: begin(False))  # its worker is gone: nothing to wait for
     with TestClient(create_app(url), base_url=LOCAL) as client:
         page = client.get("/").text
-        assert 'data-refresh="3"' not in page and 'data-state="interrupted"' in page
-        assert 'data-refresh="3"' not in client.get("/runs/live-1").text
+        assert 'data-live="off"' in page and 'data-state="interrupted"' in page
+        assert "data-live-url" not in client.get("/runs/live-1").text
         assert client.get("/api/runs?status=interrupted").json()["runs"][0]["state"] == (
             "interrupted"
         )
+        # nobody holds the run's lease: shown interrupted, and the page stops asking
+        live = client.get("/api/runs/live-1/live").json()
+        assert live == {
+            "status": "interrupted",
+            "turns": 0,
+            "version": 0,
+            "holder": None,
+            "orphaned": True,
+            "live": False,
+        }
+
+
+def test_live_run_with_a_holder_keeps_updating(tmp_path: Path) -> None:
+    from lovia.stores import RunInfo, store
+
+    url = f"sqlite:///{tmp_path / 'held.db'}"
+
+    async def begin() -> None:
+        db = store(url)
+        await db.begin(RunInfo(run_id="held-1", agent="a", started_at=time.time()))
+        assert await db.acquire("held-1", "worker-7", 60.0) is not None
+        await db.aclose()
+
+    run_async(begin)
+    with TestClient(create_app(url), base_url=LOCAL) as client:
+        live = client.get("/api/runs/held-1/live").json()
+    assert live["live"] is True and live["holder"] == "worker-7" and live["status"] == "running"
 
 
 @pytest.mark.lovia_unconsumed  # the run ends before the script does, on purpose

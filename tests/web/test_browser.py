@@ -33,7 +33,7 @@ def test_runs_run_view_diff(page: Any, site: str, recorded: Recorded, shot: Shot
     rows = page.locator("tr.run")
     assert rows.count() >= 5
     failed = page.locator('tr.run[data-run-id="run-failed-1"]')
-    assert "failed" in failed.locator(".status").inner_text()
+    assert "failed" in failed.locator(".badge").inner_text()
     assert "ProviderServerError" in failed.inner_text()
     shot(page, "01-runs")
 
@@ -57,7 +57,9 @@ def test_runs_run_view_diff(page: Any, site: str, recorded: Recorded, shot: Shot
     expect(page.locator("#body-json")).to_contain_text('"messages"')
     shot(page, "03-view")
 
-    page.select_option("#diff-select", "1")
+    # the diff defaults to the previous turn; another turn is one field away
+    assert "turn 1 → turn 2" in page.locator("#diff").inner_text()
+    page.fill("#diff-select", "1")
     page.locator("#diff-form button").click()
     page.wait_for_url("**diff=1")
     diff = page.locator("#diff")
@@ -75,7 +77,7 @@ def test_waterfall_has_one_bar_per_span_nested(page: Any, site: str, recorded: R
     spans = rows.evaluate_all(
         "rs => rs.map(r => ({id: r.dataset.spanId, parent: r.dataset.parentId,"
         " depth: Number(r.dataset.depth), bars: r.querySelectorAll('rect').length,"
-        " name: r.querySelector('.span-name').textContent}))"
+        " name: r.querySelector('.span-open').textContent}))"
     )
     assert all(s["bars"] == 1 for s in spans)
     depth = {s["id"]: s["depth"] for s in spans}
@@ -107,9 +109,24 @@ def test_tampered_run_shows_red_banner(page: Any, recorded: Recorded, shot: Shot
 
 
 def test_hostile_strings_render_inert(page: Any, site: str, shot: Shot) -> None:
-    for path in ("/", "/runs/run-xss", "/runs/run-xss/turns/1", "/runs/run-xss/turns/2?diff=1"):
+    from urllib.parse import quote
+
+    paths = (
+        "/",
+        "/?q=" + quote(XSS[1]),
+        "/runs/run-xss",
+        "/runs/run-xss/turns/1",
+        "/runs/run-xss/turns/2?diff=1",
+        "/sessions/" + quote(XSS[3], safe=""),
+        "/compare?a=run-xss&ta=1&b=run-xss&tb=2",
+    )
+    for path in paths:
         page.goto(site + path)
         page.locator("a").first.wait_for()
+        for opener in page.locator("#waterfall .span-open").all()[:6]:
+            opener.click()  # the span panel is built from stored attributes
+        for more in page.locator("button.more, #earlier").all():
+            more.click()
         assert page.evaluate("window.__xss") is None, path
         assert page.locator("img[onerror], svg[onload], a[href^='javascript:' i]").count() == 0
         assert page.locator("script:not([src])").count() == 0

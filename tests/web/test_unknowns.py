@@ -91,10 +91,11 @@ def test_unpriced_and_missing_usage_read_as_unknown(tmp_path: Path, priced: None
     assert '<span id="run-cost">?</span>' in silent
     assert "0+0" not in silent
     cost = re.search(r'<span id="run-cost">([^<]*)</span>', partly)
-    assert cost and re.fullmatch(r"\$0\.\d{4}\+\?", cost.group(1)), cost
+    assert cost and re.fullmatch(r"\$0\.\d{2,}\+\?", cost.group(1)), cost  # adaptive decimals
     assert data["run"]["usage_missing"] is True and data["run"]["unpriced"] == 1
-    row = re.search(r'data-run-id="silent-1">(.*?)</tr>', listing, re.S)
-    assert row and row.group(1).count('<td class="num">?</td>') == 2  # tokens and cost
+    row = re.search(r'data-run-id="silent-1"[^>]*>(.*?)</tr>', listing, re.S)
+    unknown = re.findall(r'<td class="num[^"]*"[^>]*>\?</td>', row.group(1)) if row else []
+    assert len(unknown) == 2  # tokens and cost
 
     runs = lovia("runs", "--store", url)
     line = next(x for x in runs.stdout.splitlines() if x.startswith("silent-1"))

@@ -15,13 +15,21 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import LoviaError, RunNotFound
-from ..stores.base import PRUNED_KEY, RunInfo, Store, Tombstone
+from ..stores.base import PRUNED_KEY, RunInfo, RunSnapshot, Store, Tombstone
 from ..stores.lifecycle import Life, life_of
 from ..stores.records import StateRecord, read_records
 from ..transcript import TranscriptEntry
 from ..view.record import ViewRecord, resolve_records, view_records
 
-__all__ = ["NoViewRecords", "RunData", "StoreLike", "load_run", "open_store", "resolve_run_id"]
+__all__ = [
+    "NoViewRecords",
+    "RunData",
+    "StoreLike",
+    "load_run",
+    "open_store",
+    "resolve_run_id",
+    "run_from_snapshot",
+]
 
 StoreLike = Store | str
 """A store object, or a store URL (``sqlite:///…``, ``postgresql://…``, ``memory://``)."""
@@ -137,13 +145,22 @@ async def load_run(run_id: str, db: Store) -> RunData:
     snapshot = await db.load(run_id)
     if snapshot is None:  # deleted between the two reads
         raise RunNotFound(f"no run {run_id!r} in this store", hint="It may have been pruned.")
+    info = snapshot.info
+    session = None if info.session_id is None else await db.load_session(info.session_id)
+    return run_from_snapshot(snapshot, session, await life_of(db, info, snapshot))
+
+
+def run_from_snapshot(
+    snapshot: RunSnapshot, session: list[TranscriptEntry] | None, life: Life | None = None
+) -> RunData:
+    """A loaded snapshot (its session's entries, its lifecycle) as :class:`RunData`: the
+    CPU-bound half of :func:`load_run`, which a server may run off its event loop."""
+    info = snapshot.info
     history: list[TranscriptEntry] = []
     copies: dict[str, TranscriptEntry] = {}
-    info = snapshot.info
-    if info.session_id is not None:
-        session = await db.load_session(info.session_id)
+    if session is not None:
         history = session[: info.history_len]
-        copies = {e.id: e for e in session[info.history_len :] if e.run_id == run_id}
+        copies = {e.id: e for e in session[info.history_len :] if e.run_id == info.run_id}
     entries, views = snapshot.entries(), resolve_records(view_records(snapshot.records))
     return RunData(
         info=info,
@@ -153,7 +170,7 @@ async def load_run(run_id: str, db: Store) -> RunData:
         result=snapshot.result,
         session_copies=copies,
         states=[r for r in read_records(snapshot, ("state",)) if isinstance(r, StateRecord)],
-        life=await life_of(db, info, snapshot),
+        life=life,
     )
 
 

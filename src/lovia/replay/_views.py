@@ -13,7 +13,7 @@ from ..view import record as view_record
 from ..view.record import ViewHasher, ViewRecord
 from ._load import RunData
 
-__all__ = ["ReplayedView", "rebuild_request", "rebuild_views"]
+__all__ = ["ReplayedView", "rebuild_request", "rebuild_view", "rebuild_views"]
 
 HASH_ATTRIBUTE = "lovia.view.hash"
 """The span attribute (on ``chat`` spans) that carries the same view hash."""
@@ -109,15 +109,17 @@ def rebuild_views(run: RunData) -> list[ReplayedView]:
     """Every view of the run, rebuilt and verified, in call order."""
     by_id = {e.id: e for e in run.transcript}
     hasher = ViewHasher()
-    return [_replay(record, by_id, hasher) for record in run.views]
+    return [rebuild_view(record, by_id, hasher) for record in run.views]
 
 
-def _replay(
+def rebuild_view(
     record: ViewRecord,
     by_id: Mapping[str, TranscriptEntry],
-    hasher: ViewHasher,
+    hasher: ViewHasher | None = None,
     purpose: str = "main",
 ) -> ReplayedView:
+    """One view, rebuilt from the transcript (entries by id) and checked against its hash."""
+    hasher = hasher or ViewHasher()
     request, problems = rebuild_request(record, by_id)
     rebuilt = hasher.hash(request) if request is not None else ""
     if request is not None and rebuilt != record.hash:
@@ -148,11 +150,11 @@ def _summary(data: Mapping[str, Any], by_id: Mapping[str, TranscriptEntry]) -> R
         record = ViewRecord.from_data(data)
     except (LoviaError, ValueError) as exc:
         bad = ViewRecord(hash=str(data.get("hash", "")))
-        view = _replay(bad, by_id, ViewHasher(), "summary")
+        view = rebuild_view(bad, by_id, ViewHasher(), "summary")
         view.problems = [f"the summary call's view record does not load ({exc})"]
         view.rebuilt_hash = ""
         return view
-    return _replay(record, by_id, ViewHasher(), "summary")
+    return rebuild_view(record, by_id, ViewHasher(), "summary")
 
 
 def select(

@@ -22,7 +22,15 @@ from typing import TYPE_CHECKING
 
 from .. import pricing as pricing  # it lived here once: `from lovia.telemetry import pricing`
 from .._lazy import lazy_exports
-from ..pricing import clear_prices, has_price, price_table_version, price_usage, set_price
+from ..pricing import (
+    clear_prices,
+    has_price,
+    load_prices,
+    price_source,
+    price_table_version,
+    price_usage,
+    set_price,
+)
 from .attributes import SEMCONV_VERSION, TELEMETRY_VERSION
 from .processor import event_from_span, events_from_span
 from .tracer import RunTracer, make_run_tracer
@@ -42,8 +50,10 @@ __all__ = [
     "event_from_span",
     "events_from_span",
     "has_price",
+    "load_prices",
     "load_spans",
     "make_run_tracer",
+    "price_source",
     "price_table_version",
     "price_usage",
     "set_price",

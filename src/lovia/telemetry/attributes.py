@@ -150,7 +150,13 @@ COST_UNPRICED: Final = "lovia.cost.unpriced"
 """Model calls whose cost is unknown (no price for the model, or no usage reported): 1
 on such a ``chat`` span; on ``invoke_agent``, the count over the run and its children.
 When present, the span's cost is a lower bound, not the cost."""
+COST_SOURCE: Final = "lovia.cost.source"
+"""On a priced ``chat`` span: what priced the call, ``genai-prices==<version>`` (the
+table) or ``overrides@<hash>`` (a user override; the hash names the whole override set).
+Absent when the cost is unknown."""
 PRICE_TABLE_VERSION: Final = "lovia.price_table.version"
+"""On ``invoke_agent`` and the resource: the prices in force, ``genai-prices==<version>``
+plus ``+overrides@<hash>`` when any override is set (``none`` without the table)."""
 FINISH_REASON_RAW: Final = "lovia.finish_reason.raw"
 VIEW_HASH: Final = "lovia.view.hash"
 VIEW_ENTRIES: Final = "lovia.view.entries"

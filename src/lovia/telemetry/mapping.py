@@ -44,6 +44,7 @@ from opentelemetry.trace import SpanKind
 from opentelemetry.util.types import AttributeValue
 
 from .. import events as ev
+from ..pricing import price_source
 from ..transcript import ToolCallEntry, ToolResultEntry
 from ..usage import Usage
 from . import attributes as A
@@ -212,6 +213,9 @@ def _chat_end(e: ev.ModelCallCompleted) -> Attrs:
         out[A.COST_UNPRICED] = e.usage.unpriced
     else:
         out[A.COST_USD] = e.usage.cost_usd
+        source = price_source(e.provider, e.response_model or e.model)
+        if source is not None:
+            out[A.COST_SOURCE] = source
     if e.response_model:
         out[A.RESPONSE_MODEL] = e.response_model
     if e.response_id:

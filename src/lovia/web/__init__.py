@@ -5,10 +5,11 @@ from lovia.web import create_app
 app = create_app("sqlite:///.lovia/lovia.db")      # an ASGI app; `lovia web` serves it
 ```
 
-Pages: runs (filters, paging), a run (transcript by turn, span waterfall, approvals),
-a turn's exact view (verified hash, compaction, reminders, diff, request body, what-if),
-and chat with ``--agent``. Every page has a JSON twin under ``/api``. Nothing here is
-imported by ``import lovia``.
+Pages: runs (search, facets, sorting, totals, child runs nested), sessions, a run
+(transcript by turn, an interactive trace, lineage, approvals, live updates in place,
+JSON Lines export), a turn's exact view (verified hash, compaction, reminders, diff
+against the previous turn, request body, what-if), compare, and chat with ``--agent``.
+Every page has a JSON twin under ``/api``. Nothing here is imported by ``import lovia``.
 """
 
 from __future__ import annotations

@@ -189,7 +189,8 @@ def create_app(
             hint="Pass token=... (lovia web --whatif makes one and prints the URL to open); "
             "a CSRF token alone is readable by anyone who can load a page.",
         )
-    from . import _evals, _live, _pages
+    from . import _compare, _evals, _list, _live, _pages, _run, _view
+    from ._cache import RunCache
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncGenerator[None]:
@@ -201,7 +202,15 @@ def create_app(
             app.state.db = db
             yield
 
-    routes: list[Any] = [*_pages.ROUTES, *_live.ROUTES, *_evals.ROUTES]
+    routes: list[Any] = [
+        *_pages.ROUTES,
+        *_list.ROUTES,
+        *_run.ROUTES,
+        *_view.ROUTES,
+        *_compare.ROUTES,
+        *_live.ROUTES,
+        *_evals.ROUTES,
+    ]
     routes.append(Mount("/static", StaticFiles(packages=[("lovia.web", "static")]), name="static"))
     app = Starlette(
         routes=routes,
@@ -211,4 +220,5 @@ def create_app(
     )
     app.state.config = config
     app.state.templates = templates()
+    app.state.runs = RunCache()
     return app

@@ -5,13 +5,12 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import math
 from typing import Any, cast
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 from .._display import (
-    fmt_cost,
     fmt_duration,
-    fmt_run_cost,
     fmt_time,
     fmt_token_total,
     fmt_tokens,
@@ -20,8 +19,10 @@ from .._display import (
     safe_name,
 )
 
-__all__ = ["FILTERS", "path", "run_id_param"]
+__all__ = ["FILTERS", "TEXT_LIMIT", "clip", "cost_text", "path", "query", "run_id_param"]
 
+TEXT_LIMIT = 2_000
+"""Characters of one message or tool result printed in a page; the rest on demand."""
 _ENCODED = "~"
 """Marks a run id carried in base64url: one with ``/``, ``\\`` or ``%`` in it, ``.`` or
 ``..``, or one that starts with ``~`` (servers decode ``%2F`` before routing, some
@@ -54,6 +55,12 @@ def run_id_param(segment: str) -> str:
         return segment
 
 
+def query(**fields: Any) -> str:
+    """A query string of the fields that have a value (shared URLs carry no empty ones)."""
+    kept = {k: 1 if v is True else v for k, v in fields.items() if v not in (None, "", 0, False)}
+    return urlencode(kept)
+
+
 def pretty_json(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, default=str)
 
@@ -62,8 +69,22 @@ def tokens(value: int | None) -> str:
     return "-" if value is None else fmt_tokens(int(value))
 
 
-def cost(value: float | None) -> str:
-    return "-" if value is None else fmt_cost(float(value))
+def cost_text(usd: float | None, used_tokens: int | None = None) -> str:
+    """Dollars with as many decimals as the amount needs (two significant digits below
+    a cent, never ``$0.0000`` for a run that used tokens): ``?`` when the price is
+    unknown (no cost, or none recorded for tokens that were used)."""
+    if usd is None or (usd == 0 and used_tokens):
+        return "?"
+    if usd <= 0:
+        return "-"
+    if usd >= 1:
+        return f"${usd:,.2f}"
+    decimals = max(2, 1 - math.floor(math.log10(usd)))
+    return f"${usd:.{decimals}f}"
+
+
+def cost(value: float | None, used_tokens: int | None = None) -> str:
+    return cost_text(value, used_tokens)
 
 
 def _field(item: Any, name: str, default: Any = None) -> Any:
@@ -74,8 +95,13 @@ def _field(item: Any, name: str, default: Any = None) -> Any:
 
 
 def usage_cost(item: Any) -> str:
-    """A run's or a turn's cost; ``?`` / ``$x+?`` when some calls have no known price."""
-    return fmt_run_cost(float(_field(item, "cost_usd") or 0.0), int(_field(item, "unpriced", 0)))
+    """A run's or a turn's cost (adaptive precision); ``?`` / ``$x+?`` when some calls
+    have no known price."""
+    usd = float(_field(item, "cost_usd") or 0.0)
+    if int(_field(item, "unpriced", 0) or 0):
+        return f"{cost_text(usd)}+?" if usd else "?"
+    used = int(_field(item, "input_tokens") or 0) + int(_field(item, "output_tokens") or 0)
+    return cost_text(usd, used)
 
 
 def usage_tokens(item: Any) -> str:
@@ -95,17 +121,24 @@ def run_turns(run: Any) -> str:
     return fmt_turns(int(_field(run, "turns", 0)), running=_field(run, "status") == "running")
 
 
+def clip(text: str | None, limit: int = TEXT_LIMIT) -> str:
+    """The first ``limit`` characters (the page offers the rest)."""
+    text = text or ""
+    return text if len(text) <= limit else text[:limit]
+
+
 FILTERS: dict[str, Any] = {
+    "clip": clip,
     "cost": cost,
-    "run_turns": run_turns,
-    "total_tokens": total_tokens,
-    "usage_cost": usage_cost,
-    "usage_tokens": usage_tokens,
     "duration": fmt_duration,
     "json": pretty_json,
     "name": safe_name,  # bidi overrides and invisible characters in names shown visibly
     "path": path,
+    "run_turns": run_turns,
     "path_id": path_id,
     "time": fmt_time,
     "tokens": tokens,
+    "total_tokens": total_tokens,
+    "usage_cost": usage_cost,
+    "usage_tokens": usage_tokens,
 }

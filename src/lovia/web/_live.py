@@ -151,7 +151,7 @@ async def approvals_json(request: Request) -> Response:
         "approvals": decisions,
         "approved_by": web_identity(_config(request)),
     }
-    return await _resume(info, agent, options, db)
+    return await _resume(request, info, agent, options)
 
 
 async def resume_json(request: Request) -> Response:
@@ -168,12 +168,13 @@ async def resume_json(request: Request) -> Response:
             hint="A paused run is resumed by deciding its approvals.",
         )
     options: dict[str, Any] = {"run_id": info.run_id, "checkpointer": db}
-    return await _resume(info, agent, options, db)
+    return await _resume(request, info, agent, options)
 
 
 async def _resume(
-    info: RunInfo, agent: Agent[Any, Any], options: dict[str, Any], db: Any
+    request: Request, info: RunInfo, agent: Agent[Any, Any], options: dict[str, Any]
 ) -> Response:
+    db = request.app.state.db
     if info.session_id is not None:
         options.update(session=db, session_id=info.session_id)
     try:
@@ -184,6 +185,9 @@ async def _resume(
         return JSONResponse(
             {"run_id": info.run_id, "status": "failed", "error": exc.message, "hint": exc.hint}
         )
+    finally:
+        request.app.state.runs.forget(info.run_id)  # the pages show what the resume wrote
+        request.app.state.run_index = None
     return JSONResponse(
         {"run_id": info.run_id, "status": "completed", "output": str(result.output)}
     )
@@ -217,6 +221,8 @@ def _event_line(event: ev.Event) -> dict[str, Any] | None:
         }
     if isinstance(event, ev.RunCompleted):
         return {"type": "done", "run_id": event.run_id}
+    if isinstance(event, ev.RunFailed) and isinstance(event.error, ApprovalPending):
+        return paused_line(event.run_id, event.error)
     if isinstance(event, ev.RunFailed):
         error = event.error
         hint = error.hint if isinstance(error, LoviaError) else None
@@ -227,6 +233,36 @@ def _event_line(event: ev.Event) -> dict[str, Any] | None:
             "hint": hint,
         }
     return None
+
+
+def paused_line(run_id: str, error: ApprovalPending) -> dict[str, Any]:
+    """A run paused for approval: the calls to decide (the chat shows approve/deny)."""
+    calls = [
+        {
+            "call_id": str(getattr(c, "call_id", "")),
+            "name": str(getattr(c, "name", "?")),
+            "arguments": str(getattr(c, "arguments", "")),
+        }
+        for c in error.pending
+    ]
+    return {"type": "paused", "run_id": run_id, "calls": calls}
+
+
+async def chat_history(request: Request) -> Response:
+    """``/api/chat/history?session_id=S``: the session's user and assistant messages (the
+    chat page shows them again after a reload)."""
+    session_id = request.query_params.get("session_id") or ""
+    if not SESSION_ID.match(session_id):
+        raise UserError("session_id must be 1-128 letters, digits or _.:-")
+    from ..replay import entry_text
+
+    entries = await request.app.state.db.load_session(session_id)
+    messages = [
+        {"role": "user" if e.type == "input" else "assistant", "text": entry_text(e)}
+        for e in entries[-200:]
+        if e.type in ("input", "text")
+    ]
+    return JSONResponse({"session_id": session_id, "messages": messages})
 
 
 async def chat_json(request: Request) -> Response:
@@ -265,4 +301,5 @@ ROUTES = [
     Route("/api/runs/{run_id}/resume", resume_json, methods=["POST"]),
     Route("/chat", chat_html),
     Route("/api/chat", chat_json, methods=["POST"]),
+    Route("/api/chat/history", chat_history),
 ]
