@@ -140,6 +140,7 @@ class Agent(Generic[DepsT, OutputT]):
             model_settings: ModelSettings | None = None,
             approval: Approver | None = None,
             max_parallel_tools: int = 8,
+            max_tool_calls_per_turn: int = 128,
         ) -> None: ...
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Self:
