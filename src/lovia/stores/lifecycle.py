@@ -8,6 +8,7 @@
 | ``completed`` | ``completed`` | — | finished with an answer |
 | ``failed`` | ``failed`` | — | ended by an error (``error_type``) |
 | ``cancelled`` | ``cancelled`` | — | its cancel token was set (``cancelled_by`` says why) |
+| ``dead_lettered`` | ``failed`` | — | a task queue gave up on it (``dead_letter`` says why) |
 
 ``interrupted`` is never stored: a dead worker cannot write it. It is derived from the
 lease: a ``running`` run whose lease expired unrenewed, or whose lease holder is a
@@ -35,6 +36,8 @@ from .base import Checkpointer, RunInfo, RunSnapshot
 from .records import ApprovalRecord, AttemptRecord, FailedCallRecord, read_records
 
 __all__ = [
+    "CANCEL_REQUEST_KEY",
+    "DEAD_LETTER_KEY",
     "HOST",
     "STATES",
     "Attempt",
@@ -50,11 +53,19 @@ __all__ = [
     "state_of",
 ]
 
-State = Literal["running", "interrupted", "paused", "completed", "failed", "cancelled"]
+State = Literal[
+    "running", "interrupted", "paused", "completed", "failed", "cancelled", "dead_lettered"
+]
 STATES: tuple[str, ...] = get_args(State)
 HOST = socket.gethostname()
 SCAN_LIMIT = 10_000
 """Rows scanned when a filter is on a derived state (``interrupted``, ``cancelled``)."""
+DEAD_LETTER_KEY = "dead_letter"
+"""``RunInfo.extra`` key of a run a task queue dead-lettered: ``{"deliveries", "kills",
+"last_error", "reason", "queue", "at"}`` (its status is ``failed``)."""
+CANCEL_REQUEST_KEY = "cancel_requested"
+"""``RunInfo.extra`` key of a run cancelled by request (``lovia cancel``, a queue's
+``cancel``): ``{"reason", "at"}``. A queue worker never starts a run that carries it."""
 
 
 # -- processes ------------------------------------------------------------------------
@@ -245,11 +256,21 @@ def state_of(info: RunInfo, holder: str | None) -> tuple[State, str]:
         waits = _waits_on(info)
         names = ", ".join(f"{w.get('tool', '?')} ({w.get('call_id', '?')})" for w in waits)
         return "paused", f"waiting for approval of {names or 'tool calls'}"
+    if status == "failed" and isinstance(info.extra.get(DEAD_LETTER_KEY), dict):
+        return "dead_lettered", _dead_letter_detail(info)
     if status == "failed":
         return "failed", f"{info.error_type or 'error'}: {info.extra.get('error') or ''}".rstrip(
             ": "
         )
     return "completed", info.finish_reason or "stop"
+
+
+def _dead_letter_detail(info: RunInfo) -> str:
+    dead = cast("dict[str, Any]", info.extra[DEAD_LETTER_KEY])
+    text = f"dead-lettered after {dead.get('deliveries', '?')} deliveries"
+    if dead.get("kills"):
+        text += f", {dead['kills']} lost workers"
+    return f"{text}: {dead.get('last_error') or dead.get('reason') or 'no error recorded'}"
 
 
 def _cancelled_by(info: RunInfo) -> str:
@@ -347,7 +368,7 @@ async def list_lives(
     stored: tuple[str | None, ...] = (state,)
     if state in ("running", "interrupted"):
         stored = ("running",)
-    elif state in ("cancelled", "failed"):
+    elif state in ("cancelled", "failed", "dead_lettered"):
         stored = ("cancelled", "failed")  # older stores kept cancellations as failed
     scan = limit if state is None or stored == (state,) else SCAN_LIMIT
     rows: list[RunInfo] = []
