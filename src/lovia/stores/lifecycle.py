@@ -24,12 +24,13 @@ attempt records) has one attempt, from its summary row.
 
 from __future__ import annotations
 
+import logging
 import os
 import secrets
 import socket
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal, cast, get_args
 
 from .base import Checkpointer, RunInfo, RunSnapshot
@@ -44,12 +45,14 @@ __all__ = [
     "Life",
     "State",
     "attempts_of",
+    "cancel_request",
     "holder_gone",
     "life_of",
     "list_lives",
     "owner_id",
     "process_gone",
     "process_started",
+    "request_cancel",
     "state_of",
 ]
 
@@ -67,6 +70,8 @@ CANCEL_REQUEST_KEY = "cancel_requested"
 """``RunInfo.extra`` key of a run cancelled by request (``lovia cancel``, a queue's
 ``cancel``): ``{"reason", "at"}``. A queue worker never starts a run that carries it."""
 
+
+logger = logging.getLogger("lovia.stores")
 
 # -- processes ------------------------------------------------------------------------
 
@@ -390,3 +395,40 @@ async def list_lives(
         if len(out) >= limit:
             break
     return out
+
+
+# -- cancel requests ------------------------------------------------------------------
+
+
+def cancel_request(info: RunInfo) -> str | None:
+    """The reason of the cancel request stored on the run, if it carries one."""
+    held: Any = info.extra.get(CANCEL_REQUEST_KEY)
+    if info.status != "cancelled" or not isinstance(held, dict):
+        return None
+    return str(held.get("reason") or "cancelled")  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType] -- stored JSON
+
+
+async def request_cancel(db: Checkpointer, run_id: str, reason: str = "cancelled") -> str:
+    """Store a cancel request for ``run_id``; return the state the run was in.
+
+    A run not stored yet (still queued) gets a ``cancelled`` row at once; a stored run
+    that has not finished is marked ``cancelled`` (a worker running it right now ends it
+    with its own row when its cancel token is set through the queue). A finished run
+    (completed, failed, cancelled, dead-lettered) is left as it is: ``"ended"``.
+    """
+    snap = await db.load(run_id)
+    now = time.time()
+    mark = {"reason": reason, "at": now}
+    if snap is None:
+        info = RunInfo(run_id=run_id, agent="?", status="cancelled", started_at=now)
+        before = "queued"
+    elif snap.info.status in ("running", "paused"):
+        info, before = replace(snap.info, extra=dict(snap.info.extra)), snap.info.status
+        info.status = "cancelled"
+    else:
+        return "ended"
+    info.ended_at, info.finish_reason = now, "cancelled"
+    info.extra.update({CANCEL_REQUEST_KEY: mark, "cancelled_by": reason})
+    await db.finish(info, None)
+    logger.info("run %s: cancel requested (%s; it was %s)", run_id, reason, before)
+    return before

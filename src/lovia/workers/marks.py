@@ -4,8 +4,8 @@ Both back-ends (the Redis Streams :class:`~lovia.workers.Worker` and the Celery 
 keep the facts an operator needs in lovia's store, where ``lovia runs``/``show`` and
 ``lovia web`` read them, rather than only in the broker:
 
-- a **cancel request** (:func:`request_cancel`): the run's row says ``cancelled`` with
-  ``extra["cancel_requested"]``, written whether the run is queued, running or
+- a **cancel request** (``lovia.stores.lifecycle.request_cancel``): the run's row says
+  ``cancelled`` with ``extra["cancel_requested"]``, written whether the run is queued, running or
   interrupted; a worker checks it before it starts a delivery (:func:`admit`), so a
   queued run cannot escape its cancel, even across a worker restart;
 - a **dead letter** (:func:`mark_dead_lettered`): the row says ``failed`` with
@@ -28,7 +28,7 @@ from typing import Any, Literal
 
 from ..stores import Checkpointer
 from ..stores.base import RunInfo, RunSnapshot
-from ..stores.lifecycle import CANCEL_REQUEST_KEY, DEAD_LETTER_KEY, life_of
+from ..stores.lifecycle import DEAD_LETTER_KEY, cancel_request, life_of, request_cancel
 
 __all__ = [
     "Admission",
@@ -44,40 +44,6 @@ LOST = ("killed", "lease_lost")
 """How an attempt ended when its worker died or stalled (see ``lovia.stores.lifecycle``)."""
 _SHOWN = 500
 """At most this many characters of an error are kept in the dead-letter mark."""
-
-
-def cancel_request(info: RunInfo) -> str | None:
-    """The reason of the cancel request stored on the run, if it carries one."""
-    held: Any = info.extra.get(CANCEL_REQUEST_KEY)
-    if info.status != "cancelled" or not isinstance(held, dict):
-        return None
-    return str(held.get("reason") or "cancelled")  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType] -- stored JSON
-
-
-async def request_cancel(db: Checkpointer, run_id: str, reason: str = "cancelled") -> str:
-    """Store a cancel request for ``run_id``; return the state the run was in.
-
-    A run not stored yet (still queued) gets a ``cancelled`` row at once; a stored run
-    that has not finished is marked ``cancelled`` (a worker running it right now ends it
-    with its own row when its cancel token is set through the queue). A finished run
-    (completed, failed, cancelled, dead-lettered) is left as it is: ``"ended"``.
-    """
-    snap = await db.load(run_id)
-    now = time.time()
-    mark = {"reason": reason, "at": now}
-    if snap is None:
-        info = RunInfo(run_id=run_id, agent="?", status="cancelled", started_at=now)
-        before = "queued"
-    elif snap.info.status in ("running", "paused"):
-        info, before = replace(snap.info, extra=dict(snap.info.extra)), snap.info.status
-        info.status = "cancelled"
-    else:
-        return "ended"
-    info.ended_at = now
-    info.extra.update({CANCEL_REQUEST_KEY: mark, "cancelled_by": reason})
-    await db.finish(info, None)
-    logger.info("run %s: cancel requested (%s; it was %s)", run_id, reason, before)
-    return before
 
 
 async def mark_dead_lettered(

@@ -59,10 +59,14 @@ async def test_cancel_reaches_the_worker_running_the_run_and_drops_a_queued_one(
     assert (snap.info.status, snap.info.finish_reason) == ("cancelled", "cancelled")
     assert snap.info.extra["cancelled_by"] == "user pressed stop"
 
-    # the freed worker takes slow-c and drops it: cancelled before it started
+    # the freed worker takes slow-c and drops it: cancelled before it started; the cancel
+    # is stored on the run, so no worker (even one started later) ever starts it
     await asyncio.sleep(1.0)
     assert "slow-c" not in harness.lines("started.log")
-    assert await harness.db.load("slow-c") is None
+    queued = await harness.db.load("slow-c")
+    assert queued is not None and queued.records == []
+    assert (queued.info.status, queued.info.extra["cancelled_by"]) == ("cancelled", "not needed")
+    assert queued.info.extra["cancel_requested"]["reason"] == "not needed"
     assert await harness.db.load("slow-b") is not None  # the other worker's run goes on
     assert (await harness.db.load("slow-b")).info.status == "running"  # type: ignore[union-attr]
     assert len(await asyncio.to_thread(runs.cancel, "slow-b")) == 1  # so the workers stop now
@@ -173,7 +177,8 @@ def test_a_run_held_by_a_lost_worker_is_retried_after_the_lease_ttl(
     process_loop().call(db.acquire("held-run", "otherhost:1:abcd", 45))  # died elsewhere
     countdowns: list[float] = []
 
-    def retry(countdown: float, max_retries: Any) -> _Retry:
+    def retry(countdown: float, max_retries: Any, **options: Any) -> _Retry:
+        assert options == {"kwargs": {**kwargs, "last_error": "lease_held"}, "queue": None}
         countdowns.append(countdown)
         return _Retry()
 
