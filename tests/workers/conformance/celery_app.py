@@ -29,6 +29,7 @@ def make(
         queue=queue,
         max_deliveries=max_deliveries,
         retry_delay_s=retry_s,
+        sweep_s=float(os.environ.get("LOVIA_CONFORMANCE_SWEEP_S", "1")),
     )
     return app, runs
 

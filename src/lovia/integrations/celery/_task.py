@@ -92,7 +92,11 @@ def run_delivery(task: Any, settings: Settings, kwargs: dict[str, Any]) -> str:
     if outcome == "unknown_agent":  # no delivery fixes it: refused, kept for the operator
         return _dead_letter(task, settings, kwargs, deliveries, outcome)
     if outcome.startswith("poison:"):
-        return _dead_letter(task, settings, kwargs, deliveries, "poison", int(outcome[7:]))
+        kills = int(outcome[7:])
+        last = f"its worker was lost (killed or stalled) in {kills} attempts"
+        return _dead_letter(
+            task, settings, {**kwargs, "last_error": last}, deliveries, "poison", kills
+        )
     if outcome == "deferred":  # a suspect runs alone here: another worker takes it
         again = {**kwargs, "deferred": int(kwargs.get("deferred") or 0) + 1}
         raise task.retry(kwargs=again, countdown=1.0, max_retries=None)
