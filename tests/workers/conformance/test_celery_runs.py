@@ -4,7 +4,10 @@ the submitter's trace context carried into the run, and clear errors for bad set
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import sys
+import time
 from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
@@ -187,3 +190,29 @@ def test_a_run_held_by_a_lost_worker_is_retried_after_the_lease_ttl(
     with pytest.raises(_Retry):
         run_delivery(task, queue.settings, kwargs)
     assert countdowns == [55.0]
+
+
+@CELERY_ONLY
+@pytest.mark.slow
+async def test_a_stalled_workers_run_is_taken_over_by_an_idle_worker(harness: Harness) -> None:
+    """SIGSTOP a worker in the middle of a run: once its lease expired (5 s here), the idle
+    worker's sweep finds the run interrupted in the store and re-queues it first; it
+    completes there, the stalled worker's tool call is not run again, and the woken
+    worker is fenced out (the run completes once)."""
+    backend: Any = await harness.backend()
+    stalled = backend.start_worker("stalled", concurrency=1)
+    await backend.submit("stall-run", "add them up", "s-stall-run")
+    await _eventually(lambda: harness.lines("started.log") == ["stall-run"])
+    os.kill(stalled.pid, signal.SIGSTOP)
+    stopped_at = time.monotonic()
+    backend.start_worker("idle", concurrency=1)
+    try:
+        snap = await backend.result("stall-run", 40)
+        took = time.monotonic() - stopped_at
+    finally:
+        os.kill(stalled.pid, signal.SIGCONT)
+    assert snap.info.status == "completed"
+    assert harness.lines("started.log") == ["stall-run"], "the stalled call is not run again"
+    assert harness.lines("completed.log") == ["stall-run"]
+    assert took < 25, f"taken over {took:.1f} s after the stall"
+    print(f"\nstalled Celery worker's run completed by another worker {took:.1f} s after SIGSTOP")
