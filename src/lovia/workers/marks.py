@@ -35,6 +35,7 @@ __all__ = [
     "admit",
     "cancel_request",
     "mark_dead_lettered",
+    "poison_error",
     "request_cancel",
 ]
 
@@ -91,6 +92,11 @@ async def mark_dead_lettered(
     await db.finish(info, None)
 
 
+def poison_error(kills: int) -> str:
+    """The last error a poison run is dead-lettered with."""
+    return f"its worker was lost (killed or stalled) in {kills} attempts"
+
+
 @dataclass(frozen=True, slots=True)
 class Admission:
     """What a worker does with a delivery before it starts the run (see :func:`admit`)."""
@@ -101,6 +107,8 @@ class Admission:
     kills: int = 0
     """Attempts of the run whose worker was killed or stalled past its lease."""
     detail: str = ""
+    attempts: int = 0
+    """The run's attempts so far (lease grants)."""
 
     @property
     def suspect(self) -> bool:
@@ -124,6 +132,6 @@ async def admit(db: Checkpointer, run_id: str, *, max_kills: int | None) -> Admi
     life = await life_of(db, info, snap)
     kills = sum(1 for a in life.attempts if a.how in LOST)
     if max_kills is not None and kills >= max_kills:
-        detail = f"its worker was lost (killed or stalled) in {kills} attempts"
-        return Admission("poison", kills=kills, detail=detail)
-    return Admission("run", kills=kills)
+        detail = poison_error(kills)
+        return Admission("poison", kills=kills, detail=detail, attempts=len(life.attempts))
+    return Admission("run", kills=kills, attempts=len(life.attempts))

@@ -195,11 +195,24 @@ class Worker:
             msg_id: Any = await self.queue.client.hget(self.queue.running_key, run_id)
             if msg_id is None or msg_id in self._inflight:
                 continue
+            gate = await admit(self._db, run_id, max_kills=self.max_kills)
             if await self._db.acquire(f"{run_id}:requeue", self.name, self.claim_idle_s) is None:
                 continue  # another worker re-queued it
+            if gate.verdict == "poison":  # its last worker died too: no new attempt
+                await self._give_up_pending(str(msg_id), run_id, gate)
+                continue
             await self._to_front(str(msg_id))
             self.stats["swept"] += 1
             logger.info("worker %s: run %s was interrupted; re-queued first", self.name, run_id)
+
+    async def _give_up_pending(self, msg_id: str, run_id: str, gate: Admission) -> None:
+        """Dead-letter a pending task the sweep found poison (another consumer holds it)."""
+        q = self.queue
+        found: Any = await q.client.xrange(q.stream, msg_id, msg_id)
+        if not found:
+            return
+        await self._note_error(run_id, gate.detail)
+        await self._give_up(msg_id, found[0][1], gate.attempts, "poison", gate.kills)
 
     async def _to_front(self, msg_id: str) -> None:
         """Make a pending task look long abandoned: the next ``XAUTOCLAIM`` takes it."""

@@ -16,8 +16,10 @@ bounded shutdown, the sweep for interrupted runs, the queue-depth gauge.
 - Every ``sweep_s`` a worker lists the store's interrupted runs (lease expired: their
   worker died or stalled) of the agents it serves, claims each with a store lease on
   ``<run_id>:requeue`` (one worker re-queues it) and publishes it to the front queue.
-  The run's lease and fencing still decide who executes it. A queue with a ``deps``
-  factory is not swept: a task's ``deps_key`` is not in the store.
+  The run's lease and fencing still decide who executes it. A run whose lost workers
+  reached ``max_kills`` is dead-lettered by the sweep at once (its last worker died
+  too: no attempt is started to find out again). A queue with a ``deps`` factory is not
+  swept: a task's ``deps_key`` is not in the store.
 """
 
 from __future__ import annotations
@@ -29,7 +31,9 @@ from typing import TYPE_CHECKING, Any
 
 from ... import lease_ttl
 from ...stores.lifecycle import list_lives, owner_id
+from ...workers.marks import admit, poison_error
 from ._process import ProcessLoop, process_loop
+from ._task import dead_letter
 
 if TYPE_CHECKING:
     from . import CeleryRunQueue
@@ -109,10 +113,17 @@ async def sweep(runs: CeleryRunQueue, proc: ProcessLoop, owner: str) -> list[str
         name = names.get(str(info.extra.get("first_agent") or info.agent))
         if name is None:
             continue
+        gate = await admit(db, info.run_id, max_kills=settings.max_kills)
         if await db.acquire(f"{info.run_id}:requeue", owner, lease_ttl() + 10) is None:
             continue  # another worker re-queued it
         kwargs: dict[str, Any] = {"run_id": info.run_id, "agent": name, "input": None, "otel": {},
                   "session_id": info.session_id, "deps_key": None}  # fmt: skip
+        if gate.verdict == "poison":  # its last worker died too: no new attempt
+            kwargs["last_error"] = poison_error(gate.kills)
+            await asyncio.to_thread(
+                dead_letter, runs.app, settings, kwargs, gate.attempts, "poison", gate.kills
+            )
+            continue
         await asyncio.to_thread(
             runs.task.apply_async, kwargs=kwargs, task_id=info.run_id, queue=settings.front_queue
         )

@@ -32,12 +32,12 @@ from ... import lease_ttl
 from ...context import CancelToken
 from ...errors import UserError
 from ...workers.execute import execute_run, record_unrunnable
-from ...workers.marks import admit, mark_dead_lettered
+from ...workers.marks import admit, mark_dead_lettered, poison_error
 from ...workers.metrics import QueueMetrics
 from ...workers.registry import AgentRegistry, UnknownAgent
 from ._process import SHUTDOWN, ProcessLoop, maybe_await, process_loop
 
-__all__ = ["RETRIED", "Settings", "dead_letter_queue", "run_delivery"]
+__all__ = ["RETRIED", "Settings", "dead_letter", "dead_letter_queue", "run_delivery"]
 
 logger = logging.getLogger("lovia.integrations.celery")
 
@@ -90,13 +90,12 @@ def run_delivery(task: Any, settings: Settings, kwargs: dict[str, Any]) -> str:
     proc = process_loop()
     outcome = proc.call(_execute(proc, settings, kwargs))
     if outcome == "unknown_agent":  # no delivery fixes it: refused, kept for the operator
-        return _dead_letter(task, settings, kwargs, deliveries, outcome)
+        return dead_letter(task.app, settings, kwargs, deliveries, outcome)
     if outcome.startswith("poison:"):
         kills = int(outcome[7:])
-        last = f"its worker was lost (killed or stalled) in {kills} attempts"
-        return _dead_letter(
-            task, settings, {**kwargs, "last_error": last}, deliveries, "poison", kills
-        )
+        last = poison_error(kills)
+        again = {**kwargs, "last_error": last}
+        return dead_letter(task.app, settings, again, deliveries, "poison", kills)
     if outcome == "deferred":  # a suspect runs alone here: another worker takes it
         again = {**kwargs, "deferred": int(kwargs.get("deferred") or 0) + 1}
         raise task.retry(kwargs=again, countdown=1.0, max_retries=None)
@@ -125,11 +124,11 @@ def _again(
         again = {**kwargs, "last_error": why}
         front = settings.front_queue if countdown == 0 and settings.front_queue else None
         raise task.retry(kwargs=again, countdown=countdown, max_retries=None, queue=front)
-    return _dead_letter(task, settings, {**kwargs, "last_error": why}, deliveries, why)
+    return dead_letter(task.app, settings, {**kwargs, "last_error": why}, deliveries, why)
 
 
-def _dead_letter(
-    task: Any, settings: Settings, kwargs: dict[str, Any], deliveries: int, why: str, kills: int = 0
+def dead_letter(
+    app: Any, settings: Settings, kwargs: dict[str, Any], deliveries: int, why: str, kills: int = 0
 ) -> str:
     """Publish the task to the dead-letter queue (its delivery is then acknowledged) and
     mark its run ``dead_lettered`` in the store."""
@@ -139,7 +138,7 @@ def _dead_letter(
     queue = dead_letter_queue(settings.dead_letter_queue)
     body = {**kwargs, "deliveries": deliveries, "reason": why}
     body.pop("otel", None)
-    with task.app.producer_or_acquire() as producer:
+    with app.producer_or_acquire() as producer:
         producer.publish(
             body,
             exchange=queue.exchange,
