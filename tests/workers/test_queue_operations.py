@@ -4,15 +4,20 @@ shutdown that hands runs back to the front, and the store's view of both."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
 from typing import Any
 
-from worker_helpers import Start
+import pytest
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from worker_helpers import Start, eventually
 
 from lovia import Agent, RunContext, tool
 from lovia.stores import store
 from lovia.stores.lifecycle import life_of
 from lovia.testing import FunctionModel, call
 from lovia.workers import RunQueue, Worker
+from lovia.workers import metrics as queue_metrics_module
 
 started: list[str] = []
 
@@ -83,4 +88,63 @@ async def test_shutdown_hands_an_unfinished_run_back_to_the_front_of_the_queue(
     done = await queue.result(run_id, db, timeout_s=10)
     assert done.info.status == "completed"
     assert second.stats["completed"] == 1
+    await db.aclose()
+
+
+@pytest.fixture
+def reader(monkeypatch: pytest.MonkeyPatch) -> Iterator[InMemoryMetricReader]:
+    """The queue instruments on a local meter provider read in memory."""
+    reader = InMemoryMetricReader()
+    provider = MeterProvider(metric_readers=[reader])
+    monkeypatch.setattr(queue_metrics_module, "_made", None)
+    monkeypatch.setattr(
+        queue_metrics_module.metrics, "get_meter", lambda name: provider.get_meter(name)
+    )
+    yield reader
+    provider.shutdown()
+
+
+def _points(reader: InMemoryMetricReader) -> dict[str, dict[frozenset[Any], Any]]:
+    data = reader.get_metrics_data()
+    found: dict[str, dict[frozenset[Any], Any]] = {}
+    assert data is not None
+    for rm in data.resource_metrics:
+        for sm in rm.scope_metrics:
+            for m in sm.metrics:
+                found[m.name] = {
+                    frozenset(p.attributes.items()): p.value  # type: ignore[union-attr]
+                    for p in m.data.data_points
+                }
+    return found
+
+
+async def test_queue_metrics_count_deliveries_dead_letters_busy_runs_and_depth(
+    queue: RunQueue, store_file: str, start: Start, reader: InMemoryMetricReader
+) -> None:
+    db = store(store_file)
+    worker = Worker(queue, {"waiter": waiter}, db, name="m", concurrency=2)
+    await queue.submit("no-such-agent", "go", run_id="unknown-1")
+    await queue.submit("waiter", "go", run_id="waits-1")
+    start(worker)
+    started.clear()
+    while started != ["waits-1"]:
+        await asyncio.sleep(0.05)
+    labels = {"lovia.queue.backend": "redis", "lovia.queue.name": queue.stream}
+    key = frozenset(labels.items())
+    await eventually(lambda: worker.stats["dead_lettered"] == 1)
+    worker._next_tick = 0  # measure the depth at the next loop turn  # pyright: ignore[reportPrivateUsage]
+    await asyncio.sleep(1.5)
+    points = _points(reader)
+    assert points["lovia.queue.deliveries"] == {
+        frozenset({**labels, "lovia.queue.redelivery": False}.items()): 2
+    }
+    assert points["lovia.queue.dead_letters"] == {
+        frozenset({**labels, "lovia.queue.dead_letter_reason": "unknown_agent"}.items()): 1
+    }
+    assert points["lovia.queue.runs_in_flight"] == {key: 1}, "the waiting run is in flight"
+    depth = {dict(k)["lovia.queue.state"]: v for k, v in points["lovia.queue.depth"].items()}
+    assert depth == {"waiting": 0, "pending": 1, "dead": 1}
+    assert await queue.cancel("waits-1", db) == "running"
+    await eventually(lambda: worker.stats["cancelled"] == 1)
+    assert _points(reader)["lovia.queue.runs_in_flight"] == {key: 0}
     await db.aclose()

@@ -44,8 +44,7 @@ QUEUE, BACKEND, REDELIVERY, REASON, STATE = (
 class _Instruments:
     """The process's queue instruments and the depths its gauge reports."""
 
-    def __init__(self) -> None:
-        meter = metrics.get_meter("lovia.workers")
+    def __init__(self, meter: metrics.Meter) -> None:
         self.deliveries = meter.create_counter(
             M_DELIVERIES, unit="{delivery}", description="Run tasks delivered to a worker"
         )
@@ -79,7 +78,7 @@ def _instruments() -> _Instruments:
     global _made
     with _guard:
         if _made is None:
-            _made = _Instruments()
+            _made = _Instruments(metrics.get_meter("lovia.workers"))
         return _made
 
 
