@@ -272,9 +272,10 @@ def state_of(info: RunInfo, holder: str | None) -> tuple[State, str]:
 
 def _dead_letter_detail(info: RunInfo) -> str:
     dead = cast("dict[str, Any]", info.extra[DEAD_LETTER_KEY])
-    text = f"dead-lettered after {dead.get('deliveries', '?')} deliveries"
-    if dead.get("kills"):
-        text += f", {dead['kills']} lost workers"
+    n, kills = dead.get("deliveries", "?"), dead.get("kills")
+    text = f"dead-lettered after {n} {'delivery' if n == 1 else 'deliveries'}"
+    if kills:
+        text += f", {kills} lost {'worker' if kills == 1 else 'workers'}"
     return f"{text}: {dead.get('last_error') or dead.get('reason') or 'no error recorded'}"
 
 
