@@ -188,6 +188,35 @@ class ModelResponse:
 StreamItem = TextChunk | ReasoningChunk | ToolCallChunk | RetryNotice | ModelResponse
 
 
+class ProviderBase:
+    """What every provider states the same way: ``name``, ``model`` and ``profile``,
+    read-only, and an ``aclose`` with nothing to close (a subclass holding a client
+    overrides it). The HTTP adapters, the fake models of ``lovia.testing`` and the
+    eval harness's providers derive from it; a :class:`Provider` need not."""
+
+    def __init__(self, name: str, model: str, profile: ModelProfile) -> None:
+        self._name = name
+        self._model = model
+        self._profile = profile
+
+    @property
+    def name(self) -> str:
+        """``gen_ai.provider.name``."""
+        return self._name
+
+    @property
+    def model(self) -> str:
+        return self._model
+
+    @property
+    def profile(self) -> ModelProfile:
+        return self._profile
+
+    async def aclose(self) -> None:
+        """Release what the provider holds: nothing, unless a subclass says otherwise."""
+        return
+
+
 @runtime_checkable
 class Provider(Protocol):
     """A model behind some API. Implementations: see ``lovia.providers``."""
