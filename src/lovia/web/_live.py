@@ -24,7 +24,7 @@ from ..replay import load_run
 from ..replay._query import whatif, whatif_dict
 from ..runner import Runner
 from ..stores.base import RunInfo
-from ._app import WebConfig
+from ._config import WebConfig
 from ._format import run_id_param
 from ._pages import load_views, pick, render
 

@@ -17,8 +17,8 @@ from starlette.routing import Route
 from ..errors import LoviaError, RunNotFound, UserError
 from ..replay import ReplayedView, RunData, require_views, select
 from ..stores.base import Store
-from ._app import WebConfig
 from ._cache import Loaded, RunCache, off_loop
+from ._config import WebConfig
 from ._format import run_id_param
 
 __all__ = [
