@@ -233,3 +233,48 @@ def test_architecture_md_states_the_same_table() -> None:
     assert documented == list(ORDER)
     for group in ENGINE_USERS:
         assert re.search(rf"`{re.escape(group)}`[^\n]*`_loop`", text), group
+
+
+PRIVATE_IMPORTS: dict[tuple[str, str], str] = {
+    ("cli", "lovia.evals._report"): "the report formats of `lovia eval` (JSON, JUnit, rows) "
+    "are the CLI's own, not yet a public API of lovia.evals",
+}
+"""Private modules of a package imported from outside it, each with why."""
+
+
+def private_imports(src: Path = SRC) -> list[str]:
+    """Imports of a package's private module (``lovia.replay._query``) from outside it."""
+    found: list[str] = []
+    for e in import_edges(src):
+        parts = e.target.split(".")
+        private = next((i for i, p in enumerate(parts) if i >= 2 and p.startswith("_")), None)
+        if private is None:
+            continue
+        package = ".".join(parts[:private])
+        inside = e.source == package or e.source.startswith(package + ".")
+        if not inside and (group_of(e.source), e.target) not in PRIVATE_IMPORTS:
+            found.append(f"{e.source}:{e.line} imports {e.target}, private to {package}")
+    return found
+
+
+def test_private_modules_stay_inside_their_package() -> None:
+    """The CLI and the web app use ``lovia.replay``'s public names, never ``replay._query``."""
+    assert private_imports() == []
+    used = {(group_of(e.source), e.target) for e in import_edges()}
+    assert set(PRIVATE_IMPORTS) - used == set()
+
+
+def test_the_private_import_check_flags_a_reach_inside(tmp_path: Path) -> None:
+    files = {
+        "__init__.py": "",
+        "replay/__init__.py": "from ._query import run_dict\n",  # its own package: fine
+        "replay/_query.py": "",
+        "web/_list.py": "from ..replay._query import run_dict\n",
+        "cli/_runs.py": "from ..replay import run_dict\n",
+    }
+    for name, text in files.items():
+        path = tmp_path / "lovia" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    found = private_imports(tmp_path / "lovia")
+    assert found == ["lovia.web._list:1 imports lovia.replay._query, private to lovia.replay"]

@@ -15,6 +15,7 @@ from ..replay import (
     RunData,
     Verification,
     entry_text,
+    failed_call,
     find_view,
     load_run,
     open_store,
@@ -24,7 +25,6 @@ from ..replay import (
     select,
 )
 from ..replay import verify as verify_views
-from ..replay._query import failed_call
 from ..stores.base import Store
 from ._common import EXIT_MISMATCH, EXIT_OK, info_dict, store_url
 from ._out import Out, one_line, safe_name
@@ -74,7 +74,7 @@ async def _run_id(args: argparse.Namespace, db: Store) -> str:
     run_id = await _parent_id(args, db)
     if not args.child:
         return run_id
-    from ..replay._load import resolve_run_id
+    from ..replay import resolve_run_id
     from ._show import child_runs
 
     parent = await resolve_run_id(run_id, db)

@@ -10,6 +10,7 @@ from .._display import fmt_turns
 from ..replay import (
     ContentRef,
     RunData,
+    entry_label,
     entry_text,
     find_view,
     load_run,
@@ -17,8 +18,8 @@ from ..replay import (
     parse_ref,
     rebuild_views,
     require_views,
+    run_dict,
 )
-from ..replay._query import entry_label, run_dict
 from ..stores.base import RunInfo, Store
 from ..stores.lifecycle import Attempt, Life, build_life
 from ..stores.records import ApprovalRecord, FailedCallRecord

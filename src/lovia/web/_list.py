@@ -23,7 +23,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ..errors import UserError
-from ..replay._query import run_dict
+from ..replay import run_dict
 from ..stores.base import RunInfo, Store
 from ..stores.lifecycle import Life, build_life, list_lives
 from ._format import query

@@ -20,8 +20,7 @@ from starlette.routing import Route
 from .. import events as ev
 from ..agent import Agent
 from ..errors import ApprovalPending, LoviaError, UserError
-from ..replay import load_run
-from ..replay._query import whatif, whatif_dict
+from ..replay import load_run, whatif, whatif_dict
 from ..runner import Runner
 from ..stores.base import RunInfo
 from ._config import WebConfig

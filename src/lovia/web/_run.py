@@ -18,9 +18,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from ..errors import UserError
-from ..replay import entry_text
-from ..replay._query import Turn, info_dict, run_dict
-from ..replay._spans import SpanRow, attempt_parts
+from ..replay import SpanRow, Turn, attempt_parts, entry_text, info_dict, run_dict
 from ..stores.base import RunInfo
 from ..stores.lifecycle import Attempt, build_life
 from ..transcript import entry_to_dict
