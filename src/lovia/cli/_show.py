@@ -20,7 +20,7 @@ from ..replay import (
     require_views,
     run_dict,
 )
-from ..stores.base import RunInfo, Store
+from ..stores.base import RunInfo, RunQueries
 from ..stores.lifecycle import Attempt, Life, build_life
 from ..stores.records import ApprovalRecord, FailedCallRecord
 from ..transcript import ToolCallEntry, ToolResultEntry, TranscriptEntry, entry_to_dict
@@ -137,7 +137,7 @@ async def _show_ref(args: argparse.Namespace, out: Out, ref: ContentRef) -> int:
     return 0 if view.ok else EXIT_MISMATCH
 
 
-async def child_runs(db: Store, run_id: str) -> dict[str, RunInfo]:
+async def child_runs(db: RunQueries, run_id: str) -> dict[str, RunInfo]:
     """The child runs (agents run as tools) of ``run_id``, by the call that started them."""
     found = await db.list_runs(parent_run_id=run_id, limit=10_000)
     return {i.parent_call_id: i for i in reversed(found) if i.parent_call_id is not None}

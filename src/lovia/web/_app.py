@@ -20,7 +20,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..errors import LoviaError, UserError
 from ..replay import WhatIfPolicy
-from ..stores.base import Store
+from ..stores.base import ReadOnlyStore, Store
 from ._config import LOOPBACK, WebConfig
 
 __all__ = ["CSRF_HEADER", "WebConfig", "create_app"]
@@ -136,7 +136,7 @@ def templates() -> Environment:
 
 
 def create_app(
-    store: Store | str,
+    store: ReadOnlyStore | str,
     *,
     agent: Any = None,
     token: str | None = None,
@@ -145,7 +145,11 @@ def create_app(
     whatif: WhatIfPolicy | None = None,
     config: WebConfig | None = None,
 ) -> Starlette:
-    """The ``lovia web`` ASGI app over ``store`` (a store or its URL)."""
+    """The ``lovia web`` ASGI app over ``store`` (a store or its URL).
+
+    Without ``agent`` the app only reads: a :class:`~lovia.stores.base.ReadOnlyStore`
+    will do. Chat and approvals run the agent, which records to the store: they need a
+    full :class:`~lovia.stores.base.Store`."""
     if config is None:
         config = WebConfig(
             store=store,
@@ -154,6 +158,13 @@ def create_app(
             trace_url=trace_url or os.environ.get("LOVIA_TRACE_URL") or None,
             allowed_hosts=allowed_hosts,
             whatif=whatif,
+        )
+    if config.agent is not None and not isinstance(config.store, str | Store):
+        raise UserError(
+            f"lovia web with an agent needs a store it can record runs to; "
+            f"{type(config.store).__name__} only answers queries",
+            hint="Pass a full store (memory://, sqlite:///…, postgresql://…) or its URL, "
+            "or leave agent=None to browse this store's runs read-only.",
         )
     if config.whatif is not None and not config.token:
         raise UserError(

@@ -14,7 +14,7 @@ from .._redact import redact_url
 
 if TYPE_CHECKING:
     from ..replay import WhatIfPolicy
-    from ..stores.base import Store
+    from ..stores.base import ReadOnlyStore
 
 __all__ = ["LOOPBACK", "WebConfig"]
 
@@ -26,7 +26,7 @@ LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
 class WebConfig:
     """What ``lovia web`` serves and how it is protected."""
 
-    store: Store | str
+    store: ReadOnlyStore | str
     agent: Any = None
     """An ``Agent``, or a zero-argument callable returning one per run (chat, approvals)."""
     token: str | None = None
