@@ -130,3 +130,31 @@ async def test_replay_names_a_damaged_state_record() -> None:
     await db.append("r1", [CheckpointRecord(kind="state", data=damaged)])
     with pytest.raises(StoreError, match=r"^checkpoint record 2 of run r1 is damaged: its state"):
         await load_run("r1", db)
+
+
+KINDS_CORPUS = Path(__file__).parent / "corpus" / "kinds_v1.json"
+
+
+def test_records_of_every_kind_written_by_an_earlier_lovia_read_and_write_back() -> None:
+    """``corpus/kinds_v1.json`` was written by the lovia before the record registry
+    (``make_kinds_corpus.py``): each record reads into the same typed record and writes
+    back the same JSON, byte for byte."""
+    import pydantic_core
+
+    corpus = json.loads(KINDS_CORPUS.read_text(encoding="utf-8"))
+    assert {e["kind"] for e in corpus} == {
+        "entries",
+        "ledger",
+        "state",
+        "view",
+        "attempt",
+        "approval",
+        "failed_call",
+    }
+    for entry in corpus:
+        stored = CheckpointRecord.model_validate({k: entry[k] for k in ("version", "kind", "data")})
+        record = read_record(stored)
+        assert repr(record) == entry["typed"]
+        written = to_checkpoint(record)
+        assert written.kind == entry["kind"] and written.version == entry["version"]
+        assert pydantic_core.to_json(written.data).decode() == entry["written_back"]
