@@ -158,3 +158,19 @@ def test_records_of_every_kind_written_by_an_earlier_lovia_read_and_write_back()
         written = to_checkpoint(record)
         assert written.kind == entry["kind"] and written.version == entry["version"]
         assert pydantic_core.to_json(written.data).decode() == entry["written_back"]
+
+
+def test_each_kind_is_described_once_and_the_names_agree() -> None:
+    """``RECORD_TYPES`` is the one table: the stored names (``RecordKind``), the typed
+    classes (``Record``) and the stores' kind check all come from it."""
+    from typing import get_args
+
+    from lovia.stores import _codec
+    from lovia.stores.base import RecordKind
+    from lovia.stores.records import BY_KIND, RECORD_TYPES, Record
+
+    assert [t.kind for t in RECORD_TYPES] == list(get_args(RecordKind))
+    assert {t.cls for t in RECORD_TYPES} == set(get_args(Record))
+    assert frozenset(BY_KIND) == _codec._KINDS  # pyright: ignore[reportPrivateUsage]
+    with pytest.raises(StoreError, match="is not one of approval, attempt, entries"):
+        _codec.decode_record("r1", 1, 1, "mystery", "{}")
