@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal, cast, get_args
 
-from .base import RunInfo, RunQueries, RunSnapshot
+from .base import Checkpointer, RunInfo, RunQueries, RunSnapshot
 from .records import ApprovalRecord, AttemptRecord, FailedCallRecord, read_records
 
 __all__ = [
