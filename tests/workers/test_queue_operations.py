@@ -4,6 +4,7 @@ shutdown that hands runs back to the front, and the store's view of both."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -14,7 +15,9 @@ from worker_helpers import Start, eventually
 
 from lovia import Agent, RunContext, tool
 from lovia.stores import store
+from lovia.stores.base import RunInfo
 from lovia.stores.lifecycle import life_of
+from lovia.stores.records import AttemptRecord, to_checkpoint
 from lovia.testing import FunctionModel, call
 from lovia.workers import RunQueue, Worker
 from lovia.workers import metrics as queue_metrics_module
@@ -147,4 +150,84 @@ async def test_queue_metrics_count_deliveries_dead_letters_busy_runs_and_depth(
     assert await queue.cancel("waits-1", db) == "running"
     await eventually(lambda: worker.stats["cancelled"] == 1)
     assert _points(reader)["lovia.queue.runs_in_flight"] == {key: 0}
+    await db.aclose()
+
+
+events: list[tuple[str, str]] = []
+
+
+@tool
+async def work(ctx: RunContext[Any], seconds: float) -> str:
+    """Work a while; note when it starts and ends."""
+    events.append(("start", ctx.run_id))
+    await asyncio.sleep(seconds)
+    events.append(("end", ctx.run_id))
+    return "worked"
+
+
+def _work(request: Any, info: Any) -> Any:
+    last = request.messages[-1]
+    return call("work", seconds=float(last.content)) if last.type == "input" else "ok"
+
+
+worker_agent = Agent(name="worker", model=FunctionModel(_work), tools=[work])
+
+
+async def test_a_run_that_lost_a_worker_runs_alone(
+    queue: RunQueue, store_file: str, start: Start
+) -> None:
+    """A suspect (one lost worker in its attempts) waits until the runs in flight ended,
+    and no other task starts on its worker until it ended: if it kills this worker too,
+    it takes nothing else with it."""
+    events.clear()
+    db = store(store_file)
+    await db.begin(RunInfo(run_id="suspect", agent="worker", started_at=time.time()))
+    lost = AttemptRecord(attempt=1, at=time.time(), host="elsewhere", pid=4242)
+    await db.append("suspect", [to_checkpoint(lost)])
+    worker = Worker(queue, {"worker": worker_agent}, db, name="alone", concurrency=4)
+    await queue.submit("worker", "0.6", run_id="before")
+    start(worker)
+    await eventually(lambda: ("start", "before") in events)
+    await queue.submit("worker", "0.3", run_id="suspect")
+    await eventually(lambda: worker._alone is not None)  # pyright: ignore[reportPrivateUsage]
+    await queue.submit("worker", "0.1", run_id="after")
+    for run_id in ("before", "suspect", "after"):
+        assert (await queue.result(run_id, db, timeout_s=15)).info.status == "completed"
+    assert events == [
+        ("start", "before"),
+        ("end", "before"),
+        ("start", "suspect"),
+        ("end", "suspect"),
+        ("start", "after"),
+        ("end", "after"),
+    ]
+    await db.aclose()
+
+
+async def test_a_run_that_lost_max_kills_workers_is_dead_lettered_unstarted(
+    queue: RunQueue, store_file: str, start: Start
+) -> None:
+    events.clear()
+    db = store(store_file)
+    await db.begin(RunInfo(run_id="poison", agent="worker", started_at=time.time()))
+    lost = [AttemptRecord(attempt=n, at=time.time(), host="elsewhere", pid=n) for n in (1, 2)]
+    await db.append("poison", [to_checkpoint(r) for r in lost])
+    worker = Worker(queue, {"worker": worker_agent}, db, name="w", max_kills=2)
+    await queue.submit("worker", "0.1", run_id="poison")
+    start(worker)
+    snap = await queue.result("poison", db, timeout_s=15)
+    assert events == [], "never started again"
+    assert snap.info.status == "failed"
+    assert snap.info.extra["dead_letter"] == {
+        "deliveries": 1,
+        "kills": 2,
+        "last_error": "its worker was lost (killed or stalled) in 2 attempts",
+        "reason": "poison",
+        "queue": queue.stream,
+        "at": snap.info.extra["dead_letter"]["at"],
+    }
+    assert [(d["run_id"], d["reason"]) for d in await queue.dead_letters()] == [
+        ("poison", "poison")
+    ]
+    assert await queue.pending() == 0
     await db.aclose()

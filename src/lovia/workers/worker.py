@@ -97,6 +97,8 @@ class Worker:
         self._alone_lock = asyncio.Lock()
         self._waiting: set[str] = set()
         """Suspect runs waiting for their turn to run alone."""
+        self._held: set[str] = set()
+        """Runs held back while a suspect runs (or waits to run) alone."""
         self._stopping = False
         self._next_tick = 0.0
         self._next_sweep = 0.0
@@ -382,21 +384,34 @@ class Worker:
             await self._give_up(msg_id, fields, delivered, "poison", gate.kills)
             return "poison"
         if gate.suspect:  # it took a worker down before: run it with nothing else here
-            self._waiting.add(msg_id)
+            return await self._run_alone(msg_id, task, run_id, token)
+        if self._alone is not None or self._waiting:  # a suspect goes first, alone
+            self._held.add(msg_id)
             try:
-                async with self._alone_lock:
-                    self._waiting.discard(msg_id)
-                    self._alone = msg_id
-                    while self._others_running() and not token.cancelled:  # noqa: ASYNC110 -- polls a dict
-                        await asyncio.sleep(0.1)
-                    return await self._execute(task, run_id, token)
+                while (self._alone is not None or self._waiting) and not token.cancelled:  # noqa: ASYNC110 -- polls a dict
+                    await asyncio.sleep(0.1)
             finally:
-                self._waiting.discard(msg_id)
+                self._held.discard(msg_id)
         return await self._execute(task, run_id, token)
 
+    async def _run_alone(
+        self, msg_id: str, task: dict[str, Any], run_id: str, token: CancelToken
+    ) -> str:
+        """Run a suspect once the other runs here ended; no other run starts meanwhile."""
+        self._waiting.add(msg_id)
+        try:
+            async with self._alone_lock:
+                self._waiting.discard(msg_id)
+                self._alone = msg_id
+                while self._others_running() and not token.cancelled:  # noqa: ASYNC110 -- polls a dict
+                    await asyncio.sleep(0.1)
+                return await self._execute(task, run_id, token)
+        finally:
+            self._waiting.discard(msg_id)
+
     def _others_running(self) -> bool:
-        """Whether runs other than the suspect (and suspects waiting their turn) run."""
-        return len(self._inflight) - len(self._waiting) > 1
+        """Whether runs other than the suspect (and runs waiting for their turn) run."""
+        return len(self._inflight) - len(self._waiting) - len(self._held) > 1
 
     async def _deliveries(self, msg_id: str) -> int:
         q = self.queue
