@@ -27,16 +27,21 @@ from __future__ import annotations
 import asyncio
 import importlib
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ... import lease_ttl
 from ...stores.lifecycle import list_lives, owner_id
 from ...workers.marks import admit, poison_error
 from ._process import ProcessLoop, process_loop
-from ._task import dead_letter
+from ._task import Settings, dead_letter
 
-if TYPE_CHECKING:
-    from . import CeleryRunQueue
+
+class CeleryRunQueue(Protocol):
+    """What the operations need of a ``CeleryRunQueue`` (the package's class)."""
+
+    app: Any
+    task: Any
+    settings: Settings
 
 __all__ = ["CELERY_DEFAULTS", "apply_defaults", "start_operations"]
 
