@@ -43,6 +43,7 @@ class CeleryRunQueue(Protocol):
     task: Any
     settings: Settings
 
+
 __all__ = ["CELERY_DEFAULTS", "apply_defaults", "start_operations"]
 
 logger = logging.getLogger("lovia.integrations.celery")
