@@ -3,6 +3,10 @@
 - ``stall``: a worker is SIGSTOPped in the middle of a run (in a tool); an idle worker
   is started. Measured: seconds from the SIGSTOP until another worker starts the run
   (an attempt record from another process in the store).
+- ``drop`` (Celery): the worker's broker connection is cut (through a TCP proxy on
+  127.0.0.1, so nothing else on the broker is touched) while a run is in flight; a new
+  run is submitted at once. Measured: seconds until it completed, with lovia's
+  ``CELERY_DEFAULTS`` and with Celery's own (``--celery-defaults``).
 - ``poison``: a run SIGKILLs every worker that makes a model call for it; a fresh
   worker is started after each death. Measured: seconds from the submit until the run
   is in the dead-letter queue, and how many workers died.
@@ -30,6 +34,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 CONF = ROOT / "tests" / "workers" / "conformance"
 sys.path[:0] = [str(ROOT / "src"), str(CONF), str(ROOT / "tests" / "workers")]
+
+
+CELERY_OWN = '{"worker_enable_prefetch_count_reduction": true, "broker_heartbeat": 120}'
 
 
 def _make(kind: str, workdir: Path, model_url: str, ttl: float, db: Any, url: str) -> Any:
@@ -69,6 +76,58 @@ async def stall(backend: Any, db: Any, workdir: Path) -> str:
     return "not taken over in 300 s" if took is None else f"taken over after {took:.1f} s"
 
 
+class Proxy:
+    """A TCP proxy to the broker whose open connections can be cut."""
+
+    def __init__(self, port: int) -> None:
+        self.upstream, self.conns, self.server = port, set[asyncio.StreamWriter](), None
+
+    async def start(self) -> int:
+        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        return int(self.server.sockets[0].getsockname()[1])
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_r, up_w = await asyncio.open_connection("127.0.0.1", self.upstream)
+        self.conns |= {writer, up_w}
+
+        async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+            try:
+                while data := await src.read(65536):
+                    dst.write(data)
+                    await dst.drain()
+            except (ConnectionError, OSError):
+                pass
+            finally:
+                dst.close()
+
+        await asyncio.gather(pipe(reader, up_w), pipe(up_r, writer))
+
+    def cut(self) -> None:
+        for w in list(self.conns):
+            w.transport.abort()
+        self.conns.clear()
+
+
+async def drop(backend: Any, db: Any, workdir: Path) -> str:
+    proxy = Proxy(5672)
+    port = await proxy.start()
+    backend.env["LOVIA_CONFORMANCE_BROKER"] = f"amqp://guest:guest@127.0.0.1:{port}//"
+    backend.start_worker("dropped", concurrency=2)
+    await backend.submit("warm-up", "add them up", "s-warm-up")
+    await backend.result("warm-up", 60)
+    await backend.submit("stall-busy", "add them up", "s-stall-busy")  # in flight at the cut
+    while not (workdir / "started.log").exists():
+        await asyncio.sleep(0.1)
+    proxy.cut()
+    start = time.monotonic()
+    await backend.submit("after-drop", "add them up", "s-after-drop")
+    try:
+        await backend.result("after-drop", 400)
+    except TimeoutError:
+        return "not completed in 400 s after the drop"
+    return f"a run submitted at the drop completed after {time.monotonic() - start:.1f} s"
+
+
 async def poison(backend: Any, db: Any, workdir: Path) -> str:
     start = time.monotonic()
     await backend.submit("crasher", "always-die: add them up", "s-crasher")
@@ -93,6 +152,9 @@ async def main() -> None:
     parser.add_argument("--ttl", type=float, default=60.0, help="lease TTL, seconds")
     parser.add_argument("--what", default="stall,poison")
     parser.add_argument("--backends", default="celery,redis")
+    parser.add_argument(
+        "--celery-defaults", action="store_true", help="Celery's own settings, not lovia's"
+    )
     args = parser.parse_args()
     server = ModelServer()
     try:
@@ -105,7 +167,9 @@ async def main() -> None:
                     backend = _make(kind, workdir, server.url, args.ttl, db, url)
                     await backend.ready()
                     try:
-                        scenario = stall if what == "stall" else poison
+                        scenario = {"stall": stall, "poison": poison, "drop": drop}[what]
+                        if args.celery_defaults:
+                            backend.env["LOVIA_CONFORMANCE_CELERY_CONF"] = CELERY_OWN
                         said = await scenario(backend, db, workdir)
                     finally:
                         await backend.aclose()
