@@ -33,6 +33,7 @@ from ..tools.tool import ResultNotSerializable
 from ..transcript import HandoffEntry, ToolCallEntry, ToolResultEntry
 from ..usage import Usage
 from .checkpoint import raise_failed, save_progress, write_progress
+from .engine import host_stop
 from .lease import confirm_lease
 from .lifelog import approval_event, note_approval
 from .limits import check_budget
@@ -292,7 +293,7 @@ def _ledger(state: RunState, plan: Plan, status: LedgerStatus) -> None:
     if child is not None:  # an agent tool: its child run's usage, kept with the result
         total = child if isinstance(child, Usage) else child.total_usage()
         state.children[call_id] = total
-    key = f"{state.run_id}:{call_id}"
+    key = call_key(state.run_id, call_id)  # the key the tool saw as ctx.idempotency_key
     state.note(LedgerRecord(call_id=call_id, status=status, key=key, child_usage=total))
 
 
@@ -479,6 +480,8 @@ async def _execute(state: RunState, plan: Plan, span: Any) -> Outcome:
             except TimeoutError:
                 return _failed(f"Tool {t.name!r} timed out after {t.timeout} s.", "TimeoutError")
             except Exception as exc:
+                if host_stop(exc):  # an engine's cancellation: not the tool's failure
+                    raise
                 if attempt < t.retries:
                     logger.info("tool %s failed (%s); retrying", t.name, exc)
                     continue
