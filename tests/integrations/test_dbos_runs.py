@@ -1,0 +1,128 @@
+"""``DBOSRuns`` in one process, on real DBOS and PostgreSQL: a run id starts once, a
+cancelled workflow's run ends *cancelled* in lovia's store (not ``running``, not
+``failed``) and resumes from its checkpoint, and bad input is refused before DBOS
+records anything."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from engine_pg import PG_URL, pg_schema
+
+pytest.importorskip("dbos")
+
+from dbos import DBOS, DBOSConfig
+
+from lovia import Agent, UserError, tool
+from lovia.integrations.dbos import DBOSRuns, RunAlreadyStarted
+from lovia.testing import FunctionModel, call
+from lovia.workers.registry import UnknownAgent
+
+__all__ = ["pg_schema"]
+
+pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.timeout(120)]
+
+waits: list[str] = []
+
+
+@tool
+async def wait_for_bank(ref: str) -> str:
+    """Wait for the bank's answer (slow; not idempotent)."""
+    waits.append(ref)
+    if ref == "slow":
+        await asyncio.sleep(60)
+    return f"bank answered {ref}"
+
+
+def decide(request: Any, info: Any) -> Any:
+    results = [m for m in request.messages if m.type == "tool_result"]
+    if not results:
+        text = str(request.messages[-1].content)
+        return [call("wait_for_bank", ref=text, id="c1")]
+    return "done: " + results[0].content
+
+
+AGENT = Agent(name="banker", model=FunctionModel(decide), tools=[wait_for_bank])
+_RUNS: dict[str, DBOSRuns] = {}
+
+
+def _runs() -> DBOSRuns:
+    """One DBOSRuns per process and name (DBOS keeps one function per workflow name)."""
+    runs = _RUNS.get("runs")
+    if runs is None:
+        runs = _RUNS["runs"] = DBOSRuns(
+            f"{PG_URL}?schema=lovia_engines_runs", agents={"banker": AGENT}, name="test.run"
+        )
+    return runs
+
+
+@pytest.fixture
+async def runs(pg_schema: str) -> AsyncIterator[DBOSRuns]:
+    r = _runs()
+    r.store_url = f"{PG_URL}?schema={pg_schema}"  # this test's own lovia tables
+    config = DBOSConfig(
+        name="lovia-engine-api",
+        system_database_url=PG_URL,
+        dbos_system_schema=f"{pg_schema}_dbos",
+        executor_id=f"api-{secrets.token_hex(3)}",
+        application_version="test",
+        log_level="ERROR",
+    )
+    DBOS(config=config)
+    await asyncio.to_thread(DBOS.launch)
+    try:
+        yield r
+    finally:
+        await r.aclose()
+        await asyncio.to_thread(DBOS.destroy)
+
+
+async def test_a_run_id_starts_once_and_its_result_comes_from_the_store(runs: DBOSRuns) -> None:
+    run_id = await runs.start("banker", "fast", run_id="api-1")
+    with pytest.raises(RunAlreadyStarted) as info:
+        await runs.start("banker", "fast", run_id="api-1")
+    assert info.value.hint is not None and "runs.result(run_id)" in info.value.hint
+    snap = await runs.result(run_id, timeout_s=60)
+    assert (snap.info.status, (snap.result or {}).get("output")) == (
+        "completed",
+        "done: bank answered fast",
+    )
+    status = await DBOS.get_workflow_status_async(run_id)
+    assert status is not None and (status.status, status.output) == ("SUCCESS", "completed")
+    assert waits.count("fast") == 1
+
+
+async def test_cancel_ends_the_run_cancelled_and_resume_continues_it(runs: DBOSRuns) -> None:
+    run_id = await runs.start("banker", "slow", run_id="api-2")
+    for _ in range(600):  # until the tool is running
+        if "slow" in waits:
+            break
+        await asyncio.sleep(0.05)
+    await runs.cancel(run_id)
+    snap = await runs.result(run_id, timeout_s=60)
+    assert (snap.info.status, snap.info.extra["cancelled_by"]) == (
+        "cancelled",
+        "host: CancelledError",
+    )
+    assert [e for e in snap.entries() if e.type == "tool_result"] == []
+    status = await DBOS.get_workflow_status_async(run_id)
+    assert status is not None and status.status == "CANCELLED"
+    await runs.resume(run_id)  # the cut call is not run again: its outcome is unknown
+    snap = await runs.result(run_id, timeout_s=60)
+    output = (snap.result or {}).get("output", "")
+    assert snap.info.status == "completed" and output.startswith("done: The outcome of this")
+    assert waits.count("slow") == 1
+
+
+async def test_bad_input_is_refused_before_dbos_records_a_workflow(runs: DBOSRuns) -> None:
+    with pytest.raises(UnknownAgent):
+        await runs.start("stranger", "x", run_id="api-3")
+    with pytest.raises(UserError, match="registered name"):
+        await runs.start(AGENT, "x", run_id="api-4")  # type: ignore[arg-type]
+    assert await DBOS.get_workflow_status_async("api-3") is None
+    with pytest.raises(UserError, match="already registered"):
+        DBOSRuns(runs.store_url, agents={"banker": AGENT}, name="test.run")
