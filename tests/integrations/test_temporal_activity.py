@@ -7,6 +7,7 @@ fails for good (no retry can fix it)."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -45,11 +46,7 @@ async def wait_for_bank(ref: str) -> str:
 
 def _env(info: dict[str, Any] | None = None) -> tuple[ActivityEnvironment, list[Any]]:
     env = ActivityEnvironment()
-    env.info = ActivityEnvironment.default_info()
-    if info:
-        from dataclasses import replace
-
-        env.info = replace(env.info, **info)
+    env.info = dataclasses.replace(ActivityEnvironment.default_info(), **(info or {}))
     beats: list[Any] = []
     env.on_heartbeat = lambda *details: beats.append(details[0] if details else None)
     return env, beats
