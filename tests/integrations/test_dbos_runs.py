@@ -126,3 +126,28 @@ async def test_bad_input_is_refused_before_dbos_records_a_workflow(runs: DBOSRun
     assert await DBOS.get_workflow_status_async("api-3") is None
     with pytest.raises(UserError, match="already registered"):
         DBOSRuns(runs.store_url, agents={"banker": AGENT}, name="test.run")
+
+
+async def test_a_workflow_started_behind_the_apis_back_runs_only_registered_agents(
+    runs: DBOSRuns,
+) -> None:
+    """Whoever can start DBOS workflows (the system database, a DBOS client) names the
+    agent: a name outside ``agents=`` fails the workflow, and nothing is imported."""
+    import sys
+
+    from dbos import SetWorkflowID
+
+    assert "antigravity" not in sys.modules
+    with SetWorkflowID("api-5"):
+        handle = await DBOS.start_workflow_async(
+            runs._workflow,  # type: ignore[reportPrivateUsage]
+            "antigravity:fly",
+            "x",
+            None,
+            None,
+        )
+    with pytest.raises(UnknownAgent, match="no agent named 'antigravity:fly'"):
+        await handle.get_result()
+    assert "antigravity" not in sys.modules
+    status = await DBOS.get_workflow_status_async("api-5")
+    assert status is not None and status.status == "ERROR"
