@@ -31,7 +31,7 @@ def _pg_available() -> bool:
         return False
 
 
-async def _drop(*schemas: str) -> None:
+async def drop_schemas(*schemas: str) -> None:
     import asyncpg  # type: ignore[import-untyped]
 
     conn = await asyncpg.connect(PG_URL, timeout=3)
@@ -51,4 +51,4 @@ def pg_schema() -> Iterator[str]:
         pytest.skip("PostgreSQL unreachable")
     schema = f"lovia_engines_{secrets.token_hex(4)}"
     yield schema
-    asyncio.run(_drop(schema, f"{schema}_dbos"))
+    asyncio.run(drop_schemas(schema, f"{schema}_dbos"))

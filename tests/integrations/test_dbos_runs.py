@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
-from engine_pg import PG_URL, pg_schema
+from engine_pg import PG_URL, drop_schemas, pg_schema
 
 pytest.importorskip("dbos")
 
@@ -47,23 +47,21 @@ def decide(request: Any, info: Any) -> Any:
 
 
 AGENT = Agent(name="banker", model=FunctionModel(decide), tools=[wait_for_bank])
-_RUNS: dict[str, DBOSRuns] = {}
 
 
-def _runs() -> DBOSRuns:
-    """One DBOSRuns per process and name (DBOS keeps one function per workflow name)."""
-    runs = _RUNS.get("runs")
-    if runs is None:
-        runs = _RUNS["runs"] = DBOSRuns(
-            f"{PG_URL}?schema=lovia_engines_runs", agents={"banker": AGENT}, name="test.run"
-        )
-    return runs
+_SCHEMA = f"lovia_engines_runs_{secrets.token_hex(4)}"
+"""lovia's tables for this module's runs (one DBOSRuns per process and workflow name)."""
+RUNS = DBOSRuns(f"{PG_URL}?schema={_SCHEMA}", agents={"banker": AGENT}, name="test.run")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _drop_schema() -> Iterator[None]:
+    yield
+    asyncio.run(drop_schemas(_SCHEMA))
 
 
 @pytest.fixture
 async def runs(pg_schema: str) -> AsyncIterator[DBOSRuns]:
-    r = _runs()
-    r.store_url = f"{PG_URL}?schema={pg_schema}"  # this test's own lovia tables
     config = DBOSConfig(
         name="lovia-engine-api",
         system_database_url=PG_URL,
@@ -75,9 +73,9 @@ async def runs(pg_schema: str) -> AsyncIterator[DBOSRuns]:
     DBOS(config=config)
     await asyncio.to_thread(DBOS.launch)
     try:
-        yield r
+        yield RUNS
     finally:
-        await r.aclose()
+        await RUNS.aclose()
         await asyncio.to_thread(DBOS.destroy)
 
 

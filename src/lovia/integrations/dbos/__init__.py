@@ -26,16 +26,16 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-import weakref
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from ...agent import Agent
 from ...errors import LoviaError, UserError
-from ...stores import Store, store
+from ...stores import Store
 from ...stores.base import RunSnapshot
 from ...workers.execute import Outcome, encode_input, execute_run, wait_for_run
 from ...workers.registry import AgentRegistry
+from .._stores import LoopStores
 
 try:
     from dbos import DBOS, SetWorkflowID, WorkflowHandleAsync
@@ -101,13 +101,10 @@ class DBOSRuns:
             )
         if lease_retries < 1:
             raise UserError("DBOSRuns(lease_retries=...) must be at least 1")
-        self.store_url = store
         self.name = name
         self.agents = AgentRegistry(agents, owner="DBOSRuns")
         self._deps = deps
-        self._stores: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Store] = (
-            weakref.WeakKeyDictionary()
-        )
+        self._stores = LoopStores(store)
         step = DBOS.step(
             name=f"{name}.step",
             retries_allowed=True,
@@ -128,13 +125,13 @@ class DBOSRuns:
         self._workflow = DBOS.workflow(name=name)(lovia_run)
         _REGISTERED.add(name)
 
+    @property
+    def store_url(self) -> str:
+        return self._stores.url
+
     def store(self) -> Store:
         """lovia's store, opened once per event loop (DBOS may run workflows on its own)."""
-        loop = asyncio.get_running_loop()
-        db = self._stores.get(loop)
-        if db is None:
-            db = self._stores[loop] = store(self.store_url)
-        return db
+        return self._stores.get()
 
     def _step_fn(self) -> Callable[[str, str, Any, str | None, str | None], Awaitable[Outcome]]:
         async def lovia_run_step(
@@ -222,6 +219,4 @@ class DBOSRuns:
 
     async def aclose(self) -> None:
         """Close the store this event loop opened (call before the loop ends)."""
-        db = self._stores.pop(asyncio.get_running_loop(), None)
-        if db is not None:
-            await db.aclose()
+        await self._stores.aclose()

@@ -26,7 +26,6 @@ The activity returns the run's outcome (``completed``, ``replayed``, ``failed``,
 from __future__ import annotations
 
 import asyncio
-import weakref
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -34,9 +33,10 @@ from typing import Any
 from ... import events as ev
 from ...agent import Agent
 from ...errors import UserError
-from ...stores import Store, store
+from ...stores import Store
 from ...workers.execute import Outcome, encode_input, execute_run
 from ...workers.registry import AgentRegistry, UnknownAgent
+from .._stores import LoopStores
 
 try:
     from temporalio import activity
@@ -111,13 +111,10 @@ class TemporalRuns:
             )
         if not heartbeat_s > 0:
             raise UserError(f"TemporalRuns(heartbeat_s=...) must be positive, got {heartbeat_s}")
-        self.store_url = store
         self.agents = AgentRegistry(agents, owner="TemporalRuns")
         self.heartbeat_s = heartbeat_s
         self._deps = deps
-        self._stores: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Store] = (
-            weakref.WeakKeyDictionary()
-        )
+        self._stores = LoopStores(store)
         self.activity: Callable[[RunRequest], Awaitable[Outcome]] = activity.defn(name=name)(
             self._activity_fn()
         )
@@ -128,19 +125,17 @@ class TemporalRuns:
 
         return lovia_run
 
+    @property
+    def store_url(self) -> str:
+        return self._stores.url
+
     def store(self) -> Store:
         """lovia's store, opened once per event loop."""
-        loop = asyncio.get_running_loop()
-        db = self._stores.get(loop)
-        if db is None:
-            db = self._stores[loop] = store(self.store_url)
-        return db
+        return self._stores.get()
 
     async def aclose(self) -> None:
         """Close the store this event loop opened (call before the loop ends)."""
-        db = self._stores.pop(asyncio.get_running_loop(), None)
-        if db is not None:
-            await db.aclose()
+        await self._stores.aclose()
 
     def interval(self) -> float:
         """Seconds between timer heartbeats: a third of the heartbeat timeout, if any."""
