@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from lovia import Agent, Runner, tool
+from lovia import Agent, RunContext, Runner, tool
 from lovia.stores import MemoryStore
 from lovia.stores.records import LedgerRecord, read_records
 from lovia.testing import ScriptedModel, call
@@ -86,3 +86,36 @@ async def test_slots_are_filled_in_the_models_order_and_never_exceed_the_limit()
     assert order[:2] == ["0", "1"] and sorted(order) == ["0", "1", "2", "3", "4"]
     results = [e.call_id for e in result.entries if e.type == "tool_result"]
     assert sorted(results) == [f"w{n}" for n in range(5)]
+
+
+async def test_a_tool_safe_to_repeat_runs_again_on_resume_with_the_same_key() -> None:
+    """``idempotent=True`` + ``ctx.idempotency_key``: the resume sends the call again with
+    the key of the first attempt, so an API that deduplicates by key applies it once."""
+    applied: dict[str, int] = {}
+    sent: list[str] = []
+
+    @tool(idempotent=True)
+    async def pay(ctx: RunContext[Any], amount: int) -> str:
+        """Pay (the API deduplicates by idempotency key)."""
+        key = ctx.idempotency_key or ""
+        sent.append(key)
+        applied.setdefault(key, amount)
+        if len(sent) == 1:
+            raise asyncio.CancelledError  # the worker dies after the API got the request
+        return f"paid {amount}"
+
+    store = MemoryStore()
+    model = ScriptedModel([call("pay", amount=9, id="p1")])
+    agent = Agent(name="payer", model=model, tools=[pay])
+    try:
+        await Runner.run(agent, "pay", run_id="run:7", checkpointer=store)
+    except asyncio.CancelledError:
+        pass
+    resumed = Agent(name="payer", model=ScriptedModel(["paid"]), tools=[pay])
+    result = await Runner.run(resumed, None, run_id="run:7", checkpointer=store)
+    assert result.output == "paid"
+    assert sent == ["run%3A7:p1", "run%3A7:p1"] and applied == {"run%3A7:p1": 9}
+    snap = await store.load("run:7")
+    assert snap is not None
+    keys = {r.key for r in read_records(snap, ("ledger",)) if isinstance(r, LedgerRecord)}
+    assert keys == {"run%3A7:p1"}  # the ledger keeps the key the tool was given

@@ -25,7 +25,7 @@ pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.timeout(240)]
 
 
 def _spawn(schema: str, run_id: str, mode: str, hang_at: str, log: Path) -> subprocess.Popen[str]:
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "DBOS__VMID": ""}
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     args = [sys.executable, str(WORKER), PG_URL, schema, run_id, mode, hang_at, str(log)]
     return subprocess.Popen(
         args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
