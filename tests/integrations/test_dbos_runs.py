@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import secrets
+import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -52,6 +53,14 @@ AGENT = Agent(name="banker", model=FunctionModel(decide), tools=[wait_for_bank])
 _SCHEMA = f"lovia_engines_runs_{secrets.token_hex(4)}"
 """lovia's tables for this module's runs (one DBOSRuns per process and workflow name)."""
 RUNS = DBOSRuns(f"{PG_URL}?schema={_SCHEMA}", agents={"banker": AGENT}, name="test.run")
+PATIENT = DBOSRuns(
+    RUNS.store_url,
+    agents={"banker": AGENT},
+    name="test.patient",
+    lease_retries=20,
+    lease_retry_s=0.25,
+)
+"""Retries its step while another worker's lease is live."""
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -76,6 +85,7 @@ async def runs(pg_schema: str) -> AsyncIterator[DBOSRuns]:
         yield RUNS
     finally:
         await RUNS.aclose()
+        await PATIENT.aclose()
         await asyncio.to_thread(DBOS.destroy)
 
 
@@ -149,3 +159,23 @@ async def test_a_workflow_started_behind_the_apis_back_runs_only_registered_agen
     assert "antigravity" not in sys.modules
     status = await DBOS.get_workflow_status_async("api-5")
     assert status is not None and status.status == "ERROR"
+
+
+async def test_a_lease_held_by_another_worker_retries_the_step_until_it_expires(
+    runs: DBOSRuns,
+) -> None:
+    """lovia's lease stays the fence under DBOS: while a worker elsewhere holds the run,
+    the step does not run it; DBOS retries the step, which runs it once the lease expired."""
+    db = PATIENT.store()
+    held_at = time.time()
+    assert await db.acquire("api-6", "worker-on-another-host:4242:1", 1.5) is not None
+    run_id = await PATIENT.start("banker", "fast", run_id="api-6")
+    snap = await PATIENT.result(run_id, timeout_s=60)
+    assert (snap.info.status, (snap.result or {}).get("output")) == (
+        "completed",
+        "done: bank answered fast",
+    )
+    assert snap.info.started_at is not None
+    assert snap.info.started_at >= held_at + 1.5  # not before the other lease expired
+    steps = await DBOS.list_workflow_steps_async(run_id)
+    assert [s["function_name"] for s in steps] == ["test.patient.step"]

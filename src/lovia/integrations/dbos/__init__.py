@@ -74,8 +74,9 @@ class DBOSRuns:
     importing anything. ``deps(deps_key)`` builds a run's ``RunContext.deps``.
 
     ``lease_retries`` and ``lease_retry_s`` bound how long a step waits for a lease held
-    by another live worker (and for a retryable provider error) before its workflow
-    fails; by default about the lease TTL.
+    by another worker (and for a retryable provider error) before its workflow fails: by
+    default 12 tries 10 s apart, two minutes, past the default lease TTL (60 s), so the
+    lease of a worker lost on another host has expired by then.
     """
 
     def __init__(
@@ -85,8 +86,8 @@ class DBOSRuns:
         agents: Mapping[str, Agent[Any, Any] | str] | Sequence[str],
         name: str = "lovia.run",
         deps: Callable[[str | None], Any] | None = None,
-        lease_retries: int = 8,
-        lease_retry_s: float = 2.0,
+        lease_retries: int = 12,
+        lease_retry_s: float = 10.0,
     ) -> None:
         if not isinstance(store, str):
             raise UserError(
