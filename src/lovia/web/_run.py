@@ -22,7 +22,7 @@ from ..replay import entry_text
 from ..replay._query import Turn, info_dict, run_dict
 from ..replay._spans import SpanRow, attempt_parts
 from ..stores.base import RunInfo
-from ..stores.lifecycle import Attempt, build_life
+from ..stores.lifecycle import Attempt, build_life, state_of
 from ..transcript import entry_to_dict
 from ._app import WebConfig
 from ._cache import Loaded, off_loop
@@ -165,16 +165,19 @@ async def live_json(request: Request) -> Response:
     loaded = await loaded_run(request)
     info = loaded.run.info
     holder = await db.lease_holder(info.run_id) if info.status in LIVE else None
-    orphaned = info.status in LIVE and holder is None
-    state = loaded.run.life.state if loaded.run.life is not None else info.status
+    # the lifecycle's own derivation: no holder, or a holder whose process is gone
+    # (its lease not yet expired) is interrupted, and nothing is left to wait for
+    state, detail = state_of(info, holder)
+    orphaned = info.status in LIVE and state == "interrupted"
     return JSONResponse(
         {
-            "status": "interrupted" if orphaned else state,
+            "status": state,
+            "detail": detail,
             "turns": info.turns,
             "version": len(loaded.run.entries) + len(loaded.run.views) + len(loaded.run.states),
-            "holder": holder,
+            "holder": holder if state in LIVE else None,
             "orphaned": orphaned,
-            "live": info.status in LIVE and not orphaned,
+            "live": state in LIVE,
         }
     )
 

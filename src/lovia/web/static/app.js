@@ -74,7 +74,7 @@
       await swapParts(["run-head", "transcript", "trace"]);
       const note = document.getElementById("live-note");
       if (note) note.textContent = data.orphaned
-        ? "interrupted: the process running it is gone (no live lease); updates stopped"
+        ? "interrupted: " + (data.detail || "its worker is gone") + "; updates stopped"
         : "run " + data.status + "; updates stopped";
       const badge = document.getElementById("run-status");
       if (badge && data.orphaned) { badge.textContent = "interrupted"; badge.className = "badge status-interrupted"; }
