@@ -83,7 +83,11 @@ def cost_text(usd: float | None, used_tokens: int | None = None) -> str:
     return f"${usd:.{decimals}f}"
 
 
-def cost(value: float | None, used_tokens: int | None = None) -> str:
+def cost(value: float | None, used_tokens: int | None = None, unpriced: int = 0) -> str:
+    """``cost_text``; a total with ``unpriced`` calls in it is a lower bound: ``$x+?``
+    (``?`` when nothing in it was priced)."""
+    if unpriced:
+        return f"{cost_text(value)}+?" if value else "?"
     return cost_text(value, used_tokens)
 
 

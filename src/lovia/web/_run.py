@@ -27,7 +27,7 @@ from ..transcript import entry_to_dict
 from ._app import WebConfig
 from ._cache import Loaded, off_loop
 from ._format import TEXT_LIMIT, path
-from ._list import run_index
+from ._list import run_index, unpriced
 from ._pages import config_of, db_of, int_param, loaded_run, render
 from ._trace import Bar, axis_ticks, run_spans, span_link, trace_link, waterfall
 
@@ -61,12 +61,15 @@ async def lineage(request: Request, info: RunInfo, loaded: Loaded | None = None)
     kids = await db_of(request).list_runs(parent_run_id=info.run_id, limit=1000)
     kids.reverse()
     children_cost = sum(k.cost_usd or 0.0 for k in kids)
+    children_unpriced = sum(unpriced(k) for k in kids)
     found = {
         "ancestors": ancestors,
         "children": [info_dict(k) for k in kids],
         "child_by_call": {k.parent_call_id: k.run_id for k in kids if k.parent_call_id},
         "children_cost_usd": children_cost,
         "own_cost_usd": max(0.0, (info.cost_usd or 0.0) - children_cost),
+        "children_unpriced": children_unpriced,
+        "own_unpriced": max(0, unpriced(info) - children_unpriced),
     }
     if loaded is not None and info.status not in LIVE:  # a live run may start children
         loaded.extra["lineage"] = found
