@@ -29,7 +29,16 @@ from ._cache import Loaded, off_loop
 from ._format import TEXT_LIMIT, path
 from ._list import run_index, unpriced
 from ._pages import config_of, db_of, int_param, loaded_run, render
-from ._trace import Bar, axis_ticks, run_spans, span_link, trace_link, waterfall
+from ._trace import (
+    Bar,
+    axis_ticks,
+    by_attempt,
+    minimap,
+    run_spans,
+    span_link,
+    trace_link,
+    waterfall,
+)
 
 __all__ = ["ROUTES", "lineage", "page_of_turn"]
 
@@ -107,14 +116,15 @@ async def run_data(request: Request) -> dict[str, Any]:
     page = min(int_param(request.query_params.get("page"), "page"), pages - 1)
     shown = all_turns[page * size : (page + 1) * size]
     spans, source = await run_spans(loaded, config.store)
+    life = run.life if run.life is not None else build_life(run.info, None)
     bars: list[Bar] | None = loaded.extra.get(f"bars:{page}")
     if bars is None:  # drawn once per page of a loaded run
         window = _page_window(shown) if pages > 1 else None
-        bars = loaded.extra[f"bars:{page}"] = await off_loop(waterfall, spans, window)
+        bars = await off_loop(waterfall, spans, window, life.attempts)
+        loaded.extra[f"bars:{page}"] = bars
     pending = needs_approval(
         config, [i for t in all_turns for i in t.items if i.mark == "approval"]
     )
-    life = run.life if run.life is not None else build_life(run.info, None)
     return {
         "run": run_dict(run.info, life, full=True),
         "approvals": {a.call_id: asdict(a) for a in life.approvals},
@@ -126,6 +136,8 @@ async def run_data(request: Request) -> dict[str, Any]:
         "page": page,
         "pages": pages,
         "bars": bars,
+        "groups": by_attempt(bars, life.attempts),
+        "minimap": minimap(bars),
         "ticks": axis_ticks(bars),
         "bookkeeping": sum(1 for b in bars if b.bookkeeping),
         "span_source": source,
@@ -156,6 +168,14 @@ async def run_json(request: Request) -> Response:
     data = await run_data(request)
     data["turns"] = [t.to_dict() for t in data["turns"]]
     data["bars"] = [b.to_dict() for b in data["bars"]]
+    data["groups"] = [
+        {
+            "attempt": None if g.attempt is None else g.attempt.to_dict(),
+            "title": g.title,
+            "spans": [b.span.span_id for b in g.bars],
+        }
+        for g in data["groups"]
+    ]
     data["pending"] = [i.to_dict() for i in data["pending"]]
     data["view_turns"] = sorted(data["view_turns"])
     data.pop("ticks")
