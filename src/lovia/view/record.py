@@ -58,7 +58,7 @@ import json
 import threading
 from bisect import bisect_right
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, cast, overload
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -456,6 +456,7 @@ def view_parts(
 # ---------------------------------------------------------------------------- replay
 
 
+@dataclass(slots=True)
 class _Fold:
     """Folds a run's records in order into self-contained ones.
 
@@ -465,16 +466,13 @@ class _Fold:
     view's length, paid only for the records asked for).
     """
 
-    __slots__ = ("count", "head", "order", "replaced", "seq")
-
-    def __init__(self) -> None:
-        self.seq: int | None = None
-        self.order: list[str] = []
-        self.count: dict[str, int] = {}
-        """How many times each id is in ``order`` (replacements of ids not in it are
-        not shown)."""
-        self.replaced: dict[str, dict[str, Any]] = {}
-        self.head: dict[str, Any] = {}
+    seq: int | None = None
+    order: list[str] = field(default_factory=list[str])
+    count: dict[str, int] = field(default_factory=dict[str, int])
+    """How many times each id is in ``order`` (replacements of ids not in it are not
+    shown)."""
+    replaced: dict[str, dict[str, Any]] = field(default_factory=dict[str, dict[str, Any]])
+    head: dict[str, Any] = field(default_factory=dict[str, Any])
 
     def advance(self, record: ViewRecord) -> None:
         if not record.delta:

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..replay._spans import SpanRow, build_tree, load_run_spans, normalize_all, spans_from_run
+from ..replay import SpanRow, build_tree, load_run_spans, normalize_all, spans_from_run
 from ..stores.lifecycle import Attempt
 from ..telemetry import attributes as A
 from ._cache import Loaded, off_loop
