@@ -17,6 +17,7 @@ from .._display import (
     fmt_turns,
     fmt_usage,
     safe_name,
+    safe_text,
 )
 
 __all__ = ["FILTERS", "TEXT_LIMIT", "clip", "cost_text", "path", "query", "run_id_param"]
@@ -137,6 +138,7 @@ FILTERS: dict[str, Any] = {
     "duration": fmt_duration,
     "json": pretty_json,
     "name": safe_name,  # bidi overrides and invisible characters in names shown visibly
+    "text": safe_text,  # the same in multi-line text (line breaks and tabs kept)
     "path": path,
     "run_turns": run_turns,
     "path_id": path_id,
