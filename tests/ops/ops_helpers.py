@@ -30,6 +30,7 @@ SUBSTITUTIONS = {
     "$agent": ".+",  # the variable's "All" (allValue)
     "$model": ".*",
     "$evaluator": ".+",  # the variable's "All"; a repeated panel gets one value each
+    "$queue": ".*",
 }
 
 

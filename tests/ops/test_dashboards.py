@@ -154,7 +154,8 @@ def test_raw_metric_queries_filter_by_environment() -> None:
             assert 'target_info{deployment_environment_name=~"$environment"}' in query.expr, (
                 query.source
             )
-            assert "$agent" in query.expr or "$model" in query.expr, query.source
+            scoped = ("$queue",) if "lovia_queue_" in query.expr else ("$agent", "$model")
+            assert any(v in query.expr for v in scoped), query.source
 
 
 def test_only_known_template_variables_are_used() -> None:
@@ -204,6 +205,10 @@ def test_dashboards_cover_required_metrics() -> None:
         "lovia_eval_score_sum",
         "lovia_eval_score_count",
         "lovia_eval_results_total",
+        "lovia_queue_depth",
+        "lovia_queue_deliveries_total",
+        "lovia_queue_dead_letters_total",
+        "lovia_queue_runs_in_flight",
         "topk(",
     ):
         assert metric in exprs, metric
