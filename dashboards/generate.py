@@ -893,7 +893,12 @@ def _queue_panels(b: Board) -> None:
     b.add(
         "timeseries",
         "Queue: dead letters per hour",
-        [(f"sum by (lovia_queue_dead_letter_reason) ({dead})", "{{lovia_queue_dead_letter_reason}}")],
+        [
+            (
+                f"sum by (lovia_queue_dead_letter_reason) ({dead})",
+                "{{lovia_queue_dead_letter_reason}}",
+            )
+        ],
         description="Runs a queue gave up on (poison: it killed max_kills workers; "
         "max_deliveries; unknown_agent). lovia runs --status dead_lettered lists them.",
         w=6,

@@ -8,7 +8,9 @@ through opentelemetry-exporter-prometheus, then evaluates through /api/v1/query:
 * every recording-rule expression and every burn-rate alert expression,
 * every `label_values()` template variable,
 
-and requires at least one finite sample from each. Alerts that cannot fire against a
+and requires at least one finite sample from each. The workload's queue runs on the
+Redis at 127.0.0.1:6379 (``LOVIA_TEST_REDIS_URL``): skipped locally without it, a failure
+in CI. Alerts that cannot fire against a
 fresh, healthy workload (absent metric, cost spike without a one-day baseline) must
 evaluate to an empty result while every series they reference has data.
 """
@@ -34,6 +36,7 @@ from ops_helpers import (
     RULE_FILES,
     Query,
     dashboard_queries,
+    in_ci,
     require_binary,
     rule_queries,
     variable_queries,
@@ -43,6 +46,7 @@ WORKLOAD = Path(__file__).with_name("workload.py")
 QUIET_ALERTS = {  # alert -> why it is silent against the workload
     "LoviaRunsMetricAbsent": "lovia_runs_total is present",
     "LoviaCostSpike": "no one-day spend baseline exists yet",
+    "LoviaQueueStuck": "the workload's worker takes every queued task",
 }
 SELECTOR = re.compile(r"\b([a-zA-Z_]\w*:[\w:]+|lovia_\w+|gen_ai_\w+|target_info)\b")
 LABELS = re.compile(r"\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)|\{[^}]*\}")
@@ -69,6 +73,12 @@ COUNTERS = (
 )
 CONTRACT_SERIES = {f"{h}_{s}" for h in HISTOGRAMS for s in ("bucket", "sum", "count")}
 CONTRACT_SERIES |= set(COUNTERS)
+CONTRACT_SERIES |= {  # lovia.workers, from the workload's Redis Streams worker
+    "lovia_queue_deliveries_total",
+    "lovia_queue_dead_letters_total",
+    "lovia_queue_runs_in_flight",  # an up-down counter: a gauge, no _total
+    "lovia_queue_depth",
+}
 
 
 def _free_port() -> int:
@@ -131,6 +141,17 @@ class PromAPI:
         pytest.fail(f"no data for {expr} after {timeout}s")
 
 
+def _require_redis() -> None:
+    """Skip locally when the workload's Redis is unreachable; fail in CI."""
+    url = urllib.parse.urlsplit(os.environ.get("LOVIA_TEST_REDIS_URL", "redis://127.0.0.1:6379"))
+    try:
+        socket.create_connection((url.hostname or "127.0.0.1", url.port or 6379), 2).close()
+    except OSError as exc:
+        if in_ci():
+            pytest.fail(f"Redis unreachable at {url.geturl()}: {exc}")
+        pytest.skip(f"Redis unreachable at {url.geturl()} (the workload's queue needs it)")
+
+
 def _write_config(tmp: Path, workload_port: int) -> Path:
     rules = tmp / "rules"
     rules.mkdir()
@@ -175,6 +196,7 @@ def _start_prometheus(binary: str, config: Path, tmp: Path, port: int) -> subpro
 @pytest.fixture(scope="module")
 def prom(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PromAPI]:
     binary = require_binary("prometheus")
+    _require_redis()
     tmp = tmp_path_factory.mktemp("prometheus")
     workload_port, prom_port = _free_port(), _free_port()
     processes: list[subprocess.Popen] = []
@@ -193,6 +215,8 @@ def prom(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PromAPI]:
         )
         api.wait_for("lovia:run_failure:ratio_rate3d")
         api.wait_for('ALERTS{alertname="LoviaRunErrorBudgetBurn1h"}')
+        # a dead letter between two scrapes, so increase() sees it
+        api.wait_for("sum(increase(lovia_queue_dead_letters_total[1m])) > 0")
         yield api
     finally:
         for process in reversed(processes):

@@ -16,13 +16,23 @@ pause for approval), so every SLO burn-rate alert (thresholds 14.4 %, 6 %, 3 % a
 at a 99 % objective) fires against it; runs also produce tool calls, tool errors,
 provider retries, compactions, cost and tokens. Every completed run is scored by two
 evaluators (online evaluation: ``lovia.eval.results`` and ``lovia.eval.score``).
+
+The ``lovia`` workload also feeds a lovia Redis Streams queue (``REDIS_URL``, a stream of
+its own) that a ``lovia.workers.Worker`` in the same process executes: one task a second
+(slow runs, so the worker is busy at every scrape), every ``DEAD_LETTER_EVERY``-th naming
+an agent no worker runs (dead-lettered), so the queue metrics (deliveries, dead letters,
+runs in flight, depth) come from real deliveries.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
 import os
 import random
+import secrets
+import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -41,6 +51,11 @@ TURN_BUCKETS = tuple(float(2**i) for i in range(10))  # 1 .. 512
 FAILURE_EVERY = 5  # one run in five fails -> failure ratio 0.2
 EVALUATORS = ("exact_match", "judge")
 SCORE_BUCKETS = (0.0, 0.1, 0.25, 0.5, 0.75, 0.9, 1.0)
+REDIS_URL = os.environ.get("LOVIA_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+QUEUE_TASK_EVERY_S = 1.0  # one queued run a second ...
+SLOW_MODEL_S = 0.6  # ... of three model calls this slow: about two runs in flight at once
+DEAD_LETTER_EVERY = 4  # every 4th task names an agent the worker does not run
+RETIRED_AGENT = "retired-agent"
 
 
 def eval_score(index: int, evaluator: str) -> float:
@@ -302,6 +317,12 @@ def _lovia_agents() -> list:
         ctx.cancel_token.cancel("the user pressed stop")
         return "stopping"
 
+    async def slow_decide(request, info):  # type: ignore[no-untyped-def]
+        """``decide``, answering slowly to the queued runs (a busy worker)."""
+        if "slow" in " ".join(getattr(m, "content", "") for m in request.messages[:1]):
+            await asyncio.sleep(SLOW_MODEL_S)
+        return decide(request, info)
+
     def helper_answer(request, info):  # type: ignore[no-untyped-def]
         return reply("helped", usage=Usage(input_tokens=120, output_tokens=30))
 
@@ -312,8 +333,8 @@ def _lovia_agents() -> list:
         model=FunctionModel(helper_answer, provider="local", model="llama-local", profile=profile),
     )
     models = [
-        FunctionModel(decide, provider="openai", model="gpt-4o-mini", profile=profile),
-        Retrying(decide, provider="anthropic", model="claude-sonnet-4", profile=profile),
+        FunctionModel(slow_decide, provider="openai", model="gpt-4o-mini", profile=profile),
+        Retrying(slow_decide, provider="anthropic", model="claude-sonnet-4", profile=profile),
     ]
     context = Compaction(max_result_tokens=100)
     tools = [search, fetch_url, send_email, stop_run, helper.as_tool(name="ask_helper")]
@@ -337,10 +358,40 @@ def _lovia_input(index: int) -> tuple[str, int]:
     return ("toolerror" if index % 7 == 0 else "work"), 10
 
 
+async def feed_queue(agents: list, stop: asyncio.Event) -> None:
+    """Run a lovia Worker on a Redis stream of its own and queue tasks for it until
+    ``stop``: slow runs of the workload's agents and, every ``DEAD_LETTER_EVERY``-th
+    task, one naming an agent the worker does not run (dead-lettered, ``unknown_agent``).
+    The stream and its keys are deleted at the end."""
+    from lovia.stores import store
+    from lovia.workers import RunQueue, Worker
+
+    tag = f"{os.getpid()}-{secrets.token_hex(3)}"
+    queue = RunQueue(
+        REDIS_URL, stream=f"lovia-ops:{tag}:runs", group=f"lovia-ops-{tag}", done_ttl_s=600
+    )
+    registry = {agent.name: agent for agent in agents}
+    worker = Worker(queue, registry, store("memory://"), drain_timeout_s=1.0)
+    running = asyncio.create_task(worker.run(stop))
+    try:
+        index = 0
+        while not stop.is_set() and not running.done():
+            if index % DEAD_LETTER_EVERY == DEAD_LETTER_EVERY - 1:
+                await queue.submit(RETIRED_AGENT, "work")
+            else:
+                await queue.submit(agents[index % len(agents)].name, "slow work")
+            index += 1
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), QUEUE_TASK_EVERY_S)
+    finally:
+        stop.set()
+        await running  # raises what stopped the worker early
+        await queue.delete()
+        await queue.aclose()
+
+
 def emit_with_lovia(port: int, runs_per_second: float, stop: Callable[[], bool]) -> None:
     """Run scripted lovia agents with lovia's own telemetry on a Prometheus endpoint."""
-    import asyncio
-
     from lovia import LoviaError, Runner
     from lovia.evals import Score
     from lovia.evals._telemetry import record_metrics
@@ -356,8 +407,18 @@ def emit_with_lovia(port: int, runs_per_second: float, stop: Callable[[], bool])
     agents = _lovia_agents()
 
     async def loop() -> None:
+        stopped = asyncio.Event()  # SIGTERM (the test's teardown) stops both loops
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stopped.set)
+        feeding = asyncio.create_task(feed_queue(agents, stopped))
+        try:
+            await run_agents(stopped)
+        finally:
+            stopped.set()
+            await feeding
+
+    async def run_agents(stopped: asyncio.Event) -> None:
         index = 0
-        while not stop():
+        while not stop() and not stopped.is_set():
             text, max_turns = _lovia_input(index)
             agent = agents[index % len(agents)]
             try:
