@@ -106,6 +106,10 @@ def test_emits_every_contract_metric_with_units(workload) -> None:
         "lovia.cost.unpriced": "{call}",
         "lovia.eval.results": "{result}",
         "lovia.eval.score": "",
+        "lovia.queue.deliveries": "{delivery}",
+        "lovia.queue.dead_letters": "{task}",
+        "lovia.queue.runs_in_flight": "{run}",
+        "lovia.queue.depth": "{task}",
     }
     agent_duration = metrics["gen_ai.invoke_agent.duration"].data.data_points[0]
     assert list(agent_duration.explicit_bounds) == pytest.approx([0.1 * 2**i for i in range(13)])
@@ -117,10 +121,11 @@ def test_runs_fail_one_in_five_with_error_type(workload) -> None:
     for point in points:
         outcome = point.attributes["lovia.run.outcome"]
         by_outcome[outcome] = by_outcome.get(outcome, 0) + point.value
-        assert ("error.type" in point.attributes) == (outcome == "failed")
+        assert ("error.type" in point.attributes) == (outcome in ("failed", "cancelled"))
     assert by_outcome["failed"] == 10
     assert sum(by_outcome.values()) == 50
     assert by_outcome["paused"] >= 1
+    assert by_outcome["cancelled"] >= 1
 
 
 def test_completed_runs_are_scored_as_lovias_online_evaluation_records_them(workload) -> None:

@@ -37,7 +37,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from opentelemetry.metrics import Counter, Histogram, Meter
+from opentelemetry.metrics import (
+    CallbackOptions,
+    Counter,
+    Histogram,
+    Meter,
+    Observation,
+    UpDownCounter,
+)
 
 AGENTS = ("triage", "researcher")
 HELPER = "helper"  # the child agent both use as a tool (lovia workload)
@@ -56,6 +63,8 @@ QUEUE_TASK_EVERY_S = 1.0  # one queued run a second ...
 SLOW_MODEL_S = 0.6  # ... of three model calls this slow: about two runs in flight at once
 DEAD_LETTER_EVERY = 4  # every 4th task names an agent the worker does not run
 RETIRED_AGENT = "retired-agent"
+QUEUE_EVERY = 20  # sdk workload: one run in 20 is also a queued task (one a second)
+SDK_QUEUE = {"lovia.queue.backend": "redis", "lovia.queue.name": "lovia-ops:sdk:runs"}
 
 
 def eval_score(index: int, evaluator: str) -> float:
@@ -85,6 +94,10 @@ class Instruments:
     unpriced: Counter
     eval_results: Counter
     eval_score: Histogram
+    queue_deliveries: Counter
+    queue_dead_letters: Counter
+    queue_in_flight: UpDownCounter
+    queue_depth: dict[str, int]  # lovia.queue.state -> tasks, read by an observable gauge
 
 
 def _views() -> list:
@@ -107,6 +120,12 @@ def _views() -> list:
 
 def make_instruments(meter: Meter) -> Instruments:
     hist, counter = meter.create_histogram, meter.create_counter
+    depth: dict[str, int] = {}
+
+    def observe(options: CallbackOptions) -> list[Observation]:
+        return [Observation(n, {**SDK_QUEUE, "lovia.queue.state": s}) for s, n in depth.items()]
+
+    meter.create_observable_gauge("lovia.queue.depth", [observe], unit="{task}")
     return Instruments(
         token_usage=hist("gen_ai.client.token.usage", unit="{token}"),
         client_duration=hist("gen_ai.client.operation.duration", unit="s"),
@@ -124,6 +143,10 @@ def make_instruments(meter: Meter) -> Instruments:
         unpriced=counter("lovia.cost.unpriced", unit="{call}"),
         eval_results=counter("lovia.eval.results", unit="{result}"),
         eval_score=hist("lovia.eval.score"),
+        queue_deliveries=counter("lovia.queue.deliveries", unit="{delivery}"),
+        queue_dead_letters=counter("lovia.queue.dead_letters", unit="{task}"),
+        queue_in_flight=meter.create_up_down_counter("lovia.queue.runs_in_flight", unit="{run}"),
+        queue_depth=depth,
     )
 
 
@@ -174,6 +197,19 @@ def _retry_and_failed_call(ins: Instruments, provider: str, model: str, agent: s
     ins.client_duration.record(0.05, {**attrs, "gen_ai.agent.name": agent})
 
 
+def _queue_task(ins: Instruments, index: int) -> None:
+    """The index-th run came from a queue (one in ``QUEUE_EVERY``): a delivery, or a
+    dead letter for every ``DEAD_LETTER_EVERY``-th task; one run is always in flight."""
+    task = index // QUEUE_EVERY
+    if task == 0:
+        ins.queue_in_flight.add(1, SDK_QUEUE)
+    ins.queue_deliveries.add(1, {**SDK_QUEUE, "lovia.queue.redelivery": False})
+    if task % DEAD_LETTER_EVERY == 0:
+        reason = {**SDK_QUEUE, "lovia.queue.dead_letter_reason": "unknown_agent"}
+        ins.queue_dead_letters.add(1, reason)
+    ins.queue_depth.update(waiting=0, pending=1, dead=task // DEAD_LETTER_EVERY + 1)
+
+
 def _run_result(index: int) -> tuple[str, str, str]:
     """(outcome, finish_reason, error_type) of the index-th run."""
     if index % FAILURE_EVERY == 0:
@@ -181,6 +217,8 @@ def _run_result(index: int) -> tuple[str, str, str]:
         return "failed", finish_reason, error_type
     if index % 11 == 0:
         return "paused", "approval_pending", ""
+    if index % 13 == 1:  # a user pressed stop (not in the SLI)
+        return "cancelled", "cancelled", "RunCancelled"
     return "completed", "stop", ""
 
 
@@ -188,6 +226,8 @@ def one_run(ins: Instruments, index: int, rnd: random.Random) -> None:
     """Emit the telemetry of one scripted agent run."""
     agent = AGENTS[index % len(AGENTS)]
     provider, model = MODELS[(index // 2) % len(MODELS)]
+    if index % QUEUE_EVERY == 0:
+        _queue_task(ins, index)
     turns = rnd.randint(1, 6)
     for turn in range(turns):
         _model_call(ins, agent, provider, model, rnd)
