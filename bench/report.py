@@ -576,10 +576,10 @@ NOTES = """## Notes on method
   rescan of waiting requests; lovia now queues requests beyond its pool itself.
 - httpcore 1.x runs `import sniffio` inside a function several times per request. Neither
   httpcore nor anyio 4.16 depends on `sniffio`, so where it is not installed every call is a
-  failed import that searches `sys.path` (about 1,170 thousand instructions per round-trip,
-  json, 1 in flight, when measured). lovia no longer hides that by editing `sys.modules`,
-  and neither does the floor: both pay it on httpx, so the floor stays what a hand-written
-  loop on httpx costs. It goes away where `sniffio` is installed (the import then
+  failed import that searches `sys.path`: about 1,290 thousand instructions per round-trip
+  (the httpx floor, json, 1 in flight: 2,934 kinstr skipping it, 4,226 paying it). lovia
+  no longer hides that by editing `sys.modules`, and neither does the floor: both pay it on
+  httpx, so the floor stays what a hand-written loop on httpx costs. It goes away where `sniffio` is installed (the import then
   succeeds once and is cached) or with `lovia[fast]` (httpcore2 imports it once, at import
   time). Reports before 2026-12-01 paid it in both; the reports of 2026-12-01 skipped it
   in both.
