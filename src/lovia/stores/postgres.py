@@ -62,6 +62,7 @@ from ._codec import (
     load_result,
     run_filter,
 )
+from ._pg_notify import Notifier, Watch
 from ._pg_options import PgOptions, parse_url
 from .base import (
     PRUNED_KEY,
@@ -172,6 +173,8 @@ SELECT (SELECT count(*) FROM information_schema.columns WHERE table_schema = $1 
 """
 """How many of the newest schema's parts exist (``_CURRENT_PARTS`` when nothing is missing)."""
 _CURRENT_PARTS = 9
+_PROBE = "SELECT 1 FROM (SELECT pg_notify($1, $2)) AS n"
+"""A notification sent through the pool (its ``void`` column unread: no type look-up)."""
 
 
 class _Conn(Protocol):
@@ -254,8 +257,8 @@ class _Sql:
             f"WHERE run_id = $1 AND {_fenced(5)} "
             "RETURNING n_records - cardinality($2::text[]) AS start), "
             f"ins AS (INSERT INTO {records} (run_id, seq, kind, version, data) "
-            "SELECT $1, run.start + r.ord, r.kind, r.version, r.data::json FROM run, "
-            "unnest($2::text[], $3::int[], $4::text[]) "
+            "SELECT $1, run.start + r.ord, r.kind, r.version::int, r.data::json FROM run, "
+            "unnest($2::text[], $3::text[], $4::text[]) "
             "WITH ORDINALITY AS r(kind, version, data, ord)) "
             f"SELECT EXISTS (SELECT 1 FROM run), {_fenced(5)}"
         )
@@ -265,8 +268,9 @@ class _Sql:
         cols = ", ".join(f"r.{c}" for c in RUN_COLUMNS)
         self.load_run = (
             f"SELECT {cols}, r.result, a.seqs, a.versions, a.kinds, a.datas FROM {runs} AS r "
-            "LEFT JOIN LATERAL (SELECT array_agg(seq ORDER BY seq) AS seqs, "
-            "array_agg(version ORDER BY seq) AS versions, array_agg(kind ORDER BY seq) AS kinds, "
+            "LEFT JOIN LATERAL (SELECT array_agg(seq::text ORDER BY seq) AS seqs, "
+            "array_agg(version::text ORDER BY seq) AS versions, "
+            "array_agg(kind ORDER BY seq) AS kinds, "
             f"array_agg(data::text ORDER BY seq) AS datas FROM {records} AS c "
             "WHERE c.run_id = r.run_id AND c.seq <= r.n_records) AS a ON true "
             "WHERE r.run_id = $1"
@@ -286,8 +290,8 @@ class _Sql:
         )
         self.renew_many = (
             f"UPDATE {leases} AS l SET expires_at = {_NOW} + $4::float8 "
-            "FROM unnest($1::text[], $2::text[], $3::bigint[]) AS r(run_id, owner, token) "
-            "WHERE l.run_id = r.run_id AND l.owner = r.owner AND l.token = r.token "
+            "FROM unnest($1::text[], $2::text[], $3::text[]) AS r(run_id, owner, token) "
+            "WHERE l.run_id = r.run_id AND l.owner = r.owner AND l.token = r.token::bigint "
             "RETURNING l.run_id"
         )
         self.release = (
@@ -344,6 +348,7 @@ class PostgresStore:
         )
         self._pool: _Pool | None = None
         self._pool_loop: asyncio.AbstractEventLoop | None = None
+        self._notifier: Notifier | None = None
         self._lock: asyncio.Lock | None = None
         self._lock_loop: asyncio.AbstractEventLoop | None = None
         self._closed = False
@@ -404,6 +409,9 @@ class PostgresStore:
 
     def _drop_pool(self) -> None:
         """Forget a pool made in another (finished) event loop."""
+        if self._notifier is not None:
+            self._notifier.terminate()
+            self._notifier = None
         if self._pool is not None:
             try:
                 self._pool.terminate()
@@ -464,6 +472,7 @@ class PostgresStore:
         if not rows:
             return size
         kinds, versions, datas = (list(column) for column in zip(*rows, strict=True))
+        versions = [str(version) for version in versions]  # text[]: no type look-up round trip
         async with self._db() as db:
             found, fenced = await db.fetchrow(
                 self._sql.append, run_id, kinds, versions, datas, fence
@@ -485,7 +494,8 @@ class PostgresStore:
         n = len(RUN_COLUMNS)
         result, seqs, versions, kinds, datas = run[n], *(run[n + 1 + i] or () for i in range(4))
         records = [
-            decode_record(run_id, *row) for row in zip(seqs, versions, kinds, datas, strict=True)
+            decode_record(run_id, int(seq), int(version), kind, data)
+            for seq, version, kind, data in zip(seqs, versions, kinds, datas, strict=True)
         ]
         return RunSnapshot(info=info, records=records, result=load_result(run_id, result))
 
@@ -520,7 +530,7 @@ class PostgresStore:
             return set()
         runs = [lease[0] for lease in leases]
         owners = [lease[1] for lease in leases]
-        fences = [lease[2] for lease in leases]
+        fences = [str(lease[2]) for lease in leases]
         async with self._db() as db:
             rows = await db.fetch(self._sql.renew_many, runs, owners, fences, float(ttl_s))
         renewed = {str(row[0]) for row in rows}
@@ -647,14 +657,63 @@ class PostgresStore:
             raise lease_lost(run_id, fence)
         return bool(written)
 
+    # -- waiting for a run ---------------------------------------------------------
+
+    @asynccontextmanager
+    async def watch_run(self, run_id: str) -> AsyncGenerator[Watch]:
+        """Notifications about ``run_id`` (its ``finish``) while inside the block.
+
+        The store ``LISTEN`` s on one extra connection (not from the pool) unless the
+        URL says ``listen=off`` or the store is read-only; when notifications cannot
+        arrive (PgBouncer in transaction mode) the watch says ``listening`` False.
+        """
+        notifier = await self._get_notifier()
+        watch = Watch(notifier, run_id)
+        if notifier is None:
+            yield watch
+            return
+        notifier.add(watch)
+        try:
+            await notifier.ensure()
+            yield watch
+        finally:
+            notifier.remove(watch)
+
+    async def _get_notifier(self) -> Notifier | None:
+        if not self.options.listen or self.read_only:
+            return None
+        async with self._db():  # the pool of this event loop (and its schema)
+            pass
+        if self._notifier is None:
+            options = self.options
+
+            async def connect() -> Any:
+                return await self._asyncpg.connect(
+                    options.dsn,
+                    timeout=options.connect_timeout,
+                    server_settings={"application_name": options.application_name},
+                )
+
+            async def send(channel: str, payload: str) -> None:
+                async with self._db() as db:
+                    await db.execute(_PROBE, channel, payload)
+
+            self._notifier = Notifier(connect, self._sql.channel, send)
+        return self._notifier
+
     async def aclose(self) -> None:
         """Close the pool; later calls fail."""
         self._closed = True
         pool, loop = self._pool, self._pool_loop
+        notifier, self._notifier = self._notifier, None
         self._pool = self._pool_loop = None
         if pool is None:
             return
         if loop is asyncio.get_running_loop():
+            if notifier is not None:
+                await notifier.aclose()
             await pool.close()
         else:
+            if notifier is not None:
+                notifier.terminate()
             pool.terminate()
