@@ -1,12 +1,14 @@
 """A counting TCP proxy between a PostgreSQL client and its server (tests and bench).
 
 It reads the frontend protocol as it passes and counts round trips the way the wire
-sees them: every ``Sync`` (the end of an extended-protocol batch: prepare, or bind +
-execute) and every simple ``Query`` makes the client wait for the server's
-``ReadyForQuery``, so their sum is the number of round trips, whatever the driver
-believes it sent. Each round trip is labelled with the SQL it carried (the ``Parse``d
-text, the text of the named statement a ``Bind`` used, or the ``Query`` text).
-Bytes are forwarded unchanged; TLS is refused to the client (the server's ``N``).
+sees them: a ``Sync`` (the end of an extended-protocol batch: bind + execute) and a
+simple ``Query`` make the client wait for the server's ``ReadyForQuery``, and a
+``Flush`` (asyncpg's prepare: ``Parse`` + ``Describe`` + ``Flush``) makes it wait for
+the statement's description, so their sum is the number of round trips, whatever the
+driver believes it sent. Each round trip is labelled with the SQL it carried (the
+``Parse``d text, the text of the named statement a ``Bind`` used, or the ``Query``
+text; a prepare as ``(prepare) SQL``). Bytes are forwarded unchanged; TLS is refused
+to the client (the server's ``N``).
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ class WireCounter:
     upstream_port: int = 5432
     trips: list[str] = field(default_factory=lambda: list[str]())
     connections: int = 0
+    named_statements: int = 0
+    """``Parse`` messages that named their statement (server-side prepared statements)."""
     port: int = 0
     _server: asyncio.Server | None = None
     _tasks: set[asyncio.Task[None]] = field(default_factory=lambda: set[asyncio.Task[None]]())
@@ -127,7 +131,7 @@ class WireCounter:
                 return
 
     def _note(self, kind: bytes, body: bytes, statements: dict[str, str], pending: str) -> str:
-        """Count ``Sync`` and ``Query``; remember what SQL the batch carries."""
+        """Count ``Sync``, ``Flush`` and ``Query``; remember the SQL each batch carries."""
         if kind == b"Q":
             self.trips.append(body.rstrip(b"\0").decode(errors="replace"))
             return ""
@@ -135,11 +139,15 @@ class WireCounter:
             name, _, rest = body.partition(b"\0")
             sql = rest.partition(b"\0")[0].decode(errors="replace")
             statements[name.decode()] = sql
+            self.named_statements += bool(name)
             return pending or sql
         if kind == b"B":
             _portal, _, rest = body.partition(b"\0")
             name = rest.partition(b"\0")[0].decode()
             return pending or statements.get(name, "?")
+        if kind == b"H":  # asyncpg's prepare: it waits for the description
+            self.trips.append(f"(prepare) {pending}")
+            return ""
         if kind == b"S":
             self.trips.append(pending or "(sync)")
             return ""

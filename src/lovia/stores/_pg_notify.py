@@ -78,6 +78,7 @@ class Notifier:
         self._lock = asyncio.Lock()
         self._probe: tuple[str, asyncio.Future[None]] | None = None
         self._retry_at = 0.0
+        self._reconnecting = False  # watches registered before the first connect read after it
         self.unavailable = False  # the probe failed: notifications cannot arrive here
 
     @property
@@ -132,7 +133,9 @@ class Notifier:
             await self._drop()
         finally:
             self._probe = None
-        self._wake_all()  # anything finished while connecting is re-read now
+        if self._reconnecting:  # runs that ended while no connection listened
+            self._wake_all()
+        self._reconnecting = True
 
     def _notified(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
         probe = self._probe
