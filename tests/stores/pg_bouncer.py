@@ -37,6 +37,8 @@ class PgBouncer:
 
     upstream_port: int = 5432
     pool_size: int = 20
+    max_db_connections: int = 0
+    """Server connections per database at most (0: no limit beyond ``pool_size``)."""
     max_client_conn: int = 2000
     port: int = 0
     folder: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="lovia-pgb-")))
@@ -57,7 +59,7 @@ class PgBouncer:
                 "pool_mode = transaction",
                 f"default_pool_size = {self.pool_size}",
                 f"max_client_conn = {self.max_client_conn}",
-                "max_db_connections = 0",
+                f"max_db_connections = {self.max_db_connections}",
                 "server_reset_query =",
                 "ignore_startup_parameters = extra_float_digits",
                 f"logfile = {self.folder / 'pgbouncer.log'}",

@@ -34,6 +34,8 @@ class WireCounter:
     upstream_port: int = 5432
     trips: list[str] = field(default_factory=lambda: list[str]())
     connections: int = 0
+    open_now: int = 0
+    peak_open: int = 0
     named_statements: int = 0
     """``Parse`` messages that named their statement (server-side prepared statements)."""
     port: int = 0
@@ -85,12 +87,15 @@ class WireCounter:
             self._tasks.discard(task)
             return
         self.connections += 1
+        self.open_now += 1
+        self.peak_open = max(self.peak_open, self.open_now)
         back = asyncio.ensure_future(_pump(up_reader, writer))
         try:
             await self._frontend(reader, writer, up_writer)
         except (OSError, asyncio.IncompleteReadError):
             pass
         finally:
+            self.open_now -= 1
             up_writer.close()
             writer.close()
             back.cancel()

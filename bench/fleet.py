@@ -1,0 +1,414 @@
+"""A fleet on one machine: worker "hosts" sharing PostgreSQL through PgBouncer.
+
+``--hosts`` worker processes (each a separate ``lovia.workers.Worker`` on the Redis
+stream, each with its own connection pool) run ``--runs`` runs of an agent whose model
+is ``bench/fake_server.py`` (``bench-t<T>-c<C>``: T turns of C ``add`` calls, then the
+sum of every result) and whose store is PostgreSQL (database ``lovia_pgfleet``, a fresh
+schema) through a private PgBouncer in transaction mode capped at ``--budget`` server
+connections. ``--kills`` times during the run a random worker is SIGKILLed and a new
+one started: its runs are taken over (Redis claims the task, the lease expires, the
+checkpoint resumes). Every worker's traffic passes a counting proxy
+(``tests/stores/pg_wire.py``) in front of PgBouncer.
+
+Reports: runs/s; run latency (submit → ended) p50/p99 and its overhead over the model's
+own time (turns × ``--latency-ms``), for runs that were and were not taken over;
+connections (peak server connections of the database from ``pg_stat_activity``, peak
+client connections at the proxy); round trips per model turn; lost runs (not
+completed), duplicated or lost tool calls (each ``add`` adds 1 to a Redis counter keyed
+by its idempotency key: a duplicate counts 2), wrong answers, dead letters. Lost and
+duplicated must be 0.
+
+Run: python bench/fleet.py [--quick] [--runs 1000] [--hosts 4] [--kills 3]
+Needs PostgreSQL, Redis and Debian's pgbouncer on this machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+BENCH = Path(__file__).resolve().parent
+ROOT = BENCH.parent
+sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "tests" / "stores"))
+sys.path.insert(0, str(BENCH / "drivers"))
+
+from _common import expected_answer, model_name  # noqa: E402
+
+PG = os.environ.get("LOVIA_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
+REDIS = os.environ.get("LOVIA_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+DATABASE = "lovia_pgfleet"
+LEASE_TTL_S = 3.0
+CLAIM_IDLE_S = 4.0
+ME = "lovia-fleet-bench"
+"""The bench's own connections (not counted as the fleet's)."""
+
+
+# -- one worker host ---------------------------------------------------------------------
+
+
+def worker_main() -> None:
+    """A worker process: ``Worker`` on the stream until SIGTERM (or SIGKILL)."""
+    import redis.asyncio as aioredis
+
+    from lovia import Agent, RunContext, tool
+    from lovia.providers.openai_chat import OpenAIChat
+    from lovia.workers import RunQueue, Worker
+
+    env = os.environ
+    effects = aioredis.from_url(env["FLEET_REDIS"], decode_responses=True)
+
+    @tool
+    async def add(ctx: RunContext[None], a: int, b: int) -> int:
+        """Add two integers."""
+        await effects.hincrby(env["FLEET_EFFECTS"], ctx.idempotency_key or "?", 1)
+        return a + b
+
+    agent = Agent(
+        name="fleet",
+        model=OpenAIChat(env["FLEET_MODEL"], base_url=env["FLEET_MODEL_URL"], api_key="x"),
+        tools=[add],
+    )
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+        queue = RunQueue(env["FLEET_REDIS"], stream=env["FLEET_STREAM"])
+        worker = Worker(
+            queue,
+            {"fleet": agent},
+            env["FLEET_STORE"],
+            name=env["FLEET_NAME"],
+            concurrency=int(env["FLEET_CONCURRENCY"]),
+            claim_idle_s=CLAIM_IDLE_S,
+            drain_timeout_s=5.0,
+        )
+        await worker.run(stop)
+        await queue.aclose()
+        await effects.aclose()
+
+    asyncio.run(main())
+
+
+# -- the fleet ---------------------------------------------------------------------------
+
+
+async def ensure_database() -> None:
+    import asyncpg  # type: ignore[import-untyped]
+
+    conn = await asyncpg.connect(PG, timeout=5)
+    try:
+        found = await conn.fetchval("SELECT 1 FROM pg_database WHERE datname = $1", DATABASE)
+        if not found:
+            await conn.execute(f"CREATE DATABASE {DATABASE}")
+    finally:
+        await conn.close()
+
+
+def direct_url(database: str) -> str:
+    base = PG.rsplit("/", 1)[0]
+    return f"{base}/{database}"
+
+
+class Fleet:
+    """The worker processes, started and killed by the bench."""
+
+    def __init__(self, env: dict[str, str], concurrency: int) -> None:
+        self.env, self.concurrency = env, concurrency
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self.started = 0
+        self.logs = Path(os.environ.get("TMPDIR", "/tmp")) / f"lovia-fleet-{os.getpid()}"
+        self.logs.mkdir(exist_ok=True)
+
+    def start(self) -> None:
+        self.started += 1
+        name = f"host{self.started}"
+        env = {
+            **os.environ,
+            **self.env,
+            "FLEET_NAME": name,
+            "FLEET_CONCURRENCY": str(self.concurrency),
+            "LOVIA_LEASE_TTL_S": str(LEASE_TTL_S),
+            "PYTHONPATH": str(ROOT / "src"),
+        }
+        log = (self.logs / f"{name}.log").open("wb")
+        proc = subprocess.Popen(
+            [sys.executable, str(Path(__file__).resolve()), "--worker"],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        self.procs.append(proc)
+
+    def kill_one(self) -> None:
+        alive = [p for p in self.procs if p.poll() is None]
+        victim = random.choice(alive)
+        victim.send_signal(signal.SIGKILL)
+        victim.wait()
+        self.procs.remove(victim)
+        self.start()
+
+    def stop(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for proc in self.procs:
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+async def sample_connections(peak: dict[str, int], stop: asyncio.Event) -> None:
+    """Peak server connections of the fleet's database, from ``pg_stat_activity``
+    (PgBouncer's server connections; the bench's own are left out)."""
+    import asyncpg
+
+    conn = await asyncpg.connect(PG, timeout=5)
+    try:
+        while not stop.is_set():
+            n = await conn.fetchval(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = $1 "
+                "AND application_name <> $2",
+                DATABASE,
+                ME,
+            )
+            peak["server"] = max(peak.get("server", 0), int(n))
+            await asyncio.sleep(0.2)
+    finally:
+        await conn.close()
+
+
+async def wait_done(
+    schema: str, runs: int, timeout_s: float, fleet: Fleet, kills: int, every_s: float
+) -> float:
+    """Wait until every run completed, killing a worker every ``every_s`` seconds."""
+    import asyncpg
+
+    conn = await asyncpg.connect(
+        direct_url(DATABASE), timeout=5, server_settings={"application_name": ME}
+    )
+    deadline = time.monotonic() + timeout_s
+    next_kill = time.monotonic() + every_s
+    try:
+        while time.monotonic() < deadline:
+            done = await conn.fetchval(
+                f"SELECT count(*) FROM \"{schema}\".lovia_runs WHERE status = 'completed'"
+            )
+            if done >= runs:
+                return time.time()
+            if kills > 0 and time.monotonic() >= next_kill:
+                fleet.kill_one()
+                kills -= 1
+                next_kill = time.monotonic() + every_s
+            await asyncio.sleep(0.2)
+    finally:
+        await conn.close()
+    raise TimeoutError(f"runs not all completed within {timeout_s:g} s")
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else 0.0
+
+
+async def bench(args: argparse.Namespace) -> dict[str, Any]:
+    import redis.asyncio as aioredis
+    from pg_bouncer import PgBouncer
+    from pg_wire import WireCounter
+
+    from lovia.stores import store
+    from lovia.workers import RunQueue
+
+    await ensure_database()
+    tag = secrets.token_hex(4)
+    schema = f"fleet_{tag}"
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            str(BENCH / "fake_server.py"),
+            "--port",
+            "0",
+            "--latency-ms",
+            str(args.latency_ms),
+        ],
+        stdout=subprocess.PIPE,
+    )
+    assert server.stdout is not None
+    port = int(server.stdout.readline().split()[-1].decode().rsplit(":", 1)[-1])
+    bouncer = PgBouncer(pool_size=args.budget, max_db_connections=args.budget).start()
+    wire = WireCounter(upstream_port=bouncer.port)
+    await wire.start()
+    store_url = wire.url(
+        DATABASE,
+        query=f"schema={schema}&statement_cache_size=0&pool_max={args.pool_max}"
+        "&application_name=lovia-fleet",
+    )
+    stream = f"lovia:fleet:{tag}"
+    effects_key = f"{stream}:effects"
+    env = {
+        "FLEET_REDIS": REDIS,
+        "FLEET_STREAM": stream,
+        "FLEET_EFFECTS": effects_key,
+        "FLEET_STORE": store_url,
+        "FLEET_MODEL": model_name(args.turns, args.calls),
+        "FLEET_MODEL_URL": f"http://127.0.0.1:{port}/v1",
+    }
+    queue = RunQueue(REDIS, stream=stream)
+    redis = aioredis.from_url(REDIS, decode_responses=True)
+    fleet = Fleet(env, args.concurrency)
+    peak: dict[str, int] = {}
+    stop = asyncio.Event()
+    sampler = asyncio.ensure_future(sample_connections(peak, stop))
+    db = store(f"{direct_url(DATABASE)}?schema={schema}&application_name={ME}&listen=off")
+    try:
+        await db.load("-")  # creates the schema before the workers start
+        await queue.ensure_group()
+        for _ in range(args.hosts):
+            fleet.start()
+        await asyncio.sleep(2.0)  # interpreters up
+        wire.reset()
+        submitted: dict[str, float] = {}
+        t0 = time.time()
+        for i in range(args.runs):
+            run_id = f"run-{tag}-{i:05d}"
+            submitted[run_id] = time.time()
+            await queue.submit("fleet", f"task {i}", run_id=run_id, session_id=run_id)
+        floor_s = (args.turns + 1) * args.latency_ms / 1000
+        expected_s = args.runs * floor_s / (args.hosts * args.concurrency)
+        every_s = max(1.0, expected_s / (args.kills + 1))
+        end = await wait_done(schema, args.runs, args.timeout, fleet, args.kills, every_s)
+        stop.set()
+        await sampler
+        return await report(args, db, redis, wire, submitted, t0, end, peak, fleet, effects_key)
+    finally:
+        stop.set()
+        fleet.stop()
+        await queue.delete()
+        await queue.aclose()
+        await redis.delete(effects_key)
+        await redis.aclose()
+        await db.aclose()
+        await wire.aclose()
+        bouncer.stop()
+        server.terminate()
+        server.wait()
+        if not args.keep:
+            await drop_schema(schema)
+
+
+async def drop_schema(schema: str) -> None:
+    import asyncpg
+
+    conn = await asyncpg.connect(direct_url(DATABASE), timeout=5)
+    try:
+        await conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    finally:
+        await conn.close()
+
+
+async def report(
+    args: argparse.Namespace,
+    db: Any,
+    redis: Any,
+    wire: Any,
+    submitted: dict[str, float],
+    t0: float,
+    end: float,
+    peak: dict[str, int],
+    fleet: Fleet,
+    effects_key: str,
+) -> dict[str, Any]:
+    """Read every run back and count what went wrong."""
+    answer = expected_answer(args.turns, args.calls)
+    floor_s = (args.turns + 1) * args.latency_ms / 1000
+    effects: dict[str, str] = await redis.hgetall(effects_key)
+    per_run: dict[str, int] = {}
+    for key in effects:
+        run_id = key.rsplit(":", 1)[0]
+        per_run[run_id] = per_run.get(run_id, 0) + 1
+    duplicated = sum(1 for count in effects.values() if int(count) > 1)
+    lost = wrong = turns = 0
+    latency: list[float] = []
+    taken_over: list[float] = []
+    for run_id, at in submitted.items():
+        snap = await db.load(run_id)
+        if snap is None or snap.info.status != "completed":
+            lost += 1
+            continue
+        turns += snap.info.turns
+        output = (snap.result or {}).get("output")
+        wrong += output != answer
+        took = (snap.info.ended_at or end) - at
+        attempts = sum(1 for r in snap.records if r.kind == "attempt")
+        (taken_over if attempts > 1 else latency).append(took)
+    calls_expected = args.turns * args.calls
+    missing_calls = sum(max(0, calls_expected - per_run.get(r, 0)) for r in submitted)
+    dead = await redis.xlen(f"{effects_key.rsplit(':', 1)[0]}:dead")
+    return {
+        "runs": args.runs,
+        "hosts": args.hosts,
+        "concurrency_per_host": args.concurrency,
+        "pool_max": args.pool_max,
+        "budget": args.budget,
+        "kills": args.kills,
+        "model_latency_ms": args.latency_ms,
+        "turns_per_run": args.turns + 1,
+        "wall_s": round(end - t0, 2),
+        "runs_per_s": round(args.runs / (end - t0), 1),
+        "latency_p50_s": round(pct(latency, 0.5), 3),
+        "latency_p99_s": round(pct(latency, 0.99), 3),
+        "overhead_p99_s": round(pct(latency, 0.99) - floor_s, 3),
+        "taken_over_runs": len(taken_over),
+        "taken_over_p99_s": round(pct(taken_over, 0.99), 3),
+        "peak_server_connections": peak.get("server", 0),
+        "peak_client_connections": wire.peak_open,
+        "round_trips": wire.round_trips,
+        "round_trips_per_turn": round(wire.round_trips / max(turns, 1), 2),
+        "lost_runs": lost,
+        "duplicated_tool_calls": duplicated,
+        "tool_calls_without_effect": missing_calls,
+        "wrong_answers": wrong,
+        "dead_letters": dead,
+        "workers_started": fleet.started,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--quick", action="store_true", help="200 runs, 3 hosts, 2 kills")
+    parser.add_argument("--runs", type=int, default=1000)
+    parser.add_argument("--hosts", type=int, default=4)
+    parser.add_argument("--concurrency", type=int, default=16, help="runs in flight per host")
+    parser.add_argument("--pool-max", type=int, default=4, help="connections per host")
+    parser.add_argument("--budget", type=int, default=100, help="PgBouncer server connections")
+    parser.add_argument("--kills", type=int, default=3)
+    parser.add_argument("--turns", type=int, default=2, help="tool turns per run (T)")
+    parser.add_argument("--calls", type=int, default=1, help="parallel calls per turn (C)")
+    parser.add_argument("--latency-ms", type=float, default=50.0)
+    parser.add_argument("--timeout", type=float, default=900.0)
+    parser.add_argument("--keep", action="store_true", help="keep the schema afterwards")
+    args = parser.parse_args()
+    if args.worker:
+        worker_main()
+        return
+    if args.quick:
+        args.runs, args.hosts, args.kills = 200, 3, 2
+    print(json.dumps(asyncio.run(bench(args)), indent=2))
+
+
+if __name__ == "__main__":
+    main()
