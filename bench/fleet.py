@@ -28,7 +28,6 @@ import argparse
 import asyncio
 import json
 import os
-import random
 import secrets
 import signal
 import subprocess
@@ -93,6 +92,7 @@ def worker_main() -> None:
             claim_idle_s=CLAIM_IDLE_S,
             drain_timeout_s=5.0,
         )
+        await effects.sadd(f"{env['FLEET_STREAM']}:ready", env["FLEET_NAME"])  # imports done
         await worker.run(stop)
         await queue.aclose()
         await effects.aclose()
@@ -125,7 +125,7 @@ class Fleet:
 
     def __init__(self, env: dict[str, str], concurrency: int) -> None:
         self.env, self.concurrency = env, concurrency
-        self.procs: list[subprocess.Popen[bytes]] = []
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.started = 0
         self.logs = Path(os.environ.get("TMPDIR", "/tmp")) / f"lovia-fleet-{os.getpid()}"
         self.logs.mkdir(exist_ok=True)
@@ -149,21 +149,33 @@ class Fleet:
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-        self.procs.append(proc)
+        self.procs[name] = proc
 
-    def kill_one(self) -> None:
-        alive = [p for p in self.procs if p.poll() is None]
-        victim = random.choice(alive)
+    async def ready(self, redis: Any, stream: str, timeout_s: float = 120.0) -> None:
+        """Wait until every worker has said it is ready (its imports done)."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if set(await redis.smembers(f"{stream}:ready")) >= set(self.procs):
+                return
+            await asyncio.sleep(0.2)
+        raise TimeoutError("workers did not start")
+
+    async def kill_busiest(self, redis: Any, stream: str) -> int:
+        """SIGKILL the worker with the most tasks in flight, start a new one; its count."""
+        summary = await redis.xpending(stream, "lovia-workers")
+        pending = {c["name"]: int(c["pending"]) for c in summary.get("consumers") or []}
+        name = max(self.procs, key=lambda n: pending.get(n, 0))
+        victim = self.procs.pop(name)
         victim.send_signal(signal.SIGKILL)
         victim.wait()
-        self.procs.remove(victim)
         self.start()
+        return pending.get(name, 0)
 
     def stop(self) -> None:
-        for proc in self.procs:
+        for proc in self.procs.values():
             if proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)
-        for proc in self.procs:
+        for proc in self.procs.values():
             try:
                 proc.wait(15)
             except subprocess.TimeoutExpired:
@@ -192,28 +204,29 @@ async def sample_connections(peak: dict[str, int], stop: asyncio.Event) -> None:
 
 
 async def wait_done(
-    schema: str, runs: int, timeout_s: float, fleet: Fleet, kills: int, every_s: float
-) -> float:
-    """Wait until every run completed, killing a worker every ``every_s`` seconds."""
+    schema: str, runs: int, timeout_s: float, fleet: Fleet, kills: int, redis: Any, stream: str
+) -> tuple[float, int]:
+    """Wait until every run completed; kill the busiest worker each time another
+    ``runs / (kills + 1)`` runs completed. The end time and the tasks the kills hit."""
     import asyncpg
 
     conn = await asyncpg.connect(
         direct_url(DATABASE), timeout=5, server_settings={"application_name": ME}
     )
     deadline = time.monotonic() + timeout_s
-    next_kill = time.monotonic() + every_s
+    marks = [runs * (k + 1) // (kills + 1) for k in range(kills)]
+    hit = 0
     try:
         while time.monotonic() < deadline:
             done = await conn.fetchval(
                 f"SELECT count(*) FROM \"{schema}\".lovia_runs WHERE status = 'completed'"
             )
             if done >= runs:
-                return time.time()
-            if kills > 0 and time.monotonic() >= next_kill:
-                fleet.kill_one()
-                kills -= 1
-                next_kill = time.monotonic() + every_s
-            await asyncio.sleep(0.2)
+                return time.time(), hit
+            if marks and done >= marks[0]:
+                marks.pop(0)
+                hit += await fleet.kill_busiest(redis, stream)
+            await asyncio.sleep(0.1)
     finally:
         await conn.close()
     raise TimeoutError(f"runs not all completed within {timeout_s:g} s")
@@ -278,7 +291,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
         await queue.ensure_group()
         for _ in range(args.hosts):
             fleet.start()
-        await asyncio.sleep(2.0)  # interpreters up
+        await fleet.ready(redis, stream)
         wire.reset()
         submitted: dict[str, float] = {}
         t0 = time.time()
@@ -286,19 +299,19 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
             run_id = f"run-{tag}-{i:05d}"
             submitted[run_id] = time.time()
             await queue.submit("fleet", f"task {i}", run_id=run_id, session_id=run_id)
-        floor_s = (args.turns + 1) * args.latency_ms / 1000
-        expected_s = args.runs * floor_s / (args.hosts * args.concurrency)
-        every_s = max(1.0, expected_s / (args.kills + 1))
-        end = await wait_done(schema, args.runs, args.timeout, fleet, args.kills, every_s)
+        end, hit = await wait_done(
+            schema, args.runs, args.timeout, fleet, args.kills, redis, stream
+        )
         stop.set()
         await sampler
-        return await report(args, db, redis, wire, submitted, t0, end, peak, fleet, effects_key)
+        result = await report(args, db, redis, wire, submitted, t0, end, peak, effects_key)
+        return {**result, "tasks_in_flight_on_killed_hosts": hit, "hosts_started": fleet.started}
     finally:
         stop.set()
         fleet.stop()
         await queue.delete()
         await queue.aclose()
-        await redis.delete(effects_key)
+        await redis.delete(effects_key, f"{stream}:ready")
         await redis.aclose()
         await db.aclose()
         await wire.aclose()
@@ -319,6 +332,18 @@ async def drop_schema(schema: str) -> None:
         await conn.close()
 
 
+async def lease_grants(schema: str) -> dict[str, int]:
+    """How many times each run's lease was granted (its fencing token)."""
+    import asyncpg
+
+    conn = await asyncpg.connect(direct_url(DATABASE), timeout=5)
+    try:
+        rows = await conn.fetch(f'SELECT run_id, token FROM "{schema}".lovia_leases')
+    finally:
+        await conn.close()
+    return {str(row[0]): int(row[1]) for row in rows}
+
+
 async def report(
     args: argparse.Namespace,
     db: Any,
@@ -328,7 +353,6 @@ async def report(
     t0: float,
     end: float,
     peak: dict[str, int],
-    fleet: Fleet,
     effects_key: str,
 ) -> dict[str, Any]:
     """Read every run back and count what went wrong."""
@@ -342,7 +366,9 @@ async def report(
     duplicated = sum(1 for count in effects.values() if int(count) > 1)
     lost = wrong = turns = 0
     latency: list[float] = []
+    overhead: list[float] = []
     taken_over: list[float] = []
+    grants = await lease_grants(db.schema)
     for run_id, at in submitted.items():
         snap = await db.load(run_id)
         if snap is None or snap.info.status != "completed":
@@ -351,9 +377,12 @@ async def report(
         turns += snap.info.turns
         output = (snap.result or {}).get("output")
         wrong += output != answer
-        took = (snap.info.ended_at or end) - at
-        attempts = sum(1 for r in snap.records if r.kind == "attempt")
-        (taken_over if attempts > 1 else latency).append(took)
+        ended = snap.info.ended_at or end
+        if grants.get(run_id, 0) > 1:  # a second worker took the run over
+            taken_over.append(ended - at)
+            continue
+        latency.append(ended - at)
+        overhead.append(ended - snap.info.started_at - floor_s)
     calls_expected = args.turns * args.calls
     missing_calls = sum(max(0, calls_expected - per_run.get(r, 0)) for r in submitted)
     dead = await redis.xlen(f"{effects_key.rsplit(':', 1)[0]}:dead")
@@ -368,11 +397,12 @@ async def report(
         "turns_per_run": args.turns + 1,
         "wall_s": round(end - t0, 2),
         "runs_per_s": round(args.runs / (end - t0), 1),
-        "latency_p50_s": round(pct(latency, 0.5), 3),
-        "latency_p99_s": round(pct(latency, 0.99), 3),
-        "overhead_p99_s": round(pct(latency, 0.99) - floor_s, 3),
+        "queued_latency_p50_s": round(pct(latency, 0.5), 3),
+        "queued_latency_p99_s": round(pct(latency, 0.99), 3),
+        "run_overhead_p50_s": round(pct(overhead, 0.5), 3),
+        "run_overhead_p99_s": round(pct(overhead, 0.99), 3),
         "taken_over_runs": len(taken_over),
-        "taken_over_p99_s": round(pct(taken_over, 0.99), 3),
+        "taken_over_latency_p99_s": round(pct(taken_over, 0.99), 3),
         "peak_server_connections": peak.get("server", 0),
         "peak_client_connections": wire.peak_open,
         "round_trips": wire.round_trips,
@@ -382,7 +412,6 @@ async def report(
         "tool_calls_without_effect": missing_calls,
         "wrong_answers": wrong,
         "dead_letters": dead,
-        "workers_started": fleet.started,
     }
 
 
