@@ -260,6 +260,36 @@ async def test_a_waiter_whose_listen_connection_is_killed_still_sees_the_end(
         await writer.aclose()
 
 
+async def test_forged_and_hostile_notifications_never_end_a_wait(
+    wire: WireCounter, schema: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Anyone who can reach the database can NOTIFY the channel: a forged end of the
+    run, another run's id, a huge or odd payload only make the waiter read the run
+    again; it returns when the stored run has ended, with what is stored."""
+    monkeypatch.setattr(execute, "WATCH_RECHECK_S", 60.0)
+    waiter = store(wire.url(_db(PG_URL), query=f"schema={schema}"))
+    writer = store(f"{PG_URL}?schema={schema}")
+    channel = f"lovia_{schema}"[:63]
+    waiting: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+    try:
+        await writer.begin(RunInfo(run_id="r1", agent="a"))
+        wire.reset()
+        waiting = asyncio.ensure_future(execute.wait_for_run(waiter, "r1", timeout_s=30))
+        await asyncio.sleep(1.0)
+        for payload in ["r1", "r2", "probe:0000", "\u202e" * 100, "x" * 7000, "r1"]:
+            await pg_query("SELECT pg_notify($1, $2)", channel, payload)
+        await asyncio.sleep(1.0)
+        assert not waiting.done()
+        assert 2 <= _load_trips(wire) <= 4  # only the notifications naming r1 woke it
+        await writer.finish(RunInfo(run_id="r1", agent="a", status="completed"), {"output": 2})
+        snap = await asyncio.wait_for(waiting, 10)
+        assert snap.result == {"output": 2}
+    finally:
+        waiting.cancel()
+        await waiter.aclose()
+        await writer.aclose()
+
+
 async def test_listen_off_polls_with_backoff_and_sends_no_listen(
     wire: WireCounter, schema: str
 ) -> None:
