@@ -10,13 +10,17 @@ one started: its runs are taken over (Redis claims the task, the lease expires, 
 checkpoint resumes). Every worker's traffic passes a counting proxy
 (``tests/stores/pg_wire.py``) in front of PgBouncer.
 
-Reports: runs/s; run latency (submit → ended) p50/p99 and its overhead over the model's
-own time (turns × ``--latency-ms``), for runs that were and were not taken over;
-connections (peak server connections of the database from ``pg_stat_activity``, peak
-client connections at the proxy); round trips per model turn; lost runs (not
-completed), duplicated or lost tool calls (each ``add`` adds 1 to a Redis counter keyed
-by its idempotency key: a duplicate counts 2), wrong answers, dead letters. Lost and
-duplicated must be 0.
+Reports: runs/s; run latency (submit → ended, which includes waiting in the queue)
+p50/p99, a run's own overhead over the model's time (ended − started − turns ×
+``--latency-ms``), and the latency of runs that were taken over; connections (peak
+server connections of the database from ``pg_stat_activity``, peak client connections
+at the proxy); round trips per model turn; lost runs (not completed). Tool calls: each
+``add`` counts its executions in Redis under its idempotency key and applies its
+effect there — once per key with ``--tool idempotent`` (the default:
+``@tool(idempotent=True)``, re-run after a crash and deduplicated by the key), or once
+per execution with ``--tool plain`` (never re-run: a call cut by a crash is reported to
+the model as of unknown outcome). Reported: effects duplicated and lost (must be 0),
+re-executions, unknown outcomes, wrong final answers, dead letters.
 
 Run: python bench/fleet.py [--quick] [--runs 1000] [--hosts 4] [--kills 3]
 Needs PostgreSQL, Redis and Debian's pgbouncer on this machine.
@@ -67,10 +71,17 @@ def worker_main() -> None:
     env = os.environ
     effects = aioredis.from_url(env["FLEET_REDIS"], decode_responses=True)
 
-    @tool
+    idempotent = env["FLEET_TOOL"] == "idempotent"
+
+    @tool(idempotent=idempotent)
     async def add(ctx: RunContext[None], a: int, b: int) -> int:
         """Add two integers."""
-        await effects.hincrby(env["FLEET_EFFECTS"], ctx.idempotency_key or "?", 1)
+        key = ctx.idempotency_key or "?"
+        await effects.hincrby(f"{env['FLEET_EFFECTS']}:runs", key, 1)  # executions
+        if idempotent:  # the effect, once per idempotency key
+            await effects.hsetnx(env["FLEET_EFFECTS"], key, 1)
+        else:
+            await effects.hincrby(env["FLEET_EFFECTS"], key, 1)
         return a + b
 
     agent = Agent(
@@ -275,6 +286,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
         "FLEET_REDIS": REDIS,
         "FLEET_STREAM": stream,
         "FLEET_EFFECTS": effects_key,
+        "FLEET_TOOL": args.tool,
         "FLEET_STORE": store_url,
         "FLEET_MODEL": model_name(args.turns, args.calls),
         "FLEET_MODEL_URL": f"http://127.0.0.1:{port}/v1",
@@ -311,7 +323,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
         fleet.stop()
         await queue.delete()
         await queue.aclose()
-        await redis.delete(effects_key, f"{stream}:ready")
+        await redis.delete(effects_key, f"{effects_key}:runs", f"{stream}:ready")
         await redis.aclose()
         await db.aclose()
         await wire.aclose()
@@ -364,7 +376,9 @@ async def report(
         run_id = key.rsplit(":", 1)[0]
         per_run[run_id] = per_run.get(run_id, 0) + 1
     duplicated = sum(1 for count in effects.values() if int(count) > 1)
-    lost = wrong = turns = 0
+    executions: dict[str, str] = await redis.hgetall(f"{effects_key}:runs")
+    reexecuted = sum(1 for count in executions.values() if int(count) > 1)
+    lost = wrong = turns = unknown = lost_effects = 0
     latency: list[float] = []
     overhead: list[float] = []
     taken_over: list[float] = []
@@ -375,6 +389,13 @@ async def report(
             lost += 1
             continue
         turns += snap.info.turns
+        cut = sum(  # calls a crash cut: the model was told their outcome is unknown
+            1
+            for r in snap.records
+            if r.kind == "entries" and "outcome of this tool call is unknown" in str(r.data)
+        )
+        unknown += cut
+        lost_effects += max(0, args.turns * args.calls - per_run.get(run_id, 0) - cut)
         output = (snap.result or {}).get("output")
         wrong += output != answer
         ended = snap.info.ended_at or end
@@ -383,8 +404,6 @@ async def report(
             continue
         latency.append(ended - at)
         overhead.append(ended - snap.info.started_at - floor_s)
-    calls_expected = args.turns * args.calls
-    missing_calls = sum(max(0, calls_expected - per_run.get(r, 0)) for r in submitted)
     dead = await redis.xlen(f"{effects_key.rsplit(':', 1)[0]}:dead")
     return {
         "runs": args.runs,
@@ -408,8 +427,11 @@ async def report(
         "round_trips": wire.round_trips,
         "round_trips_per_turn": round(wire.round_trips / max(turns, 1), 2),
         "lost_runs": lost,
-        "duplicated_tool_calls": duplicated,
-        "tool_calls_without_effect": missing_calls,
+        "tool": args.tool,
+        "duplicated_effects": duplicated,
+        "lost_effects": lost_effects,
+        "tool_reexecutions": reexecuted,
+        "unknown_outcomes": unknown,
         "wrong_answers": wrong,
         "dead_letters": dead,
     }
@@ -428,6 +450,7 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=2, help="tool turns per run (T)")
     parser.add_argument("--calls", type=int, default=1, help="parallel calls per turn (C)")
     parser.add_argument("--latency-ms", type=float, default=50.0)
+    parser.add_argument("--tool", choices=("idempotent", "plain"), default="idempotent")
     parser.add_argument("--timeout", type=float, default=900.0)
     parser.add_argument("--keep", action="store_true", help="keep the schema afterwards")
     args = parser.parse_args()
