@@ -375,6 +375,18 @@ async def test_a_waiter_behind_pgbouncer_falls_back_to_polling(
         await writer.aclose()
 
 
+async def test_a_read_only_store_behind_pgbouncer_says_to_go_direct(
+    bouncer: PgBouncer, schema: str
+) -> None:
+    db = store(bouncer.url(_db(PG_URL), query=f"schema={schema}"), read_only=True)
+    try:
+        with pytest.raises(StoreError, match="unsupported startup parameter") as caught:
+            await db.list_runs()
+        assert "directly" in (caught.value.hint or "")
+    finally:
+        await db.aclose()
+
+
 async def test_a_closed_store_refuses_to_watch(schema: str) -> None:
     db = store(f"{PG_URL}?schema={schema}")
     assert isinstance(db, PostgresStore)

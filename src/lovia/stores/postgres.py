@@ -177,6 +177,18 @@ _PROBE = "SELECT 1 FROM (SELECT pg_notify($1, $2)) AS n"
 """A notification sent through the pool (its ``void`` column unread: no type look-up)."""
 
 
+def _hint(exc: BaseException) -> str:
+    if "unsupported startup parameter" in str(exc):  # PgBouncer's answer
+        return (
+            "A connection pooler (PgBouncer) refused a connection setting: open read-only "
+            "stores (lovia runs, lovia web) with a URL that points at PostgreSQL directly."
+        )
+    return (
+        "The server refused the statement; check the data and that the URL's user may "
+        "use this database and schema."
+    )
+
+
 class _Conn(Protocol):
     """The part of ``asyncpg.Connection`` (and ``Pool``) this module uses."""
 
@@ -365,9 +377,7 @@ class PostgresStore:
             yield await self._get_pool()
         except self._asyncpg.PostgresError as exc:  # the server answered: not a network issue
             raise StoreError(
-                f"PostgreSQL store failed: {type(exc).__name__}: {exc}",
-                hint="The server refused the statement; check the data and that the URL's "
-                "user may use this database and schema.",
+                f"PostgreSQL store failed: {type(exc).__name__}: {exc}", hint=_hint(exc)
             ) from exc
         except self._errors as exc:
             raise StoreError(
