@@ -250,10 +250,20 @@ async def test_a_waiter_whose_listen_connection_is_killed_still_sees_the_end(
             name,
         )
         assert [row[0] for row in killed] == [True]
-        await asyncio.sleep(0.5)
+        listening: list[Any] = []
+        for _ in range(50):  # the waiter re-reads the run, then listens again
+            await asyncio.sleep(0.1)
+            listening = await pg_query(
+                "SELECT pid FROM pg_stat_activity WHERE application_name = $1 "
+                "AND query LIKE 'LISTEN%'",
+                name,
+            )
+            if listening:
+                break
+        assert len(listening) == 1
         assert not waiting.done()
         await writer.finish(RunInfo(run_id="r1", agent="a", status="completed"), None)
-        snap = await asyncio.wait_for(waiting, 10)  # re-listened (or polled): not 60 s
+        snap = await asyncio.wait_for(waiting, 5)  # the notification, not a 60 s re-check
         assert snap.info.status == "completed"
     finally:
         await waiter.aclose()

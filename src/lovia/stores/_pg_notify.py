@@ -49,10 +49,14 @@ class Watch:
     def wake(self) -> None:
         self._event.set()
 
-    async def wait(self, timeout_s: float) -> bool:
-        """Wait for a notification about the run (True) or ``timeout_s`` (False)."""
+    async def listen(self) -> bool:
+        """Reconnect the ``LISTEN`` connection if it dropped; True while listening."""
         if self._notifier is not None:
             await self._notifier.ensure()
+        return self.listening
+
+    async def wait(self, timeout_s: float) -> bool:
+        """Wait for a notification about the run (True) or ``timeout_s`` (False)."""
         try:
             await asyncio.wait_for(self._event.wait(), timeout_s)
         except TimeoutError:

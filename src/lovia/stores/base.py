@@ -405,6 +405,10 @@ class RunWatch(Protocol):
         """True while the store pushes changes (False: a waiter should poll)."""
         ...
 
+    async def listen(self) -> bool:
+        """Reconnect to the store's notifications if needed; True while they arrive."""
+        ...
+
     async def wait(self, timeout_s: float) -> bool:
         """Wait for word that the run may have changed (True) or ``timeout_s`` (False)."""
         ...

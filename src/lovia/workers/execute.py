@@ -148,7 +148,7 @@ async def wait_for_run(
             if left <= 0:
                 raise TimeoutError(f"run {run_id} did not end within {timeout_s:g} s")
             ended = snap is not None and snap.info.status in _ENDED  # waiting on settled
-            if watch is not None and watch.listening and not ended:
+            if watch is not None and not ended and await watch.listen():
                 await watch.wait(min(left, WATCH_RECHECK_S))
                 continue
             await asyncio.sleep(min(left, delay))
