@@ -265,6 +265,12 @@ def _variables() -> list[dict]:
             "Model",
             "label_values(gen_ai_client_operation_duration_seconds_count, gen_ai_request_model)",
         ),
+        _query_var(
+            "queue",
+            "Queue",
+            "label_values(lovia_queue_deliveries_total, lovia_queue_name)",
+            "Run queues of lovia workers (Redis Streams streams, Celery queues).",
+        ),
         _text_var("service", "Service (OTEL_SERVICE_NAME, for Jaeger links)", "lovia"),
         _text_var("jaeger_url", "Jaeger UI URL", "http://localhost:16686"),
     ]
@@ -761,7 +767,55 @@ def slo() -> dict:
         [(sum_rate("lovia_run_finish_reason", runs, RUNS_TOP), "{{lovia_run_finish_reason}}")],
         unit="reqps",
     )
+    _queue_panels(b)
     return b.json()
+
+
+QUEUE = 'lovia_queue_name=~"$queue"'
+
+
+def _queue_panels(b: Board) -> None:
+    """Queue depth, deliveries, dead letters and busy workers of lovia's run queues."""
+    depth = env(f'lovia_queue_depth{{{QUEUE}, lovia_queue_state="waiting"}}')
+    b.add(
+        "timeseries",
+        "Queue: tasks waiting",
+        [(f"sum by (lovia_queue_name) ({depth})", "{{lovia_queue_name}}")],
+        description="Run tasks not delivered to a worker yet (the front queue included), "
+        "as the workers last measured them.",
+        w=6,
+    )
+    b.add(
+        "timeseries",
+        "Queue: deliveries/s",
+        [
+            (
+                sum_rate("lovia_queue_redelivery", "lovia_queue_deliveries_total", QUEUE),
+                "redelivery={{lovia_queue_redelivery}}",
+            )
+        ],
+        description="Tasks delivered to workers; redeliveries are takeovers from lost "
+        "workers, retries and runs handed back at shutdown.",
+        unit="reqps",
+        w=6,
+    )
+    dead = env(f"increase(lovia_queue_dead_letters_total{{{QUEUE}}}[1h])")
+    b.add(
+        "timeseries",
+        "Queue: dead letters per hour",
+        [(f"sum by (lovia_queue_dead_letter_reason) ({dead})", "{{lovia_queue_dead_letter_reason}}")],
+        description="Runs a queue gave up on (poison: it killed max_kills workers; "
+        "max_deliveries; unknown_agent). lovia runs --status dead_lettered lists them.",
+        w=6,
+    )
+    busy = env(f"lovia_queue_runs_in_flight{{{QUEUE}}}")
+    b.add(
+        "timeseries",
+        "Queue: busy worker processes",
+        [(f"count by (lovia_queue_name) (({busy}) > 0)", "{{lovia_queue_name}}")],
+        description="Worker processes executing at least one run now.",
+        w=6,
+    )
 
 
 BOARDS = {"lovia-overview.json": overview, "lovia-cost.json": cost, "lovia-slo.json": slo}

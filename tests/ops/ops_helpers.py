@@ -29,6 +29,7 @@ SUBSTITUTIONS = {
     "$environment": ".*",
     "$agent": ".+",  # the variable's "All" (allValue)
     "$model": ".*",
+    "$queue": ".*",
 }
 
 

@@ -114,7 +114,8 @@ def test_raw_metric_queries_filter_by_environment() -> None:
             assert 'target_info{deployment_environment_name=~"$environment"}' in query.expr, (
                 query.source
             )
-            assert "$agent" in query.expr or "$model" in query.expr, query.source
+            scoped = ("$queue",) if "lovia_queue_" in query.expr else ("$agent", "$model")
+            assert any(v in query.expr for v in scoped), query.source
 
 
 def test_only_known_template_variables_are_used() -> None:
@@ -159,6 +160,10 @@ def test_dashboards_cover_required_metrics() -> None:
         "gen_ai_execute_tool_duration_seconds_bucket",
         "lovia:run_failure:ratio_rate5m",
         "lovia:run_failure:ratio_rate3d",
+        "lovia_queue_depth",
+        "lovia_queue_deliveries_total",
+        "lovia_queue_dead_letters_total",
+        "lovia_queue_runs_in_flight",
         "topk(",
     ):
         assert metric in exprs, metric

@@ -50,7 +50,7 @@ SORTS: dict[str, Callable[[RunInfo], float]] = {
 }
 RANGES = {"15m": 900, "1h": 3600, "24h": 86_400, "7d": 7 * 86_400, "30d": 30 * 86_400}
 """The time-range picker's presets (``?range=``)."""
-FAILED = ("failed", "interrupted", "cancelled")
+FAILED = ("failed", "interrupted", "cancelled", "dead_lettered")
 
 
 @dataclass(slots=True)
