@@ -1,0 +1,149 @@
+"""The stores' shared codec: a run row and its records read back as written, bad stored
+values are errors that name the run and the problem, and run filters select the rows
+they say (run against SQLite, the embedded store's engine)."""
+
+from __future__ import annotations
+
+import dataclasses
+import sqlite3
+
+import pytest
+
+from lovia.errors import StoreError
+from lovia.stores._codec import (
+    RUN_COLUMNS,
+    decode_record,
+    dump_json,
+    encode_records,
+    info_from_row,
+    info_row,
+    load_result,
+    run_filter,
+)
+from lovia.stores.base import CheckpointRecord, RunInfo
+
+CHILD = RunInfo(
+    run_id="child-1",
+    agent="helper",
+    session_id="s1",
+    status="completed",
+    finish_reason="stop",
+    turns=2,
+    input_tokens=30,
+    output_tokens=7,
+    cost_usd=0.25,
+    started_at=10.0,
+    ended_at=12.5,
+    trace_id="t" * 32,
+    span_id="s" * 16,
+    history_len=4,
+    extra={"note": "ok"},
+    parent_run_id="parent-1",
+    parent_call_id="call-9",
+)
+
+
+def test_a_run_row_reads_back_as_written_parent_link_included() -> None:
+    row = info_row(CHILD)
+    assert len(row) == len(RUN_COLUMNS)
+    assert info_from_row(row) == CHILD
+
+
+def test_a_run_row_without_extra_reads_back_an_empty_extra() -> None:
+    row = list(info_row(dataclasses.replace(CHILD, extra={})))
+    row[RUN_COLUMNS.index("extra")] = None  # a row written before extra was filled
+    assert info_from_row(row).extra == {}
+
+
+def test_an_extra_column_that_is_not_an_object_names_the_run() -> None:
+    row = list(info_row(CHILD))
+    row[RUN_COLUMNS.index("extra")] = "[1, 2]"
+    with pytest.raises(StoreError) as exc:
+        info_from_row(row)
+    problem = "it is not a JSON object"
+    assert exc.value.message == f"the extra column of run child-1 is damaged: {problem}"
+
+
+def test_a_run_row_with_a_bad_version_names_the_run() -> None:
+    row = list(info_row(CHILD))
+    row[RUN_COLUMNS.index("version")] = "1"
+    with pytest.raises(StoreError, match=r"^run child-1 is damaged: its schema version"):
+        info_from_row(row)
+
+
+def test_unstorable_extra_names_the_run() -> None:
+    with pytest.raises(StoreError, match=r"^cannot store extra of run child-1: "):
+        info_row(dataclasses.replace(CHILD, extra={"bad": "\ud800"}))
+    with pytest.raises(StoreError, match=r"^cannot store the answer: .*surrogate"):
+        dump_json("\ud800", "the answer")
+
+
+def test_a_result_that_is_not_an_object_names_the_run() -> None:
+    assert load_result("r1", None) is None
+    assert load_result("r1", '{"output": "hi"}') == {"output": "hi"}
+    with pytest.raises(StoreError) as exc:
+        load_result("r1", '"hi"')
+    assert exc.value.message == "the result of run r1 is damaged: it is not a JSON object"
+
+
+def test_encoded_records_count_their_payload_bytes() -> None:
+    records = [
+        CheckpointRecord(kind="state", data={"turn": 1}),
+        CheckpointRecord(kind="entries", data={"entries": ["é"]}),
+    ]
+    rows, size = encode_records("r1", records)
+    assert rows == [
+        ("state", 1, '{"turn":1}'),
+        ("entries", 1, '{"entries":["é"]}'),
+    ]
+    assert size == sum(len(data.encode()) for _, _, data in rows)
+
+
+def test_an_unstorable_record_names_its_kind_and_run() -> None:
+    bad = CheckpointRecord(kind="state", data={"text": "\ud800"})
+    with pytest.raises(StoreError, match=r"^cannot store a state record of run r1: .*surrogate"):
+        encode_records("r1", [bad])
+
+
+def test_a_decoded_record_keeps_its_stored_version() -> None:
+    record = decode_record("r1", 3, 0, "state", '{"turn": 2}')
+    assert (record.version, record.kind, record.data) == (0, "state", {"turn": 2})
+
+
+def test_a_record_whose_data_is_not_an_object_is_damaged() -> None:
+    with pytest.raises(StoreError) as exc:
+        decode_record("r1", 3, 1, "state", "[1]")
+    assert exc.value.message == (
+        "checkpoint record 3 of run r1 is damaged: its data is a JSON list, not an object"
+    )
+
+
+def _select(top_level: bool = False, **filters: str | None) -> list[str]:
+    db = sqlite3.connect(":memory:")
+    db.execute("CREATE TABLE runs (run_id TEXT, agent TEXT, status TEXT, parent_run_id TEXT)")
+    db.executemany(
+        "INSERT INTO runs VALUES (?, ?, ?, ?)",
+        [
+            ("a", "triage", "completed", None),
+            ("b", "triage", "failed", None),
+            ("c", "helper", "completed", "a"),
+        ],
+    )
+    where, params = run_filter(lambda n: "?", top_level=top_level, **filters)
+    found = db.execute(f"SELECT run_id FROM runs {where} ORDER BY run_id", params).fetchall()
+    return [run_id for (run_id,) in found]
+
+
+def test_run_filters_select_the_rows_they_name() -> None:
+    assert _select() == ["a", "b", "c"]
+    assert _select(agent="triage", status=None) == ["a", "b"]
+    assert _select(agent="triage", status="failed") == ["b"]
+    assert _select(top_level=True) == ["a", "b"]
+    assert _select(top_level=True, status="completed") == ["a"]
+
+
+def test_run_filters_number_their_placeholders() -> None:
+    where, params = run_filter(lambda n: f"${n}", top_level=True, agent="x", status="y")
+    assert where == "WHERE parent_run_id IS NULL AND agent = $1 AND status = $2"
+    assert params == ["x", "y"]
+    assert run_filter(lambda n: "?") == ("", [])
