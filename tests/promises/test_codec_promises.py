@@ -6,21 +6,25 @@ from __future__ import annotations
 
 import dataclasses
 import sqlite3
+from typing import Any, cast
 
 import pytest
 
-from lovia.errors import StoreError
+from lovia.errors import SchemaVersionError, StoreError
 from lovia.stores._codec import (
     RUN_COLUMNS,
     decode_record,
     dump_json,
+    encode_entries,
     encode_records,
     info_from_row,
     info_row,
+    join_segments,
     load_result,
     run_filter,
 )
 from lovia.stores.base import CheckpointRecord, RunInfo
+from lovia.transcript import InputEntry
 
 CHILD = RunInfo(
     run_id="child-1",
@@ -147,3 +151,34 @@ def test_run_filters_number_their_placeholders() -> None:
     assert where == "WHERE parent_run_id IS NULL AND agent = $1 AND status = $2"
     assert params == ["x", "y"]
     assert run_filter(lambda n: "?") == ("", [])
+
+
+def test_an_older_run_row_keeps_its_version() -> None:
+    row = list(info_row(CHILD))
+    row[RUN_COLUMNS.index("version")] = 0
+    assert info_from_row(row).version == 0
+
+
+def test_rows_and_records_from_a_newer_lovia_are_refused_naming_the_run() -> None:
+    with pytest.raises(SchemaVersionError, match=r"^run child-1 has schema version 99"):
+        info_row(dataclasses.replace(CHILD, version=99))
+    newer = CheckpointRecord(version=99, kind="state", data={})
+    with pytest.raises(SchemaVersionError, match=r"^checkpoint record of run r1 has schema"):
+        encode_records("r1", [newer])
+
+
+def test_an_unstorable_segment_names_the_session_and_says_why() -> None:
+    bad = [InputEntry.model_construct(role="user", content="\ud800")]
+    with pytest.raises(StoreError, match=r"^cannot store a segment of session s1: ") as exc:
+        encode_entries("s1", bad)
+    assert exc.value.hint == "Stored text must be valid Unicode (no lone surrogates)."
+
+
+def test_damaged_segments_name_the_session() -> None:
+    with pytest.raises(StoreError, match=r"^a segment of session s1 is damaged: its schema"):
+        join_segments("s1", [(cast(Any, "1"), "[]")])
+    with pytest.raises(StoreError) as exc:
+        join_segments("s1", [(1, "[{]")])
+    assert exc.value.message.startswith(
+        "the history of session s1 is damaged: its entries do not load ("
+    )
