@@ -76,8 +76,11 @@ def test_a_run_row_with_a_bad_version_names_the_run() -> None:
 
 
 def test_unstorable_extra_names_the_run() -> None:
-    with pytest.raises(StoreError, match=r"^cannot store extra of run child-1: "):
+    with pytest.raises(StoreError, match=r"^cannot store extra of run child-1: ") as exc:
         info_row(dataclasses.replace(CHILD, extra={"bad": "\ud800"}))
+    assert exc.value.hint == (
+        "Stored text must be valid Unicode (no lone surrogates) and data must be JSON-serializable."
+    )
     with pytest.raises(StoreError, match=r"^cannot store the answer: .*surrogate"):
         dump_json("\ud800", "the answer")
 
