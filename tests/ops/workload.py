@@ -59,8 +59,9 @@ FAILURE_EVERY = 5  # one run in five fails -> failure ratio 0.2
 EVALUATORS = ("exact_match", "judge")
 SCORE_BUCKETS = (0.0, 0.1, 0.25, 0.5, 0.75, 0.9, 1.0)
 REDIS_URL = os.environ.get("LOVIA_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
-QUEUE_TASK_EVERY_S = 1.0  # one queued run a second ...
-SLOW_MODEL_S = 0.6  # ... of three model calls this slow: about two runs in flight at once
+QUEUE_TASK_EVERY_S = 1.0  # one queued task a second; a run makes three model calls ...
+SLOW_MODEL_S = 1.0  # ... this slow: 3 s, longer than the 2 s between runs around a dead
+# letter, so a run is in flight at every scrape (two or three at once)
 DEAD_LETTER_EVERY = 4  # every 4th task names an agent the worker does not run
 RETIRED_AGENT = "retired-agent"
 QUEUE_EVERY = 20  # sdk workload: one run in 20 is also a queued task (one a second)
