@@ -12,7 +12,6 @@ import pytest
 
 from lovia import events as ev
 from lovia import model
-from lovia._loop.model_call import PreparedView
 from lovia._slots import slot_inits, slotted
 from lovia.guardrails import Guardrail, GuardrailResult
 from lovia.result import RunResult
@@ -30,7 +29,6 @@ OTHERS = [
     model.RetryNotice,
     base.ViewInput,
     base.BuiltView,
-    PreparedView,
     # config objects: declared with slotted too (no per-class code compiled at import)
     model.ModelProfile,
     model.ModelSettings,

@@ -18,7 +18,7 @@ from ..agent import Agent, Handoff
 from ..context import CancelToken, Mailbox, RunContext
 from ..guardrails import Guardrail
 from ..hooks import AgentHooks
-from ..model import ModelResponse, ModelSettings, Provider, ToolSpec
+from ..model import ModelSettings, Provider, ToolSpec
 from ..output import OutputMode
 from ..plugins.base import ViewInjector
 from ..stores.base import Checkpointer, CheckpointRecord, SessionStore
@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 
     from ..result import RunResult
     from .share import BudgetShare
+    from .watch import RunWatch
 
 CHILD_EVENT_BUFFER = 256
 """Child-run events a ``nested=True`` stream holds before the children wait for it."""
@@ -46,7 +47,6 @@ CHILD_EVENT_BUFFER = 256
 __all__ = [
     "CHILD_EVENT_BUFFER",
     "ActiveAgent",
-    "CancelGuard",
     "EndRun",
     "EventBase",
     "ParentLink",
@@ -149,68 +149,6 @@ class ActiveAgent:
     handoff_filter: Callable[[Sequence[Any]], Sequence[Any]] | None = None
 
 
-class CancelGuard:
-    """Turns a cancel token — or the run's ``max_seconds`` deadline — into ``task.cancel()``,
-    only while the loop awaits its own I/O.
-
-    Armed around provider reads and tool waits; never while user code (a stream
-    consumer) runs, so cancelling never interrupts the caller's own code. The deadline
-    (a ``time.monotonic()`` instant) is one timer for the whole run, set at the first arm;
-    when it passes while disarmed, the next arm acts at once.
-    """
-
-    MESSAGE = "lovia-cancel"
-
-    __slots__ = ("_loop", "_task", "_timer", "deadline", "expired", "fired", "token")
-
-    def __init__(self, token: Any, deadline: float | None = None) -> None:
-        self.token = token
-        self.deadline = deadline
-        self.expired = False
-        """The deadline passed: the run ends with BudgetExceeded(max_seconds)."""
-        self._task: asyncio.Task[Any] | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._timer: asyncio.TimerHandle | None = None
-        self.fired = 0
-        """How many cancellations this guard requested (so only those are undone)."""
-
-    def arm(self) -> None:
-        self._task = asyncio.current_task()
-        self._loop = loop = asyncio.get_running_loop()
-        if self.token.cancelled or self.expired:  # while the consumer's code ran: act now
-            self.fire()
-        elif self.deadline is not None and self._timer is None:
-            delay = self.deadline - time.monotonic()
-            self._timer = loop.call_at(loop.time() + delay, self._expire)
-
-    def _expire(self) -> None:
-        self.expired = True
-        if self._task is not None:  # on the loop already: cancel now, at the awaited point
-            self.fired += 1
-            self._task.cancel(self.MESSAGE)
-
-    def stop(self) -> None:
-        """The run ended: drop the deadline timer."""
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-
-    def disarm(self) -> None:
-        self._task = None
-
-    def fire(self) -> None:
-        task, loop = self._task, self._loop
-        if task is not None and loop is not None and not loop.is_closed():
-            loop.call_soon_threadsafe(self._cancel, task)
-
-    def _cancel(self, task: asyncio.Task[Any]) -> None:
-        # only if still armed on that task: a cancel landing after the await ended (or
-        # after the run ended) would hit unrelated code of the caller's task
-        if self._task is task:
-            self.fired += 1
-            task.cancel(self.MESSAGE)
-
-
 @dataclass(slots=True, kw_only=True)
 class RunState:
     """Mutable per-run state shared by the phase functions."""
@@ -239,17 +177,12 @@ class RunState:
     """Checkpoint records waiting for the next write."""
     last_input_tokens: int | None = None
     last_view_size: int = 0
-    pending_handoff: Handoff | None = None
     repairs_left: int = 0
-    done: bool = False
-    output: Any = None
-    """The parsed final output: of the agent's ``output_type``, unknown to the loop."""
-    output_raw: str = ""
-    finish_reason: str = "stop"
     resumed: bool = False
     resume_calls: Sequence[ToolCallEntry] = ()
     """Resuming inside a turn's tool phase: the stored calls that have no result yet."""
-    guard: CancelGuard | None = None
+    watch: RunWatch | None = None
+    """The cancel token and ``max_seconds`` deadline around the loop's own awaits."""
     trace_ids: tuple[str, str] | None = None
     trace_links: tuple[str, ...] = ()
     history: Sequence[TranscriptEntry] = ()
@@ -272,8 +205,6 @@ class RunState:
     """The first attempt's ``(trace_id, span_id)``: the run's row keeps them on resume."""
     completed_result: RunResult[Any] | None = None
     """Set when the run_id was already completed: the stored RunResult."""
-    response: ModelResponse | None = None
-    """The latest model response (set by the model-call phase)."""
     children: dict[str, RunState | Usage] = field(default_factory=dict[str, "RunState | Usage"])
     """Child runs by the tool call that started them: live while running, then usage."""
     budget_share: BudgetShare | None = None
