@@ -67,9 +67,9 @@ class TransactionCounter(MemoryStore):
         entries: Sequence[TranscriptEntry],
         *,
         fence: int | None = None,
-    ) -> None:
+    ) -> bool:
         self.calls["append_segment"] += 1
-        await super().append_segment(session_id, run_id, entries, fence=fence)
+        return await super().append_segment(session_id, run_id, entries, fence=fence)
 
     def transactions(self) -> int:
         return sum(self.calls[name] for name in WRITES)

@@ -47,7 +47,7 @@ from .lease import confirm_lease
 from .limits import cancelled_error, check_budget
 from .share import reserve
 from .state import EventBase, RunState
-from .watch import RunWatch
+from .watch import Armed, RunWatch
 
 __all__ = ["Done", "ModelCall", "Purpose", "Relay", "call_model"]
 
@@ -140,34 +140,45 @@ async def call_model(
 
 
 async def _stream(call: ModelCall, watch: RunWatch | None) -> AsyncIterator[ev.Event]:
-    """The provider's stream as events; sets ``call.response`` and ``call.ttfc``."""
+    """The provider's stream as events; sets ``call.response`` and ``call.ttfc``. The
+    run's watch is armed while the provider is read, paused while an event is out."""
+    if watch is None:
+        async for event in _items(call, None):
+            yield event
+        return
+    async with watch.armed() as armed:
+        async for event in _items(call, armed):
+            yield event
+
+
+async def _items(call: ModelCall, armed: Armed | None) -> AsyncIterator[ev.Event]:
     t0 = time.perf_counter()
     stream = call.provider.stream(call.request)
     first = False
     clean = DeltaCleaner()  # a surrogate pair split across chunks reaches consumers whole
     try:
-        while True:
-            try:
-                if watch is None:
-                    item = await anext(stream)
-                else:
-                    async with watch.armed():
-                        item = await anext(stream)
-            except StopAsyncIteration:
-                break
+        async for item in stream:
             event = _delta(call.base, item, clean)
             if event is None:
                 assert isinstance(item, ModelResponse)  # _delta maps every other item
                 call.response = item
                 if call.deltas:
                     for held in _held_back(call.base, clean):
+                        if armed is not None:
+                            armed.pause()
                         yield held
+                        if armed is not None:
+                            armed.resume()
                 continue
             if not first and not isinstance(item, RetryNotice):
                 first = True
                 call.ttfc = time.perf_counter() - t0
             if call.deltas or isinstance(item, RetryNotice):
+                if armed is not None:
+                    armed.pause()
                 yield event
+                if armed is not None:
+                    armed.resume()
     except (Exception, asyncio.CancelledError) as exc:
         await _close_quietly(stream)
         if first:

@@ -1,13 +1,14 @@
 """The run's stop signals — its cancel token and its ``max_seconds`` deadline — as an
 ``asyncio.timeout`` around each of the loop's own awaits.
 
-``async with state.watch.armed():`` wraps a provider read, a wait for tools, a wait
-for budget room; never user code (a stream consumer), so stopping never interrupts the
-caller's own code. Inside, the deadline is the timeout's; a cancel token set from any
-thread moves the timeout to now (``Timeout.reschedule``). A timeout that expires leaves
-the block as the run's error (``RunCancelled``, ``BudgetExceeded(max_seconds)`` or
-``LeaseLost``), never as a bare ``CancelledError``; the caller's own cancellation of the
-task is asyncio's business and propagates untouched.
+``async with state.watch.armed():`` wraps a model call's stream, a wait for tools, a
+wait for budget room; never user code: around each event a stream hands to its consumer
+the block is paused (``pause()`` / ``resume()``: one timeout per call, rescheduled), so
+stopping never interrupts the caller's own code. Inside, the deadline is the timeout's;
+a cancel token set from any thread moves the timeout to now (``Timeout.reschedule``).
+A timeout that expires leaves the block as the run's error (``RunCancelled``,
+``BudgetExceeded(max_seconds)`` or ``LeaseLost``), never as a bare ``CancelledError``;
+the caller's own cancellation of the task is asyncio's business and propagates untouched.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 
-__all__ = ["RunWatch"]
+__all__ = ["Armed", "RunWatch"]
 
 
 class RunWatch:
@@ -39,9 +40,9 @@ class RunWatch:
         """The armed await's timeout (None: nothing armed)."""
         self.loop: asyncio.AbstractEventLoop | None = None
 
-    def armed(self) -> _Armed:
+    def armed(self) -> Armed:
         """The context for one of the loop's own awaits."""
-        return _Armed(self)
+        return Armed(self)
 
     def fire(self) -> None:
         """The token's listener (any thread): end the await in progress, if any."""
@@ -68,7 +69,7 @@ class RunWatch:
         return loop.time() + (self.deadline - time.monotonic())
 
 
-class _Armed:
+class Armed:
     """``asyncio.timeout_at`` at the run's deadline, reschedulable by the token."""
 
     __slots__ = ("_timeout", "_watch")
@@ -77,12 +78,28 @@ class _Armed:
         self._watch = watch
         self._timeout: asyncio.Timeout | None = None
 
-    async def __aenter__(self) -> None:
+    def pause(self) -> None:
+        """Disarm while the caller's code runs (a consumer of the streamed events): the
+        timeout stays entered, with no deadline, and the token leaves it alone."""
+        watch, timeout = self._watch, self._timeout
+        assert timeout is not None
+        watch.timeout = None
+        timeout.reschedule(None)
+
+    def resume(self) -> None:
+        """Arm again (a token set or a deadline passed meanwhile acts at once)."""
+        watch, timeout = self._watch, self._timeout
+        assert timeout is not None and watch.loop is not None
+        watch.timeout = timeout
+        timeout.reschedule(watch.when(watch.loop))
+
+    async def __aenter__(self) -> Armed:
         watch = self._watch
         loop = watch.loop = asyncio.get_running_loop()
         timeout = asyncio.timeout_at(watch.when(loop))
         await timeout.__aenter__()
         self._timeout = watch.timeout = timeout
+        return self
 
     async def __aexit__(
         self,
