@@ -5,8 +5,7 @@ from __future__ import annotations
 import argparse
 
 from .._display import fmt_token_total
-from ..replay import open_store
-from ..replay._query import run_dict
+from ..replay import open_store, run_dict
 from ..stores.base import USAGE_MISSING_KEY, RunInfo
 from ..stores.lifecycle import Life, list_lives
 from ._common import store_url
