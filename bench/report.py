@@ -584,7 +584,7 @@ NOTES = """## Notes on method
   were lower than a fair floor gives (lovia json ×1: 1.25× then, 1.64× against this floor
   by instructions, same code).
 - `import lovia` (target ≤ 150 ms): the event classes, the model seam's types and the
-  config objects are declared with `lovia._slots.slotted` (a dataclass for type checkers;
+  config objects were declared with a `slotted` helper, since removed (a dataclass for type checkers;
   at run time `dataclasses` processes the fields, and `__init__`, `__repr__` and the frozen
   `__setattr__`/`__delattr__` are shared functions instead of code compiled per class),
   and regexes and `difflib` load on first use: −128 M instructions per import (833 →
