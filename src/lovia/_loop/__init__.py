@@ -193,8 +193,8 @@ def _ends_with_answer(state: RunState) -> bool:
 
 def _stop_error(state: RunState) -> BaseException:
     """The run's error when its token or deadline stopped one of its awaits."""
-    if state.lease_lost is not None:
-        return state.lease_lost
+    if state.lease.lost is not None:
+        return state.lease.lost
     return cancelled_error(state) if state.ctx.cancel_token.cancelled else out_of_time(state)
 
 
@@ -264,11 +264,11 @@ async def _mark_failed(state: RunState, error: BaseException) -> None:
     cp = state.checkpointer
     if cp is None or state.completed_result is not None or state.active is None:
         return
-    if isinstance(error, LeaseLost) or state.lease_lost is not None:
+    if isinstance(error, LeaseLost) or state.lease.lost is not None:
         return  # the run belongs to the worker that took it over: write nothing
     status = _stored_status(error)
     try:
-        await cp.append(state.run_id, state.pending, fence=state.lease_token)
+        await cp.append(state.run_id, state.pending, fence=state.lease.token)
         state.pending = []
         info = finish_info(
             state, status, getattr(error, "finish_reason", "error"), type(error).__name__
@@ -277,7 +277,7 @@ async def _mark_failed(state: RunState, error: BaseException) -> None:
         info.extra["error"] = error.message if isinstance(error, LoviaError) else str(error)
         info.extra["hint"] = getattr(error, "hint", None)
         lifecycle_extra(state, error, info.extra)
-        await cp.finish(info, None, fence=state.lease_token)
+        await cp.finish(info, None, fence=state.lease.token)
     except LeaseLost:
         logger.warning("run %s: lease lost; its failure is not recorded", state.run_id)
     except Exception:
@@ -286,9 +286,9 @@ async def _mark_failed(state: RunState, error: BaseException) -> None:
 
 async def _release(state: RunState) -> None:
     await stop_heartbeat(state)
-    if state.checkpointer is not None and state.lease_owner is not None:
+    if state.checkpointer is not None and state.lease.owner is not None:
         try:
-            await state.checkpointer.release(state.run_id, state.lease_owner)
+            await state.checkpointer.release(state.run_id, state.lease.owner)
         except Exception:
             logger.exception("could not release the lease of run %s", state.run_id)
 

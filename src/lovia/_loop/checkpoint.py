@@ -69,7 +69,7 @@ async def write_progress(state: RunState, kind: str) -> ev.CheckpointSaved:
     t0 = time.perf_counter()
     written, error = 0, None
     try:
-        written = await cp.append(state.run_id, records, fence=state.lease_token)
+        written = await cp.append(state.run_id, records, fence=state.lease.token)
     except Exception as exc:  # the failed write is still reported (its own span), then raised
         error = exc
     return ev.CheckpointSaved(

@@ -103,7 +103,7 @@ async def finish(state: RunState, final: Final) -> AsyncIterator[ev.Event]:
         info.extra["attempts"] = state.attempt  # its end is the row's: status, ended_at
         store = str(getattr(cp, "url", "")).split(":", 1)[0]
         try:
-            await cp.finish(info, result_payload(state, final), fence=state.lease_token)
+            await cp.finish(info, result_payload(state, final), fence=state.lease.token)
         except Exception as exc:  # the failed write is still reported (its own span)
             duration = time.perf_counter() - t0
             yield ev.CheckpointSaved(
@@ -125,7 +125,7 @@ async def write_session(state: RunState, entries: Sequence[Any]) -> AsyncIterato
         return
     t0 = time.perf_counter()
     # fenced when the session lives in the checkpointer's store (its leases are there)
-    fence = state.lease_token if _same(session, state.checkpointer) else None
+    fence = state.lease.token if _same(session, state.checkpointer) else None
     await session.append_segment(session_id, state.run_id, entries, fence=fence)
     yield ev.SessionWritten(
         **state.base(),

@@ -49,6 +49,7 @@ __all__ = [
     "ActiveAgent",
     "EndRun",
     "EventBase",
+    "LeaseHold",
     "ParentLink",
     "RunParams",
     "RunState",
@@ -64,9 +65,9 @@ class EventBase(TypedDict):
     turn: int
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RunParams:
-    """Everything ``Runner.run`` / ``stream`` was called with."""
+    """Everything ``Runner.run`` / ``stream`` was called with: set once, never changed."""
 
     agent: Agent[Any, Any]
     input: Any
@@ -149,6 +150,23 @@ class ActiveAgent:
     handoff_filter: Callable[[Sequence[Any]], Sequence[Any]] | None = None
 
 
+@dataclass(slots=True)
+class LeaseHold:
+    """This worker's lease on its run: runtime state, never persisted."""
+
+    owner: str | None = None
+    token: int | None = None
+    """The fencing token of this run's lease: every checkpoint write carries it."""
+    ttl_s: float = 0.0
+    """The TTL the lease was granted with (read once: renewals and checks use it)."""
+    renewed: float = 0.0
+    """``time.monotonic()`` when the lease was last granted or renewed (sent)."""
+    lost: Exception | None = None
+    """Set (a LeaseLost) when the heartbeat found the lease taken over."""
+    took_over: str | None = None
+    """The lease owner this worker took the run from at once (its process was gone)."""
+
+
 @dataclass(slots=True, kw_only=True)
 class RunState:
     """Mutable per-run state shared by the phase functions."""
@@ -188,17 +206,8 @@ class RunState:
     history: Sequence[TranscriptEntry] = ()
     undelivered: Sequence[InputEntry] = ()
     """Mailbox messages left when the run ended (set by the finish phase)."""
-    lease_owner: str | None = None
-    lease_token: int | None = None
-    """The fencing token of this run's lease: every checkpoint write carries it."""
-    lease_ttl_s: float = 0.0
-    """The TTL this run's lease was granted with (read once: renewals and checks use it)."""
-    lease_renewed: float = 0.0
-    """``time.monotonic()`` when the lease was last granted or renewed (sent)."""
-    lease_lost: Exception | None = None
-    """Set (a LeaseLost) when the heartbeat found the lease taken over."""
-    took_over: str | None = None
-    """The lease owner this worker took the run from at once (its process was gone)."""
+    lease: LeaseHold = field(default_factory=LeaseHold)
+    """This worker's lease on the run (runtime: never persisted)."""
     attempt: int = 1
     """This lease grant's number among the run's attempts (1: the first)."""
     first_trace: tuple[str, str] | None = None

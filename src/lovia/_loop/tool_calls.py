@@ -398,7 +398,7 @@ async def _record_settled(
     for task, (plan, t0) in tasks.items():
         if not task.cancelled() and task.exception() is None:
             _complete(state, plan, task.result(), time.perf_counter() - t0)
-    if state.pending and state.checkpointer is not None and state.lease_lost is None:
+    if state.pending and state.checkpointer is not None and state.lease.lost is None:
         saved = await write_progress(state, "tool_result")
         if saved.error is not None:  # the run's own error is what the caller gets
             logger.error(
