@@ -86,7 +86,16 @@ def test_absent_and_cost_alerts() -> None:
     assert "lovia_cost_total" in rules["LoviaCostSpike"]["expr"]
 
 
+def test_queue_alerts_watch_dead_letters_and_a_stuck_backlog() -> None:
+    rules = _rules("lovia-ops.yml")
+    assert "lovia_queue_dead_letters_total" in rules["LoviaQueueDeadLetters"]["expr"]
+    stuck = rules["LoviaQueueStuck"]
+    assert 'lovia_queue_depth{lovia_queue_state="waiting"}' in stuck["expr"]
+    assert "lovia_queue_deliveries_total" in stuck["expr"]
+    assert (stuck["for"], stuck["labels"]["severity"]) == ("10m", "page")
+
+
 def test_rule_queries_are_collected() -> None:
     kinds = [q.kind for q in rule_queries()]
     assert kinds.count("record") == 1 + 2 * len(WINDOWS) + 1
-    assert kinds.count("alert") == len(BURN_PAIRS) + 2
+    assert kinds.count("alert") == len(BURN_PAIRS) + 4

@@ -33,6 +33,7 @@ from ..tools.tool import ResultNotSerializable
 from ..transcript import HandoffEntry, ToolCallEntry, ToolResultEntry
 from ..usage import Usage
 from .checkpoint import commit, write_progress
+from .engine import host_stop
 from .lease import confirm_lease
 from .lifelog import approval_event, note_approval
 from .limits import check_budget
@@ -167,19 +168,12 @@ async def tool_phase(
                 yield event
             check_budget(state, extra_tool_calls=0)  # the same limit, with the usage of now
             raise stop
-        spans: list[Any] = []
-        if group[0].will_run:
-            await confirm_lease(state)
-            for plan in group:
-                started = _started(state, plan)
-                yield started
-                _ledger(state, plan, "started")
-                spans.append(started)
-            # commit point: no tool starts before its ledger entry is durable
-            async for event in commit(state, "tool_result" if carried else "ledger"):
+        if _parallel(state, group):
+            async for event in _run_parallel(state, group, carried):
                 yield event
-        async for event in _run_group(state, group, [e.span for e in spans]):
-            yield event
+        else:
+            async for event in _run_one(state, group[0], carried):
+                yield event
         carried = True
     # commit point: every result is durable before the next model call
     async for event in commit(state, "tool_result" if carried or not rides else "ledger"):
@@ -327,45 +321,57 @@ def _ledger(state: RunState, plan: Plan, status: LedgerStatus) -> None:
     if child is not None:  # an agent tool: its child run's usage, kept with the result
         total = child if isinstance(child, Usage) else child.total_usage()
         state.children[call_id] = total
-    key = f"{state.run_id}:{call_id}"
+    key = call_key(state.run_id, call_id)  # the key the tool saw as ctx.idempotency_key
     state.note(LedgerRecord(call_id=call_id, status=status, key=key, child_usage=total))
 
 
-async def _run_group(
-    state: RunState, group: list[Plan], spans: list[Any]
-) -> AsyncIterator[ev.Event]:
-    """Run one group (its ledger entries are durable); each result is appended and
-    noted as it comes in. ``spans``: the calls' ``ToolCallStarted`` spans."""
-    plan = group[0]
-    if not plan.will_run:  # refused or a handoff: answered without running anything
+async def _run_one(state: RunState, plan: Plan, carried: bool) -> AsyncIterator[ev.Event]:
+    """One call that runs alone (or is answered without running: refused, a handoff);
+    its ledger entry is committed first (``carried``: with earlier groups' results)."""
+    if not plan.will_run:
         yield _complete(state, plan, _decided(plan), 0.0, started=False)
         return
-    # a nested stream waits on tasks, so child runs' events surface while tools run
-    if len(group) > 1 or state.child_events is not None:
-        async for event in _run_parallel(state, group, spans):
-            yield event
-        return
+    await confirm_lease(state)
+    started = _started(state, plan)
+    yield started
+    _ledger(state, plan, "started")
+    # commit point: no tool starts before its ledger entry is durable
+    async for event in commit(state, "tool_result" if carried else "ledger"):
+        yield event
     watch = state.watch
     assert watch is not None
     t0 = time.perf_counter()
     async with watch.armed():
-        outcome = await _execute(state, plan, spans[0])
+        outcome = await _execute(state, plan, started.span)
     yield _complete(state, plan, outcome, time.perf_counter() - t0)
     if outcome.interrupted is not None:  # recorded: now the run ends
         raise watch.stopped or outcome.interrupted
 
 
+def _parallel(state: RunState, group: list[Plan]) -> bool:
+    """A group of several calls runs in parallel; so does one call under a nested stream
+    (it waits on tasks, so child runs' events surface while tools run)."""
+    return group[0].will_run and (len(group) > 1 or state.child_events is not None)
+
+
 async def _run_parallel(
-    state: RunState, group: list[Plan], spans: list[Any]
+    state: RunState, group: list[Plan], carried: bool
 ) -> AsyncIterator[ev.Event]:
+    """At most ``max_parallel_tools`` calls run at once. A call's "started" is recorded
+    only when it gets its slot (with the results that freed it, in one commit), so a
+    crash never leaves a call that was still waiting for a slot with an unknown outcome.
+    ``carried``: results of earlier groups ride with the first commit."""
     assert state.active is not None
     tasks: dict[asyncio.Task[Outcome], tuple[Plan, float]] = {}
-    limit = asyncio.Semaphore(max(1, state.active.agent.max_parallel_tools))
-    for plan, span in zip(group, spans, strict=True):
-        tasks[asyncio.ensure_future(_limited(limit, state, plan, span))] = (
-            plan,
-            time.perf_counter(),
-        )
+    queue = list(group)
+    await confirm_lease(state)
+    starting = _take_slots(state, queue, max(1, state.active.agent.max_parallel_tools))
+    for _, started in starting:
+        yield started
+    # commit point: no tool starts before its ledger entry is durable
+    async for event in commit(state, "tool_result" if carried else "ledger"):
+        yield event
+    _launch(state, starting, tasks)
     order = {id(p): i for i, p in enumerate(group)}
     try:
         while tasks:
@@ -378,9 +384,13 @@ async def _run_parallel(
             for task in sorted(done, key=lambda t: order[id(tasks[t][0])]):
                 plan, t0 = tasks.pop(task)
                 yield _complete(state, plan, task.result(), time.perf_counter() - t0)
-            if tasks:  # commit point: results in while siblings still run (group commit)
-                async for event in commit(state, "tool_result"):
+            starting = _take_slots(state, queue, len(done))  # their slots are free
+            for _, started in starting:
+                yield started
+            if tasks or starting:  # commit point: results in while siblings still run,
+                async for event in commit(state, "tool_result"):  # with the next starts
                     yield event
+            _launch(state, starting, tasks)
     finally:
         for task in tasks:
             task.cancel()
@@ -404,6 +414,30 @@ async def _record_settled(
             logger.error(
                 "recording the tool results of run %s failed: %s", state.run_id, saved.error
             )
+
+
+Starting = list[tuple[Plan, ev.ToolCallStarted]]
+"""Calls that just got a slot, with their ``ToolCallStarted`` (its span is set once emitted)."""
+
+
+def _take_slots(state: RunState, queue: list[Plan], free: int) -> Starting:
+    """The next ``free`` queued calls get a slot: their "started" is noted now (the
+    caller commits it, then launches them)."""
+    starting: Starting = []
+    while queue and len(starting) < free:
+        plan = queue.pop(0)
+        _ledger(state, plan, "started")
+        starting.append((plan, _started(state, plan)))
+    return starting
+
+
+def _launch(
+    state: RunState, starting: Starting, tasks: dict[asyncio.Task[Outcome], tuple[Plan, float]]
+) -> None:
+    """Start the calls whose "started" was just committed."""
+    for plan, started in starting:
+        task = asyncio.ensure_future(_execute(state, plan, started.span))
+        tasks[task] = (plan, time.perf_counter())
 
 
 async def _wait(
@@ -431,11 +465,6 @@ async def _child_events(state: RunState) -> AsyncIterator[ev.Event]:
     queue = state.child_events
     while queue is not None and not queue.empty():
         yield queue.get_nowait()
-
-
-async def _limited(limit: asyncio.Semaphore, state: RunState, plan: Plan, span: Any) -> Outcome:
-    async with limit:
-        return await _execute(state, plan, span)
 
 
 def _decided(plan: Plan) -> Outcome:
@@ -474,6 +503,8 @@ async def _execute(state: RunState, plan: Plan, span: Any) -> Outcome:
             except TimeoutError:
                 return _failed(f"Tool {t.name!r} timed out after {t.timeout} s.", "TimeoutError")
             except Exception as exc:
+                if host_stop(exc):  # an engine's cancellation: not the tool's failure
+                    raise
                 if attempt < t.retries:
                     logger.info("tool %s failed (%s); retrying", t.name, exc)
                     continue

@@ -21,6 +21,7 @@ STATE_COLORS = {
     "paused": "yellow",
     "interrupted": "magenta",
     "cancelled": "dim",
+    "dead_lettered": "red",
 }
 
 

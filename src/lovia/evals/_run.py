@@ -134,6 +134,7 @@ class CaseResult:
             "mean_score": self.mean_score,
             "cost_usd": self.cost_usd,
             "baseline_passed": self.baseline_passed,
+            "recorded_output": self.case.expected.get("output"),
             "diff": self.diff(),
             "samples": [s.to_dict() for s in self.samples],
         }

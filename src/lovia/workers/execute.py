@@ -17,6 +17,7 @@ from typing import Any, Literal, cast
 from ..agent import Agent
 from ..context import CancelToken
 from ..errors import ApprovalPending, ProviderError, RunCancelled, RunError, RunLeaseHeld, UserError
+from ..events import Event
 from ..runner import Runner
 from ..stores import Store
 from ..stores.base import RunInfo, RunSnapshot
@@ -60,17 +61,19 @@ async def execute_run(
     deps: Any = None,
     token: CancelToken | None = None,
     worker: str = "",
+    on_event: Callable[[Event], None] | None = None,
 ) -> Outcome:
     """Run one task (``run_id``, ``input``, ``session_id``) to its end; name the outcome.
 
     The store is the checkpointer and the session store, so a task delivered again
     resumes (or replays) its run. Errors that a later delivery could fix (another
     worker's lease, a retryable provider error) come back as ``lease_held`` / ``retry``;
-    anything unexpected propagates.
+    anything unexpected propagates. ``on_event`` sees every event of the run (a durable
+    engine's heartbeat on each checkpoint).
     """
     run_id = str(task["run_id"])
     try:
-        result = await Runner.run(
+        handle = Runner.stream(
             agent,
             decode_input(task.get("input")),
             run_id=run_id,
@@ -80,6 +83,10 @@ async def execute_run(
             session_id=task.get("session_id"),
             cancel_token=token,
         )
+        if on_event is not None:
+            async for event in handle:
+                on_event(event)
+        result = await handle.result()
     except RunLeaseHeld:
         return "lease_held"  # another worker runs it (LeaseLost too: fenced out); retried later
     except ApprovalPending:
