@@ -26,7 +26,6 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         (
             "_version",
             "_lazy",
-            "_slots",
             "errors",
             "_redact",
             "_files",

@@ -15,7 +15,7 @@ from ..transcript import InputEntry, SystemEntry, TranscriptEntry, input_entries
 from ..view.record import ViewRecord, resolve_records, view_records
 from .activate import activate, resolve_provider
 from .attempts import adopt_snapshot, note_attempt_start
-from .checkpoint import ResumePoint, open_calls, restore, run_info, save_progress
+from .checkpoint import ResumePoint, commit, open_calls, restore, run_info
 from .finish import run_guardrails
 from .lease import lease_held, start_heartbeat, take_lease
 from .model_call import stamp
@@ -161,7 +161,7 @@ async def prepare(state: RunState, snapshot: RunSnapshot | None) -> AsyncIterato
     state.run_start = len(state.transcript)
     note_attempt_start(state, snapshot)
     if snapshot is not None:
-        async for event in save_progress(state, "attempt"):  # at once: it may die soon
+        async for event in commit(state, "attempt"):  # at once: it may die soon
             yield event
         async for event in _resume(state, snapshot):
             yield event
@@ -178,7 +178,7 @@ async def prepare(state: RunState, snapshot: RunSnapshot | None) -> AsyncIterato
     if state.checkpointer is not None:
         await state.checkpointer.begin(run_info(state))
     state.note_entries(new)
-    async for event in save_progress(state, "start"):
+    async for event in commit(state, "start"):
         yield event
     async for event in run_guardrails(state, "input", state.active.input_guardrails, inputs):
         yield event

@@ -144,11 +144,6 @@ def _share(run: RunState) -> BudgetShare:
 
 async def _wait(state: RunState, returned: asyncio.Event) -> None:
     """Wait for ``returned``; cancelling the run (or its deadline) interrupts the wait."""
-    guard = state.guard
-    if guard is not None:
-        guard.arm()
-    try:
+    assert state.watch is not None
+    async with state.watch.armed():
         await returned.wait()
-    finally:
-        if guard is not None:
-            guard.disarm()
