@@ -26,6 +26,7 @@ from .errors import (
     ProviderError,
     RunCancelled,
     RunError,
+    SpendLimitExceeded,
     ToolError,
     TooManyToolCalls,
     UserError,
@@ -37,6 +38,7 @@ from .plugins import Plugin, PluginInstance
 from .pricing import load_prices, set_price
 from .result import RunResult
 from .runner import Runner, RunStream
+from .spend import SpendLimit
 from .tools import Tool, tool
 from .transcript import InputEntry, TranscriptEntry
 from .usage import RunBudget, Usage
@@ -113,6 +115,8 @@ __all__ = [
     "RunStream",
     "Runner",
     "Skills",
+    "SpendLimit",
+    "SpendLimitExceeded",
     "Todo",
     "TooManyToolCalls",
     "Tool",

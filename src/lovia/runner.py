@@ -19,6 +19,7 @@ from .agent import Agent
 from .context import CancelToken, Mailbox
 from .errors import UserError
 from .events import Event
+from .labels import check_labels
 from .result import RunResult
 
 if TYPE_CHECKING:
@@ -113,6 +114,7 @@ class RunOptions(TypedDict, total=False):
     tracer_provider: TracerProvider | None
     meter_provider: MeterProvider | None
     nested: bool
+    labels: Mapping[str, str] | None
 
 
 class RunStream(Generic[OutputT]):
@@ -185,6 +187,7 @@ class Runner:
         tracer_provider: TracerProvider | None = None,
         meter_provider: MeterProvider | None = None,
         nested: bool = False,
+        labels: Mapping[str, str] | None = None,
     ) -> RunStream[OutputT]:
         """Start a run and return its event stream (see :class:`RunStream`).
 
@@ -195,7 +198,9 @@ class Runner:
         ``approved_by``: who decided ``approvals`` (``cli:alice``, ``web:ops``; default
         ``api``), recorded with each decision. ``nested=True``: events of child runs
         (agents run as tools, see :meth:`Agent.as_tool`) are yielded too, each wrapped in
-        a ``ChildRunEvent``.
+        a ``ChildRunEvent``. ``labels``: who the run is for (``{"tenant": "acme"}``):
+        on its span, its stored row, the cost metrics and spend limits (see
+        :mod:`lovia.labels`).
         """
         if not isinstance(agent, Agent):
             raise UserError(f"Runner needs an Agent, got {agent!r}")
@@ -244,6 +249,7 @@ class Runner:
             tracer_provider=tracer_provider,
             meter_provider=meter_provider,
             nested=nested,
+            labels=check_labels(labels),
         )
         return RunStream(params)
 

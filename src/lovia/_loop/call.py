@@ -38,6 +38,7 @@ from ..transcript import DeltaCleaner, TranscriptEntry, clean_text
 from .lease import confirm_lease
 from .limits import cancelled_error, check_budget
 from .share import reserve
+from .spend import check_spend, settle
 from .state import CancelGuard, EventBase, RunState
 
 __all__ = ["ModelCall", "Purpose", "Relay", "Slot", "call_model"]
@@ -103,7 +104,9 @@ async def call_model(
         await confirm_lease(state)  # a worker fenced out while stalled stops unpaid
         hold = await reserve(state, call.request, call.provider)  # parallel children share
     provider = call.provider
+    spend = None
     try:
+        spend = await check_spend(state, call.request, provider) if state is not None else None
         yield _started(call)
         t0 = time.perf_counter()
         try:
@@ -125,6 +128,7 @@ async def call_model(
     finally:
         if hold is not None:
             hold.release()  # the usage is counted: calls waiting for room check again
+        await settle(spend, call.response)  # spend limits: the real cost replaces the estimate
     entries = record(response) if record is not None else response.entries
     done = ev.SummaryCompleted if call.purpose == "summary" else ev.MessageCompleted
     yield done(

@@ -70,6 +70,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     runs.add_argument("--limit", type=int, default=20, help="at most N runs (default 20)")
     runs.add_argument("--all", action="store_true", help="include child runs (agents run as tools)")
+    runs.add_argument(
+        "--label",
+        action="append",
+        metavar="KEY=VALUE",
+        help="only runs with this attribution label (repeat: all of them); prints totals",
+    )
     show = sub.add_parser("show", parents=[common], help="print a run's transcript")
     show.add_argument(
         "run",

@@ -21,7 +21,7 @@ token, checked in the same transaction as the write; otherwise it raises
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, cast, runtime_checkable
 
@@ -136,6 +136,9 @@ PRUNED_KEY = "records_pruned_at"
 UNPRICED_KEY = "unpriced"
 """``RunInfo.extra`` key: model calls of the run (children included) whose cost is
 unknown; when set, ``cost_usd`` is a lower bound and surfaces show the cost as unknown."""
+LABELS_KEY = "labels"
+"""``RunInfo.extra`` key: the run's attribution labels (``{"tenant": "acme"}``);
+``list_runs(labels=...)`` filters on them."""
 USAGE_MISSING_KEY = "usage_missing"
 """``RunInfo.extra`` key, ``True`` when a provider reported no usage for a call of the run:
 its token counts are incomplete and surfaces show them as unknown."""
@@ -277,9 +280,11 @@ class Checkpointer(Protocol):
         limit: int = 50,
         parent_run_id: str | None = None,
         top_level: bool = False,
+        labels: Mapping[str, str] | None = None,
     ) -> list[RunInfo]:
         """Newest first; ``parent_run_id``: the child runs of that run; ``top_level``:
-        only runs that are not child runs."""
+        only runs that are not child runs; ``labels``: runs carrying every one of these
+        attribution labels (``{"tenant": "acme"}``)."""
         ...
 
     async def delete_run(self, run_id: str) -> None: ...

@@ -35,6 +35,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Link, Span, SpanContext, Status, StatusCode, TraceFlags, Tracer
 
 from .. import events as ev
+from ..labels import label_cap
 from ..pricing import price_table_version
 from . import attributes as A
 from . import content as C
@@ -249,6 +250,8 @@ class RunTracer:
             self._run_labels[A.PROVIDER_NAME] = event.provider
         # spend is the top-level run's: a child's cost counts under its root's agent
         self._spend = {A.AGENT_NAME: event.root_agent or event.agent, A.RUN_NESTED: nested}
+        if event.labels:  # attribution, capped: top values by first seen, the rest "other"
+            self._spend.update(label_cap().attributes(dict(event.labels)))
         return span
 
     def _attach(self, event: ev.Event) -> Any:
