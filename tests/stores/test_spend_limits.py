@@ -18,6 +18,7 @@ from store_backends import Backend
 import lovia
 from lovia import Agent, ModelSettings, Runner, SpendLimit, SpendLimitExceeded, Usage, pricing
 from lovia.model import ModelRequest
+from lovia.stores import MemoryStore
 from lovia.stores.spend import SpendLedger
 from lovia.testing import FunctionModel, capture_events, reply
 from lovia.testing._models import CallInfo
@@ -73,6 +74,7 @@ async def test_a_spend_limit_ends_the_run_naming_it(backend: Backend) -> None:
     )
     try:
         outcomes: list[str] = []
+        errors: list[SpendLimitExceeded] = []
         for i in range(5):
             try:
                 await Runner.run(
@@ -82,16 +84,15 @@ async def test_a_spend_limit_ends_the_run_naming_it(backend: Backend) -> None:
                 outcomes.append("ok")
             except SpendLimitExceeded as exc:
                 outcomes.append("limit")
-                error = exc
+                errors.append(exc)
         # $0.2 a call: the third starts at $0.4 (room left), the fourth finds $0.6 >= $0.5
         assert outcomes == ["ok", "ok", "ok", "limit", "limit"]
+        error = errors[0]
         assert "$0.5 per day for tenant=acme" in error.message
         assert error.hint and "lovia runs --label tenant=acme" in error.hint
         assert error.limit == SpendLimit(label="tenant", value="acme", max_usd=0.5, window="day")
         assert error.spent_usd == pytest.approx(3 * CALL_COST)
-        assert error.window_start == SpendLimit(
-            label="tenant", max_usd=1
-        ).window_start(time.time())
+        assert error.window_start == SpendLimit(label="tenant", max_usd=1).window_start(time.time())
         assert isinstance(db, SpendLedger)
         assert await db.spent("tenant=acme/day", error.window_start) == pytest.approx(0.6)
         failed = (await db.list_runs(labels={"tenant": "acme"}, status="failed"))[0]
@@ -119,7 +120,7 @@ async def test_a_limit_per_each_value_counts_values_apart(backend: Backend) -> N
 
 async def test_the_hit_is_reported_as_the_run_failing_with_its_reason() -> None:
     lovia.configure(spend_limits=[SpendLimit(label="tenant", max_usd=0.0)])
-    db = lovia.stores.MemoryStore()
+    db = MemoryStore()
     with capture_events() as seen, pytest.raises(SpendLimitExceeded):
         await Runner.run(_agent(), "hi", store=db, labels={"tenant": "acme"})
     failed = [e for e in seen if isinstance(e, lovia.events.RunFailed)]
@@ -133,7 +134,7 @@ async def test_a_limit_needs_a_store_and_a_price() -> None:
         await Runner.run(_agent(), "hi", store=None, labels={"tenant": "acme"})
     unpriced = Agent(name="u", model=FunctionModel(lambda r, i: "x", model="no-price"))
     with pytest.raises(lovia.UserError, match="has no known price"):
-        await Runner.run(unpriced, "hi", store=lovia.stores.MemoryStore(), labels={"tenant": "a"})
+        await Runner.run(unpriced, "hi", store=MemoryStore(), labels={"tenant": "a"})
 
 
 async def test_fifty_concurrent_runs_overshoot_by_at_most_one_call(backend: Backend) -> None:

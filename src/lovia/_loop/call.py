@@ -38,7 +38,7 @@ from ..transcript import DeltaCleaner, TranscriptEntry, clean_text
 from .lease import confirm_lease
 from .limits import cancelled_error, check_budget
 from .share import reserve
-from .spend import check_spend, settle
+from .spend import check_spend, note_usage, settle
 from .state import CancelGuard, EventBase, RunState
 
 __all__ = ["ModelCall", "Purpose", "Relay", "Slot", "call_model"]
@@ -125,6 +125,7 @@ async def call_model(
         usage.cost_usd, usage.unpriced = (0.0, 1) if cost is None else (cost, 0)
         if state is not None:
             state.usage.add(usage)
+            note_usage(state, call.purpose, provider.name, response.model or provider.model, usage)
     finally:
         if hold is not None:
             hold.release()  # the usage is counted: calls waiting for room check again

@@ -1,4 +1,5 @@
-"""Spend limits (:mod:`lovia.spend`) before each model call: shared by every run.
+"""Spend limits (:mod:`lovia.spend`) before each model call, shared by every run; and
+each returned call's usage recorded for ``lovia reprice`` (:func:`note_usage`).
 
 :func:`check_spend` reserves the call's estimated cost under each limit that applies to
 the run's labels, in the store's spend ledger (:mod:`lovia.stores.spend`), and raises
@@ -14,16 +15,18 @@ import time
 from typing import TYPE_CHECKING
 
 from ..errors import SpendLimitExceeded, UserError
-from ..pricing import has_price
+from ..pricing import has_price, price_source
 from ..spend import SpendLimit, spend_limits
+from ..stores.records import CallUsageRecord
 from ..stores.spend import SpendLedger
+from ..usage import Usage
 from .share import estimate
 
 if TYPE_CHECKING:
     from ..model import ModelRequest, ModelResponse, Provider
     from .state import RunState
 
-__all__ = ["SpendHold", "check_spend", "settle"]
+__all__ = ["SpendHold", "check_spend", "note_usage", "settle"]
 
 
 class SpendHold:
@@ -89,6 +92,23 @@ async def settle(hold: SpendHold | None, response: ModelResponse | None) -> None
     held, hold.held = hold.held, []
     for key, start in held:
         await hold.ledger.settle_spend(key, start, hold.amount, actual)
+
+
+def note_usage(state: RunState, purpose: str, provider: str, model: str, usage: Usage) -> None:
+    """Record one returned call's usage and price source (``lovia reprice`` reads it)."""
+    if state.checkpointer is None:
+        return
+    source = None if usage.unpriced else price_source(provider, model)
+    state.note(
+        CallUsageRecord(
+            turn=state.turn,
+            purpose=purpose,
+            provider=provider,
+            model=model,
+            usage=usage.copy(),
+            source=source,
+        )
+    )
 
 
 def _reached(

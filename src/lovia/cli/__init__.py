@@ -8,6 +8,7 @@ lovia replay RUN | REF [--turn N] [--format text|json|request] [--diff A B]
 lovia replay RUN --turn N --model M [--base-url U]     # what-if, writes nothing
 lovia replay --trace-id T
 lovia prune  --older-than 30d [--status completed|failed|cancelled] [--records-only] [--force]
+lovia reprice RUN | --since 7d [--until DATE] | --all [--dry-run]   # cost with today's prices
 lovia resume RUN --agent pkg.mod:agent [--approve CALL] [--deny CALL [--reason R]]
 lovia web    [--host 127.0.0.1] [--port 8765] [--agent pkg.mod:agent]   # extra `web`
 lovia pin    RUN[:TURN] [--to DIR]                  # a recorded run as an eval case
@@ -105,6 +106,16 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also prune failed runs that ran tools (by default they are kept: they can "
         "resume, and their tool ledger stops a resume from running a tool again)",
+    )
+    reprice = sub.add_parser(
+        "reprice", parents=[common], help="recompute stored runs' cost with the current prices"
+    )
+    reprice.add_argument("run", nargs="?", metavar="RUN", help="one run (id, prefix or `last`)")
+    reprice.add_argument("--since", metavar="WHEN", help="runs started since (date or age: 7d)")
+    reprice.add_argument("--until", metavar="WHEN", help="runs started before (date or age)")
+    reprice.add_argument("--all", action="store_true", help="every run in the store")
+    reprice.add_argument(
+        "--dry-run", action="store_true", help="show each run's change and the total; write nothing"
     )
     _web_parser(sub.add_parser("web", parents=[common], help="the postmortem in a browser"))
     _resume_parser(

@@ -55,7 +55,9 @@ RunStatus = Literal["running", "completed", "failed", "paused", "cancelled"]
 """The status a run's worker stores; ``interrupted`` is derived, never stored (see
 :mod:`lovia.stores.lifecycle`)."""
 
-RecordKind = Literal["entries", "ledger", "view", "state", "attempt", "approval", "failed_call"]
+RecordKind = Literal[
+    "entries", "ledger", "view", "state", "attempt", "approval", "failed_call", "usage", "reprice"
+]
 
 
 class CheckpointRecord(BaseModel):
@@ -68,6 +70,8 @@ class CheckpointRecord(BaseModel):
     - ``attempt``: one lease grant's start or end (see :mod:`lovia.stores.records`)
     - ``approval``: a human's (or a policy's) decision on a tool call
     - ``failed_call``: a model call that failed after its retries
+    - ``usage``: one model call's usage and price (what ``lovia reprice`` reprices)
+    - ``reprice``: ``lovia reprice`` changed the run's cost (before, after, prices)
     """
 
     model_config = ConfigDict(extra="forbid", defer_build=True)

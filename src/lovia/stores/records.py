@@ -13,6 +13,8 @@ the one place that knows what ``data`` holds for each kind:
 | ``attempt`` | :class:`AttemptRecord` | a lease grant (and how the one before ended) |
 | ``approval`` | :class:`ApprovalRecord` | a decision on a tool call that needed approval |
 | ``failed_call`` | :class:`FailedCallRecord` | a model call that failed after its retries |
+| ``usage`` | :class:`CallUsageRecord` | a model call that returned: usage, cost, price source |
+| ``reprice`` | :class:`RepriceRecord` | ``lovia reprice`` changed the run's cost |
 
 :func:`to_checkpoint` builds the envelope of a typed record, :func:`read_record` the
 typed record of an envelope; the JSON written is the v1 format, key for key.
@@ -36,12 +38,14 @@ if TYPE_CHECKING:
 __all__ = [
     "ApprovalRecord",
     "AttemptEnd",
+    "CallUsageRecord",
     "AttemptRecord",
     "EntriesRecord",
     "FailedCallRecord",
     "LedgerRecord",
     "LedgerStatus",
     "Record",
+    "RepriceRecord",
     "StateRecord",
     "ViewNote",
     "read_record",
@@ -156,6 +160,38 @@ class FailedCallRecord:
     at: float = 0.0
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CallUsageRecord:
+    """One model call that returned: what it used and what it was priced at, so a later
+    ``lovia reprice`` can price it again from the usage itself."""
+
+    turn: int
+    purpose: str
+    provider: str
+    model: str
+    """The model priced (the response's model when it named one)."""
+    usage: Usage
+    source: str | None = None
+    """What priced it (``genai-prices==X``, ``overrides@<hash>``); None: unpriced."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RepriceRecord:
+    """``lovia reprice`` changed the run's cost (the transcript is never rewritten)."""
+
+    at: float
+    prices: str
+    """The prices applied (``price_table_version()``)."""
+    own_before: float
+    own_after: float
+    """The run's own calls' cost before and after (child runs have their own record)."""
+    cost_before: float
+    cost_after: float
+    """The run's stored cost (children included) before and after."""
+    unpriced_before: int = 0
+    unpriced_after: int = 0
+
+
 Record = (
     EntriesRecord
     | LedgerRecord
@@ -164,6 +200,8 @@ Record = (
     | AttemptRecord
     | ApprovalRecord
     | FailedCallRecord
+    | CallUsageRecord
+    | RepriceRecord
 )
 """One checkpoint record, by kind."""
 
@@ -171,6 +209,7 @@ _PLAIN: dict[type, RecordKind] = {
     AttemptRecord: "attempt",
     ApprovalRecord: "approval",
     FailedCallRecord: "failed_call",
+    RepriceRecord: "reprice",
 }
 """Records stored as their fields (None values left out)."""
 
@@ -234,6 +273,30 @@ class _FailedCall(BaseModel):
     at: float = 0.0
 
 
+class _CallUsage(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    turn: int
+    purpose: str = "main"
+    provider: str = ""
+    model: str = ""
+    usage: dict[str, int | float | bool] = {}
+    source: str | None = None
+
+
+class _Reprice(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    at: float
+    prices: str = ""
+    own_before: float
+    own_after: float
+    cost_before: float
+    cost_after: float
+    unpriced_before: int = 0
+    unpriced_after: int = 0
+
+
 def to_checkpoint(record: Record) -> CheckpointRecord:
     """The stored envelope of ``record`` (v1 JSON keys)."""
     if isinstance(record, EntriesRecord):
@@ -244,6 +307,10 @@ def to_checkpoint(record: Record) -> CheckpointRecord:
         kind, data = "state", _state_data(record)
     elif isinstance(record, ViewNote):
         kind, data = "view", record.view.to_data()
+    elif isinstance(record, CallUsageRecord):
+        kind = "usage"
+        data = {k: v for k, v in asdict(record).items() if v is not None}
+        data["usage"] = record.usage.to_dict()
     else:
         kind = _PLAIN[type(record)]
         data = {k: v for k, v in asdict(record).items() if v is not None}
@@ -309,6 +376,18 @@ def read_record(record: CheckpointRecord) -> Record:
         return ApprovalRecord(**_Approval.model_validate(data).model_dump())
     if kind == "failed_call":
         return FailedCallRecord(**_FailedCall.model_validate(data).model_dump())
+    if kind == "usage":
+        call = _CallUsage.model_validate(data)
+        return CallUsageRecord(
+            turn=call.turn,
+            purpose=call.purpose,
+            provider=call.provider,
+            model=call.model,
+            usage=Usage.from_dict(call.usage),
+            source=call.source,
+        )
+    if kind == "reprice":
+        return RepriceRecord(**_Reprice.model_validate(data).model_dump())
     assert_never(kind)
 
 
