@@ -12,6 +12,7 @@ the facade (``Runner``, ``RunResult``, ``lovia.lease_ttl`` ...).
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,7 +65,6 @@ TYPE_ONLY: dict[tuple[str, str], str] = {
 """Upward edges allowed under ``TYPE_CHECKING`` only, each with why."""
 
 DEFERRED: dict[tuple[str, str], str] = {
-    ("agent", "agent_tool"): "Agent.as_tool() builds a tool that runs the agent with a Runner",
     ("stores", "view"): "reading a view checkpoint record builds a ViewRecord; the stores "
     "themselves keep record payloads opaque",
 }
@@ -118,6 +118,7 @@ def _function_nodes(tree: ast.AST) -> set[int]:
     return inside
 
 
+@functools.cache
 def import_edges(src: Path = SRC) -> list[Edge]:
     """Every import of a ``lovia`` module by a ``lovia`` module (``from pkg import submodule``
     counts as importing the submodule)."""
@@ -188,7 +189,7 @@ def test_the_checker_sees_what_it_must() -> None:
     assert ("lovia._loop.lease", "lovia.errors") in edges  # `from ..errors import ...`
     assert ("lovia.telemetry.tracer", "lovia.events") in edges  # `from .. import events`
     assert edges[("lovia.agent", "lovia.context")].type_only
-    assert edges[("lovia.agent", "lovia.agent_tool")].deferred
+    assert edges[("lovia.result", "lovia.output")].deferred  # `from .output import` in a def
 
 
 def test_the_checker_flags_each_kind_of_violation(tmp_path: Path) -> None:
@@ -206,7 +207,7 @@ def test_the_checker_flags_each_kind_of_violation(tmp_path: Path) -> None:
             "from typing import TYPE_CHECKING\n"
             "if TYPE_CHECKING:\n    from .agent import Agent\n"  # type-only, allowed
         ),
-        "agent.py": "def as_tool():\n    from .agent_tool import agent_tool\n",  # deferred, allowed
+        "stores/records.py": "def f():\n    from ..view.record import ViewRecord\n",  # allowed
         "hooks.py": "def f():\n    from .runner import Runner\n",  # deferred, not allowed
         "events.py": "",
         "runner.py": "import lovia._loop\n",  # the facade drives the engine
@@ -235,3 +236,147 @@ def test_architecture_md_states_the_same_table() -> None:
     assert documented == list(ORDER)
     for group in ENGINE_USERS:
         assert re.search(rf"`{re.escape(group)}`[^\n]*`_loop`", text), group
+
+
+PRIVATE_IMPORTS: dict[tuple[str, str], str] = {
+    ("cli", "lovia.evals._report"): "the report formats of `lovia eval` (JSON, JUnit, rows) "
+    "are the CLI's own, not yet a public API of lovia.evals",
+}
+"""Private modules of a package imported from outside it, each with why."""
+
+
+def private_imports(src: Path = SRC) -> list[str]:
+    """Imports of a package's private module (``lovia.replay._query``) from outside it."""
+    found: list[str] = []
+    for e in import_edges(src):
+        parts = e.target.split(".")
+        private = next((i for i, p in enumerate(parts) if i >= 2 and p.startswith("_")), None)
+        if private is None:
+            continue
+        package = ".".join(parts[:private])
+        inside = e.source == package or e.source.startswith(package + ".")
+        if not inside and (group_of(e.source), e.target) not in PRIVATE_IMPORTS:
+            found.append(f"{e.source}:{e.line} imports {e.target}, private to {package}")
+    return found
+
+
+def test_private_modules_stay_inside_their_package() -> None:
+    """The CLI and the web app use ``lovia.replay``'s public names, never ``replay._query``."""
+    assert private_imports() == []
+    used = {(group_of(e.source), e.target) for e in import_edges()}
+    assert set(PRIVATE_IMPORTS) - used == set()
+
+
+def test_the_private_import_check_flags_a_reach_inside(tmp_path: Path) -> None:
+    files = {
+        "__init__.py": "",
+        "replay/__init__.py": "from ._query import run_dict\n",  # its own package: fine
+        "replay/_query.py": "",
+        "web/_list.py": "from ..replay._query import run_dict\n",
+        "cli/_runs.py": "from ..replay import run_dict\n",
+    }
+    for name, text in files.items():
+        path = tmp_path / "lovia" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    found = private_imports(tmp_path / "lovia")
+    assert found == ["lovia.web._list:1 imports lovia.replay._query, private to lovia.replay"]
+
+
+CYCLES: dict[tuple[str, str], str] = {
+    ("lovia.context", "lovia.agent"): "RunContext.agent is the Agent the tools see, and an "
+    "Agent's tools, guardrails, plugins and instructions take a RunContext: types that name "
+    "each other (under TYPE_CHECKING; no import at run time)",
+    ("lovia.result", "lovia.agent"): "RunResult.final_agent is an Agent, and Agent.as_tool's "
+    "output= callback takes a RunResult (under TYPE_CHECKING only)",
+    ("lovia._loop.state", "lovia._loop.share"): "RunState holds its run's BudgetShare and the "
+    "share's methods take the RunState (under TYPE_CHECKING only; the engine is private)",
+}
+"""The import edges that close a cycle, each with why; with them left out, the import
+graph of ``src/lovia`` (type-only and deferred imports included) has no cycle."""
+
+
+def import_graph(src: Path = SRC) -> dict[str, set[str]]:
+    """Module -> the lovia modules it imports (every kind of import)."""
+    graph: dict[str, set[str]] = {m: set() for m in all_modules(src)}
+    for e in import_edges(src):
+        if e.target in graph and e.target != e.source:
+            graph[e.source].add(e.target)
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan, iterative),
+    largest first."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, targets = work[-1]
+            nxt = next(targets, None)
+            if nxt is not None:
+                if nxt not in index:
+                    index[nxt] = low[nxt] = len(index)
+                    stack.append(nxt)
+                    on_stack.add(nxt)
+                    work.append((nxt, iter(sorted(graph[nxt]))))
+                elif nxt in on_stack:
+                    low[node] = min(low[node], index[nxt])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component: list[str] = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return sorted(found, key=lambda c: (-len(c), c))
+
+
+def test_no_import_cycle_but_the_listed_ones() -> None:
+    """Counting type-only and deferred imports: every cycle is closed by a listed edge."""
+    graph = import_graph()
+    for source, target in CYCLES:
+        graph[source].discard(target)
+    assert cycles(graph) == []
+
+
+def test_listed_cycles_are_still_cycles_and_type_only() -> None:
+    """A listed edge must still close a cycle (no dead permissions) and cost nothing at
+    run time: every import behind it is under TYPE_CHECKING."""
+    graph = import_graph()
+    knots = cycles(graph)
+    for source, target in CYCLES:
+        assert any(source in k and target in k for k in knots), (source, target)
+    for e in import_edges():
+        if (e.source, e.target) in CYCLES:
+            assert e.type_only, f"{e.source}:{e.line} imports {e.target} at run time"
+
+
+def test_the_cycle_finder_finds_each_knot() -> None:
+    graph = {
+        "a": {"b"},
+        "b": {"c"},
+        "c": {"a", "d"},
+        "d": set(),
+        "e": {"f"},
+        "f": {"e"},
+        "g": {"g"},
+    }
+    assert cycles(graph) == [["a", "b", "c"], ["e", "f"]]
+    assert cycles({"x": {"y"}, "y": set()}) == []

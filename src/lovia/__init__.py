@@ -6,6 +6,7 @@ run can resume after a crash, and ``lovia replay`` rebuilds exactly what the mod
 
 from typing import TYPE_CHECKING as _TYPE_CHECKING
 
+from . import agent_tool as _agent_tool  # registers the builder Agent.as_tool() calls
 from . import events, transcript
 from ._defaults import configure, lease_ttl, tune_gc
 from ._lazy import lazy_exports as _lazy_exports
@@ -42,6 +43,8 @@ from .spend import SpendLimit
 from .tools import Tool, tool
 from .transcript import InputEntry, TranscriptEntry
 from .usage import RunBudget, Usage
+
+del _agent_tool  # imported for its registration; lovia.agent_tool stays a submodule
 
 if _TYPE_CHECKING:
     from .plugins.mcp import MCP

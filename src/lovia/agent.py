@@ -237,9 +237,7 @@ class Agent(Generic[DepsT, OutputT]):
         be, ``max_children`` (default 50) how many child runs the calling run may start:
         past either, ``NestingLimitExceeded`` ends the calling run and those above it.
         """
-        from .agent_tool import agent_tool
-
-        return agent_tool(
+        return _agent_tool_maker()(
             self,
             name,
             description,
@@ -300,6 +298,25 @@ def _as_tool(agent: str, value: Any) -> Tool:
         f"agent {agent!r}: {value!r} is not a tool",
         hint="Pass functions (plain or decorated with @tool) in tools=[...].",
     )
+
+
+_TOOL_MAKER: list[Callable[..., Tool]] = []
+"""The builder behind :meth:`Agent.as_tool`. It runs the engine, which sits above this
+module, so :mod:`lovia.agent_tool` registers it on import (``import lovia`` imports it)."""
+
+
+def register_tool_maker(maker: Callable[..., Tool]) -> None:
+    """Set the builder :meth:`Agent.as_tool` calls (done once, by :mod:`lovia.agent_tool`)."""
+    _TOOL_MAKER[:] = [maker]
+
+
+def _agent_tool_maker() -> Callable[..., Tool]:
+    if not _TOOL_MAKER:  # only when lovia.agent was loaded without the lovia package
+        raise UserError(
+            "Agent.as_tool() needs lovia.agent_tool, which is not imported",
+            hint="Import lovia (import lovia) before calling as_tool().",
+        )
+    return _TOOL_MAKER[0]
 
 
 async def render_fragments(agent: Agent[Any, Any], ctx: RunContext[Any]) -> list[str]:

@@ -36,6 +36,7 @@ import pydantic
 from pydantic import BaseModel, ConfigDict, create_model
 
 from . import events as ev
+from .agent import register_tool_maker
 from .context import CancelToken, Mailbox, RunContext, call_key
 from .errors import (
     BudgetExceeded,
@@ -314,3 +315,6 @@ def _text_input(tool_name: str) -> type[BaseModel]:
     return create_model(
         f"{tool_name}_arguments", __config__=ConfigDict(extra="forbid"), input=(str, field)
     )
+
+
+register_tool_maker(agent_tool)

@@ -15,11 +15,10 @@ see ``lovia.telemetry`` for the single table that maps events to spans.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ._lazy import lazy_exports
-from ._slots import slot_inits, slotted
 from .transcript import ToolCallEntry, ToolResultEntry, TranscriptEntry
 from .usage import Usage
 
@@ -60,7 +59,7 @@ __all__ = [
 ]
 
 
-@slotted(frozen=True, slots=True, kw_only=True, eq=False)
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
 class Event:
     """Base of every event."""
 
@@ -71,7 +70,7 @@ class Event:
     """The live span of this event's phase, while hooks run (``None`` if not traced)."""
 
 
-@slotted(frozen=True, slots=True, kw_only=True, eq=False)
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
 class RunStarted(Event):
     """A run began (or resumed from its checkpoint)."""
 
@@ -96,7 +95,7 @@ class RunStarted(Event):
     """The run's attribution labels (``lovia.label.<key>`` on the run span)."""
 
 
-@slotted(frozen=True, slots=True, kw_only=True, eq=False)
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
 class PluginSetup(Event):
     """A plugin's ``setup`` finished for the active agent (``error`` if it failed)."""
 
@@ -105,7 +104,7 @@ class PluginSetup(Event):
     error: BaseException | None = None
 
 
-@slotted(frozen=True, slots=True, kw_only=True, eq=False)
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
 class PluginClosed(Event):
     """A plugin's ``aclose`` finished at run end (``error`` if it failed)."""
 
@@ -114,14 +113,14 @@ class PluginClosed(Event):
     error: BaseException | None = None
 
 
-@slotted(frozen=True, slots=True, kw_only=True, eq=False)
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
 class GuardrailStarted(Event):
     kind: str
     """``input`` or ``output``."""
     guardrail: str
 
 
-@slotted(frozen=True, slots=True, kw_only=True, eq=False)
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
 class GuardrailCompleted(Event):
     kind: str
     guardrail: str
@@ -129,7 +128,7 @@ class GuardrailCompleted(Event):
     reason: str = ""
 
 
-@slotted(frozen=True, slots=True, kw_only=True, eq=False)
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
 class GuardrailTriggered(Event):
     """A guardrail's tripwire fired; the run will end with the
     :class:`~lovia.errors.GuardrailTripped` error (this event was named
@@ -140,19 +139,19 @@ class GuardrailTriggered(Event):
     reason: str = ""
 
 
-@slotted(frozen=True, slots=True, kw_only=True, eq=False)
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
 class TurnStarted(Event):
     """A new turn begins (limits were checked, the mailbox is about to be drained)."""
 
 
-@slotted(frozen=True, slots=True, kw_only=True, eq=False)
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
 class ViewStarted(Event):
     """The context strategy is about to build this turn's view."""
 
     attempt: int = 1
 
 
-@slotted(frozen=True, slots=True, kw_only=True, eq=False)
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
 class ViewBuilt(Event):
     """The view for one model call is ready (strategy + injectors)."""
 
@@ -165,7 +164,7 @@ class ViewBuilt(Event):
     attempt: int = 1
 
 
-@slotted(frozen=True, slots=True, kw_only=True, eq=False)
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
 class ApprovalDecided(Event):
     """A tool call that needed approval was approved or denied (recorded in the run)."""
 
@@ -178,7 +177,7 @@ class ApprovalDecided(Event):
     reason: str | None = None
 
 
-@slotted(frozen=True, slots=True, kw_only=True, eq=False)
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
 class CompactionApplied(Event):
     """The strategy changed the view (evicted, cleared or summarized entries)."""
 
@@ -190,7 +189,7 @@ class CompactionApplied(Event):
     duration_s: float = 0.0
 
 
-@slotted(frozen=True, slots=True, kw_only=True, eq=False)
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
 class ModelCallStarted(Event):
     """A model call begins (one per call; provider retries happen inside it)."""
 
@@ -210,7 +209,7 @@ class ModelCallStarted(Event):
     (``lovia replay --model``). Summary calls emit no deltas."""
 
 
-@slotted(frozen=True, slots=True, kw_only=True, eq=False)
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
 class ProviderRetry(Event):
     """The provider is retrying the call after a retryable error, before any content."""
 
@@ -220,17 +219,17 @@ class ProviderRetry(Event):
     delay_s: float
 
 
-@slotted(frozen=True, slots=True, kw_only=True, eq=False)
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
 class TextDelta(Event):
     text: str
 
 
-@slotted(frozen=True, slots=True, kw_only=True, eq=False)
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
 class ReasoningDelta(Event):
     text: str
 
 
-@slotted(frozen=True, slots=True, kw_only=True, eq=False)
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
 class ToolCallDelta(Event):
     index: int
     call_id: str | None = None
@@ -238,7 +237,7 @@ class ToolCallDelta(Event):
     arguments: str = ""
 
 
-@slotted(frozen=True, slots=True, kw_only=True, eq=False)
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
 class ModelCallCompleted(Event):
     """A model call returned. Hook :class:`MessageCompleted` for the agent's answers,
     :class:`SummaryCompleted` for compaction's summaries, this class for every call
@@ -279,7 +278,7 @@ class SummaryCompleted(ModelCallCompleted):
     is built; its text becomes the view's summary entry, not a transcript entry."""
 
 
-@slotted(frozen=True, slots=True, kw_only=True, eq=False)
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
 class ModelCallFailed(Event):
     """The model call failed (after the provider's retries)."""
 
@@ -293,7 +292,7 @@ class ModelCallFailed(Event):
     """See :attr:`ModelCallStarted.purpose`."""
 
 
-@slotted(frozen=True, slots=True, kw_only=True, eq=False)
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
 class ToolCallStarted(Event):
     """A tool call passed its pre-checks and is about to run."""
 
@@ -302,7 +301,7 @@ class ToolCallStarted(Event):
     description: str = ""
 
 
-@slotted(frozen=True, slots=True, kw_only=True, eq=False)
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
 class ToolCallCompleted(Event):
     """A tool call finished; ``is_error`` results go back to the model as errors."""
 
@@ -322,13 +321,13 @@ class ToolCallCompleted(Event):
     is unknown). Not an execution: tool metrics do not count it as one."""
 
 
-@slotted(frozen=True, slots=True, kw_only=True, eq=False)
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
 class HandoffOccurred(Event):
     from_agent: str
     to_agent: str
 
 
-@slotted(frozen=True, slots=True, kw_only=True, eq=False)
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
 class CheckpointSaved(Event):
     """Progress was written to the checkpointer (``error``: the write failed; the run
     then fails with that error)."""
@@ -341,7 +340,7 @@ class CheckpointSaved(Event):
     error: BaseException | None = None
 
 
-@slotted(frozen=True, slots=True, kw_only=True, eq=False)
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
 class SessionWritten(Event):
     """The run's new entries were written to the session as one segment."""
 
@@ -351,14 +350,14 @@ class SessionWritten(Event):
     duration_s: float = 0.0
 
 
-@slotted(frozen=True, slots=True, kw_only=True, eq=False)
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
 class TurnEnded(Event):
     usage: Usage = field(default_factory=Usage)
     """Usage of this turn."""
     tool_calls: int = 0
 
 
-@slotted(frozen=True, slots=True, kw_only=True, eq=False)
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
 class RunCompleted(Event):
     """Terminal event: the run produced its final output."""
 
@@ -373,7 +372,7 @@ class RunCompleted(Event):
     """The part of ``usage`` its child runs (agents as tools) used; None: no child run."""
 
 
-@slotted(frozen=True, slots=True, kw_only=True, eq=False)
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
 class RunFailed(Event):
     """Terminal event: the run ended without an output (the error is in ``result()``)."""
 
@@ -388,7 +387,7 @@ class RunFailed(Event):
     """The part of ``usage`` its child runs (agents as tools) used; None: no child run."""
 
 
-@slotted(frozen=True, slots=True, kw_only=True, eq=False)
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
 class ChildRunEvent(Event):
     """An event of a child run, on the parent's stream (only with ``nested=True``).
 
@@ -401,14 +400,6 @@ class ChildRunEvent(Event):
     child_run_id: str
     event: Event
 
-
-def _event_classes() -> list[type]:
-    """This module's event classes (``__subclasses__`` would also list the classes
-    ``dataclass(slots=True)`` replaced, until they are collected)."""
-    return [v for v in globals().values() if isinstance(v, type) and issubclass(v, Event)]
-
-
-slot_inits(_event_classes())
 
 # the error that ends a tripped run is lovia.errors.GuardrailTripped; this event was renamed
 __getattr__, __dir__ = lazy_exports(

@@ -12,22 +12,22 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
-from ._slots import slot_inits, slotted
 from .context import RunContext
 from .errors import UserError
 
 __all__ = ["Guardrail", "GuardrailResult", "as_guardrail", "guardrail"]
 
 
-@slotted(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class GuardrailResult:
     tripped: bool
     reason: str = ""
 
 
-@slotted(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Guardrail:
     """A named guardrail function."""
 
@@ -39,9 +39,6 @@ class Guardrail:
         if inspect.isawaitable(result):
             result = await result
         return _normalize(result)
-
-
-slot_inits([GuardrailResult, Guardrail])  # their __init__ (slotted builds none)
 
 
 def _normalize(result: Any) -> GuardrailResult:

@@ -15,10 +15,9 @@ and the provider adapters all share these types without importing each other;
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import field, fields
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal, Protocol, cast, runtime_checkable
 
-from ._slots import slot_inits, slotted
 from .transcript import ReasoningEntry, TextEntry, ToolCallEntry, TranscriptEntry
 from .usage import Usage
 
@@ -45,7 +44,7 @@ FinishReason = Literal["stop", "length", "tool_calls", "content_filter", "refusa
 ResponseEntry = TextEntry | ReasoningEntry | ToolCallEntry
 
 
-@slotted(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ModelProfile:
     """What a model can do; read by the loop instead of isinstance checks."""
 
@@ -68,7 +67,7 @@ class ModelProfile:
     ``None``: the adapter decides (``null`` for api.openai.com, ``""`` for any other server)."""
 
 
-@slotted(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ModelSettings:
     """Sampling and request settings; ``None`` means the provider's default."""
 
@@ -114,7 +113,7 @@ _SETTINGS_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(ModelSettings))
 """Field names of :class:`ModelSettings`, in declaration order."""
 
 
-@slotted(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ToolSpec:
     """A tool as the model sees it."""
 
@@ -124,7 +123,7 @@ class ToolSpec:
     strict: bool = False
 
 
-@slotted(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class OutputSchema:
     """A JSON schema the final answer must follow (native structured output)."""
 
@@ -133,7 +132,7 @@ class OutputSchema:
     strict: bool = True
 
 
-@slotted(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class ModelRequest:
     """Everything one model call receives: the view, tools, settings."""
 
@@ -144,17 +143,17 @@ class ModelRequest:
     output_schema: OutputSchema | None = None
 
 
-@slotted(frozen=True, slots=True)
+@dataclass(slots=True)
 class TextChunk:
     text: str
 
 
-@slotted(frozen=True, slots=True)
+@dataclass(slots=True)
 class ReasoningChunk:
     text: str
 
 
-@slotted(frozen=True, slots=True)
+@dataclass(slots=True)
 class ToolCallChunk:
     """A piece of a tool call; parallel calls are told apart by ``index``."""
 
@@ -164,7 +163,7 @@ class ToolCallChunk:
     arguments: str = ""
 
 
-@slotted(frozen=True, slots=True)
+@dataclass(slots=True)
 class RetryNotice:
     """The provider is retrying after ``error`` (before any content), in ``delay`` s."""
 
@@ -173,7 +172,7 @@ class RetryNotice:
     delay: float
 
 
-@slotted(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class ModelResponse:
     """The complete answer of one model call."""
 
@@ -188,9 +187,34 @@ class ModelResponse:
 
 StreamItem = TextChunk | ReasoningChunk | ToolCallChunk | RetryNotice | ModelResponse
 
-# built per call or per streamed chunk: set their fields through the slot descriptors
-_PER_CALL = [ModelRequest, ModelResponse, TextChunk, ReasoningChunk, ToolCallChunk, RetryNotice]
-slot_inits([ModelProfile, ModelSettings, ToolSpec, OutputSchema, *_PER_CALL])  # slotted: no init
+
+class ProviderBase:
+    """What every provider states the same way: ``name``, ``model`` and ``profile``,
+    read-only, and an ``aclose`` with nothing to close (a subclass holding a client
+    overrides it). The HTTP adapters, the fake models of ``lovia.testing`` and the
+    eval harness's providers derive from it; a :class:`Provider` need not."""
+
+    def __init__(self, name: str, model: str, profile: ModelProfile) -> None:
+        self._name = name
+        self._model = model
+        self._profile = profile
+
+    @property
+    def name(self) -> str:
+        """``gen_ai.provider.name``."""
+        return self._name
+
+    @property
+    def model(self) -> str:
+        return self._model
+
+    @property
+    def profile(self) -> ModelProfile:
+        return self._profile
+
+    async def aclose(self) -> None:
+        """Release what the provider holds: nothing, unless a subclass says otherwise."""
+        return
 
 
 @runtime_checkable

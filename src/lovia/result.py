@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from ._slots import slot_inits, slotted
 from .transcript import TranscriptEntry
 from .usage import Usage
 
@@ -19,7 +18,7 @@ __all__ = ["RunResult"]
 OutputT = TypeVar("OutputT")
 
 
-@slotted(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RunResult(Generic[OutputT]):
     """The outcome of one run."""
 
@@ -73,6 +72,3 @@ class RunResult(Generic[OutputT]):
             session_id=snapshot.info.session_id,
             replayed=True,
         )
-
-
-slot_inits([RunResult])  # its __init__ (slotted builds none)

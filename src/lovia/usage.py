@@ -11,8 +11,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
-from ._slots import slot_inits, slotted
-
 __all__ = ["RunBudget", "Usage"]
 
 
@@ -105,7 +103,7 @@ class Usage:
 _FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Usage))
 
 
-@slotted(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RunBudget:
     """Limits for one run; ``None`` means unlimited.
 
@@ -147,6 +145,3 @@ class RunBudget:
             if limit is not None and used >= limit:
                 return name, used
         return None
-
-
-slot_inits([RunBudget])  # its __init__ (slotted builds none)

@@ -104,3 +104,22 @@ def test_provider_and_context_strategy_are_exported() -> None:
 
     assert lovia.Provider is Provider is FromBase
     assert lovia.ContextStrategy is ContextStrategy
+
+
+def test_as_tool_uses_the_builder_agent_tool_registers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``lovia.agent`` does not import ``lovia.agent_tool`` (it sits above it): importing
+    lovia registers the builder, and without it ``as_tool()`` says what to do."""
+    import lovia.agent
+    import lovia.agent_tool
+    from lovia import Agent
+    from lovia.errors import UserError
+    from lovia.testing import ScriptedModel
+
+    assert [lovia.agent_tool.agent_tool] == lovia.agent._TOOL_MAKER  # pyright: ignore[reportPrivateUsage]
+    agent = Agent(name="billing desk", description="Bills.", model=ScriptedModel([]))
+    made = agent.as_tool(max_depth=2)
+    assert (made.name, made.description) == ("billing_desk", "Bills.")
+    monkeypatch.setattr(lovia.agent, "_TOOL_MAKER", [])
+    with pytest.raises(UserError, match=r"needs lovia\.agent_tool") as caught:
+        agent.as_tool()
+    assert caught.value.hint == "Import lovia (import lovia) before calling as_tool()."

@@ -284,6 +284,20 @@ async def test_call_deadline_passing_while_the_caller_holds_an_item_fails_the_ne
     await client.aclose()
 
 
+async def test_the_callers_cancellation_is_not_taken_for_a_deadline() -> None:
+    """Cancelling the task that reads a stream (between events, under the deadlines'
+    scope) ends it with CancelledError: not a timeout error, not retried."""
+    server = HostileServer(slow_events(0.05))
+    async with server as url:
+        p = provider(url, StreamLimits(idle_timeout=5.0, call_timeout=10.0), retries=3)
+        reading = asyncio.ensure_future(drain(p))
+        await asyncio.sleep(0.3)  # some ticks arrived; the read now waits for the next
+        reading.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.wait_for(reading, HANG_GUARD_S)
+    assert server.requests == 1
+
+
 def test_stream_limits_are_validated() -> None:
     with pytest.raises(UserError) as info:
         StreamLimits(idle_timeout=0)

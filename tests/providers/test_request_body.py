@@ -121,42 +121,9 @@ async def test_request_bodies_are_pinned_across_cached_calls(stream: bool) -> No
     ]
 
 
-async def test_non_streamed_calls_share_one_deadline_timer() -> None:
-    """An attempt keeps the timer it set while waiting at the gate, and a finished call
-    hands its timer to the next call instead of cancelling it (was: two timers per call,
-    each left cancelled in the event loop's heap for the 30 minutes of the deadline)."""
-    sent: list[bytes] = []
-    loop = asyncio.get_running_loop()
-    timers: list[float] = []
-    call_at = loop.call_at
-
-    def counting(when: float, callback: Any, *args: Any, **kwargs: Any) -> asyncio.TimerHandle:
-        if getattr(callback, "__qualname__", "") in ("_Alarm._ring", "Watchdog._fire"):
-            timers.append(when)
-        return call_at(when, callback, *args, **kwargs)
-
-    async with _client(sent, stream=False) as client:
-        provider = OpenAIChat(
-            "gpt-4o",
-            api_key="sk-test",
-            http_client=client,
-            stream=False,
-            limits=StreamLimits(call_timeout=30.0),
-        )
-        loop.call_at = counting  # type: ignore[method-assign]
-        try:
-            for _ in range(3):
-                async for _ in provider.stream(ModelRequest(system="", messages=())):
-                    pass
-        finally:
-            del loop.call_at  # type: ignore[method-assign]
-    assert len(sent) == 3
-    assert len(timers) == 1
-
-
-async def test_a_handed_on_timer_still_enforces_the_next_calls_deadline() -> None:
-    """The timer a fast call leaves rings early for the next, slow, call: it re-arms, and
-    that call still fails at its own deadline, not the first call's and not never."""
+async def test_each_call_is_held_to_its_own_deadline() -> None:
+    """A fast call and then a slow one on the same provider: the slow call fails at its
+    own deadline, counted from its own start, not the first call's and not never."""
     calls = 0
 
     async def handler(request: httpx.Request) -> httpx.Response:
@@ -175,7 +142,7 @@ async def test_a_handed_on_timer_still_enforces_the_next_calls_deadline() -> Non
         request = ModelRequest(system="", messages=())
         async for _ in provider.stream(request):
             pass
-        await asyncio.sleep(0.2)  # the spare timer now rings 0.2 s into the next call
+        await asyncio.sleep(0.2)  # the first call's deadline would pass 0.2 s into the next
         loop = asyncio.get_running_loop()
         started = loop.time()
         with pytest.raises(ProviderError) as caught:

@@ -267,13 +267,17 @@ async def test_a_store_from_before_fencing_is_migrated_in_place(sql_backend: Bac
     await backend.raw("ALTER TABLE lovia_leases DROP COLUMN token")
     await backend.raw(
         "INSERT INTO lovia_leases (run_id, owner, expires_at) VALUES ('r1', 'old', ?1)",
-        time.time() + 0.2,
+        time.time() + 600,
     )
     reopened = backend.open()
     try:
         assert await reopened.lease_holder("r1") == "old"
         assert await reopened.acquire("r1", "new", 30) is None  # the old lease still holds
-        await asyncio.sleep(0.3)
+        # The old lease runs out (moved into the past rather than waited for, so a loaded
+        # machine cannot let it lapse before the check above).
+        await backend.raw(
+            "UPDATE lovia_leases SET expires_at = ?1 WHERE run_id = 'r1'", time.time() - 1
+        )
         token = await reopened.acquire("r1", "new", 30)
         assert token == 1
         await reopened.append("r1", [CheckpointRecord(kind="state", data={})], fence=token)

@@ -130,3 +130,47 @@ async def test_replay_names_a_damaged_state_record() -> None:
     await db.append("r1", [CheckpointRecord(kind="state", data=damaged)])
     with pytest.raises(StoreError, match=r"^checkpoint record 2 of run r1 is damaged: its state"):
         await load_run("r1", db)
+
+
+KINDS_CORPUS = Path(__file__).parent / "corpus" / "kinds_v1.json"
+
+
+def test_records_of_every_kind_written_by_an_earlier_lovia_read_and_write_back() -> None:
+    """``corpus/kinds_v1.json`` was written by the lovia before the record registry
+    (``make_kinds_corpus.py``): each record reads into the same typed record and writes
+    back the same JSON, byte for byte."""
+    import pydantic_core
+
+    corpus = json.loads(KINDS_CORPUS.read_text(encoding="utf-8"))
+    assert {e["kind"] for e in corpus} == {
+        "entries",
+        "ledger",
+        "state",
+        "view",
+        "attempt",
+        "approval",
+        "failed_call",
+    }
+    for entry in corpus:
+        stored = CheckpointRecord.model_validate({k: entry[k] for k in ("version", "kind", "data")})
+        record = read_record(stored)
+        assert repr(record) == entry["typed"]
+        written = to_checkpoint(record)
+        assert written.kind == entry["kind"] and written.version == entry["version"]
+        assert pydantic_core.to_json(written.data).decode() == entry["written_back"]
+
+
+def test_each_kind_is_described_once_and_the_names_agree() -> None:
+    """``RECORD_TYPES`` is the one table: the stored names (``RecordKind``), the typed
+    classes (``Record``) and the stores' kind check all come from it."""
+    from typing import get_args
+
+    from lovia.stores import _codec
+    from lovia.stores.base import RecordKind
+    from lovia.stores.records import BY_KIND, RECORD_TYPES, Record
+
+    assert [t.kind for t in RECORD_TYPES] == list(get_args(RecordKind))
+    assert {t.cls for t in RECORD_TYPES} == set(get_args(Record))
+    assert frozenset(BY_KIND) == _codec._KINDS  # pyright: ignore[reportPrivateUsage]
+    with pytest.raises(StoreError, match="is not one of approval, attempt, entries"):
+        _codec.decode_record("r1", 1, 1, "mystery", "{}")

@@ -155,7 +155,9 @@ async def test_fifty_concurrent_runs_overshoot_by_at_most_one_call(backend: Back
         return "ok"
 
     try:
-        outcomes = await asyncio.gather(*(one(i) for i in range(50)))
+        results = await asyncio.gather(*(one(i) for i in range(50)), return_exceptions=True)
+        assert [r for r in results if isinstance(r, BaseException)] == []
+        outcomes = [str(r) for r in results]
         ledger = stores[0]
         assert isinstance(ledger, SpendLedger)
         start = SpendLimit(label="tenant", max_usd=1).window_start(time.time())

@@ -84,3 +84,24 @@ def test_handoffs_accept_agents_of_any_types_and_lazy_references() -> None:
         handoffs=[geo, Handoff(agent=geo, tool_name="geo2"), lambda: Handoff(agent=geo)],
     )
     assert len(triage.handoff_targets()) == 3
+
+
+def test_the_bundled_stores_type_as_each_store_protocol() -> None:
+    from lovia.stores import (
+        Checkpointer,
+        Checkpoints,
+        Leases,
+        MemoryStore,
+        ReadOnlyStore,
+        RunQueries,
+        Store,
+    )
+
+    db = MemoryStore()
+    writes: Checkpoints = db
+    leases: Leases = db
+    queries: RunQueries = db
+    reader: ReadOnlyStore = db
+    union: Checkpointer = db
+    store: Store = db
+    assert {id(x) for x in (writes, leases, queries, reader, union, store)} == {id(db)}

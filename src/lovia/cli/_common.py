@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from ..errors import UserError
-from ..replay._query import info_dict
+from ..replay import info_dict
 
 __all__ = ["EXIT_ERROR", "EXIT_INTERRUPTED", "EXIT_MISMATCH", "EXIT_OK", "info_dict", "store_url"]
 

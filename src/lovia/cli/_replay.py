@@ -15,6 +15,7 @@ from ..replay import (
     RunData,
     Verification,
     entry_text,
+    failed_call,
     find_view,
     load_run,
     open_store,
@@ -24,8 +25,7 @@ from ..replay import (
     select,
 )
 from ..replay import verify as verify_views
-from ..replay._query import failed_call
-from ..stores.base import Store
+from ..stores.base import ReadOnlyStore
 from ._common import EXIT_MISMATCH, EXIT_OK, info_dict, store_url
 from ._out import Out, one_line, safe_name
 from ._whatif import diff_text, render_requests, whatif
@@ -70,11 +70,11 @@ async def replay(args: argparse.Namespace, out: Out) -> int:
     return EXIT_MISMATCH if bad else EXIT_OK
 
 
-async def _run_id(args: argparse.Namespace, db: Store) -> str:
+async def _run_id(args: argparse.Namespace, db: ReadOnlyStore) -> str:
     run_id = await _parent_id(args, db)
     if not args.child:
         return run_id
-    from ..replay._load import resolve_run_id
+    from ..replay import resolve_run_id
     from ._show import child_runs
 
     parent = await resolve_run_id(run_id, db)
@@ -89,7 +89,7 @@ async def _run_id(args: argparse.Namespace, db: Store) -> str:
     return child.run_id
 
 
-async def _parent_id(args: argparse.Namespace, db: Store) -> str:
+async def _parent_id(args: argparse.Namespace, db: ReadOnlyStore) -> str:
     if args.run and args.trace_id:
         raise UserError("give a run id or --trace-id, not both")
     if args.run:

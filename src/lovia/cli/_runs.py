@@ -6,8 +6,7 @@ import argparse
 
 from .._display import fmt_run_cost, fmt_token_total
 from ..labels import parse_label
-from ..replay import open_store
-from ..replay._query import run_dict
+from ..replay import open_store, run_dict
 from ..stores.base import UNPRICED_KEY, USAGE_MISSING_KEY, RunInfo
 from ..stores.lifecycle import Life, list_lives
 from ._common import store_url

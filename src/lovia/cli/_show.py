@@ -10,6 +10,7 @@ from .._display import fmt_run_cost, fmt_turns
 from ..replay import (
     ContentRef,
     RunData,
+    entry_label,
     entry_text,
     find_view,
     load_run,
@@ -17,9 +18,9 @@ from ..replay import (
     parse_ref,
     rebuild_views,
     require_views,
+    run_dict,
 )
-from ..replay._query import entry_label, run_dict
-from ..stores.base import RunInfo, Store
+from ..stores.base import RunInfo, RunQueries
 from ..stores.lifecycle import Attempt, Life, build_life
 from ..stores.records import ApprovalRecord, FailedCallRecord
 from ..transcript import ToolCallEntry, ToolResultEntry, TranscriptEntry, entry_to_dict
@@ -136,7 +137,7 @@ async def _show_ref(args: argparse.Namespace, out: Out, ref: ContentRef) -> int:
     return 0 if view.ok else EXIT_MISMATCH
 
 
-async def child_runs(db: Store, run_id: str) -> dict[str, RunInfo]:
+async def child_runs(db: RunQueries, run_id: str) -> dict[str, RunInfo]:
     """The child runs (agents run as tools) of ``run_id``, by the call that started them."""
     found = await db.list_runs(parent_run_id=run_id, limit=10_000)
     return {i.parent_call_id: i for i in reversed(found) if i.parent_call_id is not None}

@@ -1,7 +1,7 @@
 """``lovia trace RUN``: the run's span tree from the embedded span store.
 
 The spans are read by the data layer shared with ``lovia web``
-(``lovia.replay._spans``: :func:`load_run_spans`, :func:`normalize`, :func:`build_tree`).
+(``lovia.replay``: :func:`load_run_spans`, :func:`normalize`, :func:`build_tree`).
 """
 
 from __future__ import annotations
@@ -12,15 +12,16 @@ from typing import Any
 
 from .._display import fmt_run_cost, fmt_usage
 from ..errors import LoviaError
-from ..replay import load_run, open_store
-from ..replay._spans import (
+from ..replay import (
     AttemptPart,
     SpanRow,
     attempt_parts,
     build_tree,
+    load_run,
     load_run_spans,
     normalize,
     normalize_all,
+    open_store,
     span_json,
 )
 from ..stores.lifecycle import Attempt

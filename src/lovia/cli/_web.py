@@ -53,7 +53,7 @@ async def web(args: argparse.Namespace, out: Out) -> int:
     require_web()
     import uvicorn
 
-    from ..replay._policy import WhatIfPolicy
+    from ..replay import WhatIfPolicy
     from ..web import LOOPBACK, create_app, redact_url
 
     url = store_url(args)

@@ -7,10 +7,20 @@ import os
 from collections.abc import Sequence
 
 from ..errors import UserError
-from ..replay import ReplayedView, RunData, ViewDiff, diff_views, entry_text, select
-from ..replay._policy import WhatIfPolicy
-from ..replay._query import brief, recorded_answer, render_bodies, whatif_dict
-from ..replay._query import whatif as rerun_view
+from ..replay import (
+    ReplayedView,
+    RunData,
+    ViewDiff,
+    WhatIfPolicy,
+    brief,
+    diff_views,
+    entry_text,
+    recorded_answer,
+    render_bodies,
+    select,
+    whatif_dict,
+)
+from ..replay import whatif as rerun_view
 from ._common import EXIT_MISMATCH, EXIT_OK
 from ._out import Out, one_line
 

@@ -35,7 +35,6 @@ from ._evaluators import (
     Contains,
     Equals,
     Evaluator,
-    LLMJudge,
     Matches,
     Sample,
     Score,
@@ -44,6 +43,7 @@ from ._evaluators import (
     Within,
     from_spec,
 )
+from ._judge import LLMJudge
 from ._pin import pin, pin_run
 from ._run import CaseResult, EvalReport, SampleResult, evaluate
 

@@ -2,7 +2,8 @@
 
 An evaluator is anything with a ``name`` and ``evaluate(sample) -> Score`` (sync or
 async). Built-ins: :class:`Equals`, :class:`Contains`, :class:`Matches`,
-:class:`ValidOutput`, :class:`ToolCalled`, :class:`Within`, :class:`LLMJudge`.
+:class:`ValidOutput`, :class:`ToolCalled`, :class:`Within` (and :class:`LLMJudge` in its own
+module: it makes model calls).
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ __all__ = [
     "Contains",
     "Equals",
     "Evaluator",
-    "LLMJudge",
     "Matches",
     "Sample",
     "Score",
@@ -226,8 +226,6 @@ class Within:
             over.append(f"latency {sample.latency_s:.2f}s > {self.max_latency_s}s")
         return _verdict(self.name, not over, "; ".join(over) or "within bounds")
 
-
-from ._judge import LLMJudge  # noqa: E402  (a module of its own: it makes model calls)
 
 _KINDS: dict[str, type[Any]] = {
     "equals": Equals,

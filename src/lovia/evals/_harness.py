@@ -35,6 +35,7 @@ from ..model import (
     ModelRequest,
     ModelResponse,
     Provider,
+    ProviderBase,
     ResponseEntry,
     StreamItem,
 )
@@ -263,27 +264,17 @@ class PinnedView:
         )
 
 
-class ReplayModel:
+class ReplayModel(ProviderBase):
     """The recorded model: verifies each request, answers with the recorded response."""
 
     def __init__(self, execution: Execution) -> None:
         case = execution.case
+        super().__init__(
+            str(case.agent.get("provider") or "replay"),
+            str(case.agent.get("model") or "replay"),
+            ModelProfile(native_json_schema=case.agent.get("output_schema") is not None),
+        )
         self._execution = execution
-        self._name = str(case.agent.get("provider") or "replay")
-        self._model = str(case.agent.get("model") or "replay")
-        self._profile = ModelProfile(native_json_schema=case.agent.get("output_schema") is not None)
-
-    @property
-    def name(self) -> str:
-        return self._name
-
-    @property
-    def model(self) -> str:
-        return self._model
-
-    @property
-    def profile(self) -> ModelProfile:
-        return self._profile
 
     server_address: str | None = None
     server_port: int | None = None
@@ -292,9 +283,6 @@ class ReplayModel:
         from ..view.record import canonical_request
 
         return {"model": self._model, **canonical_request(request)}
-
-    async def aclose(self) -> None:
-        return None
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
         ex = self._execution
@@ -383,25 +371,14 @@ def _handoffs(case: Case) -> dict[str, str]:
     }
 
 
-class Watched:
+class Watched(ProviderBase):
     """A candidate's provider, passed through: counts its calls and compares its first
     request's messages with the pinned start view."""
 
     def __init__(self, inner: Provider, execution: Execution) -> None:
+        super().__init__(inner.name, inner.model, inner.profile)
         self._inner = inner
         self._execution = execution
-
-    @property
-    def name(self) -> str:
-        return self._inner.name
-
-    @property
-    def model(self) -> str:
-        return self._inner.model
-
-    @property
-    def profile(self) -> ModelProfile:
-        return self._inner.profile
 
     @property
     def server_address(self) -> str | None:

@@ -5,13 +5,11 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 from ..model import ModelRequest, ModelSettings, Provider
 from ..transcript import InputEntry, TextEntry
-
-if TYPE_CHECKING:
-    from ._evaluators import Sample, Score
+from ._evaluators import Sample, Score
 
 __all__ = ["JUDGE_PROMPT", "LLMJudge"]
 
@@ -56,7 +54,6 @@ class LLMJudge:
 
     async def evaluate(self, sample: Sample) -> Score:
         from ..replay import ask
-        from ._evaluators import Score
 
         if self.max_cost_usd is not None and self._spent[0] >= self.max_cost_usd:
             return Score(

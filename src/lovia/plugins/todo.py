@@ -59,6 +59,7 @@ class _TodoList:
         return "\n".join([f"Todo list ({done}/{len(self.items)} done):", *lines])
 
 
+@dataclass(slots=True)
 class _Replay:
     """Applies todo operations, live or from the transcript.
 
@@ -66,13 +67,11 @@ class _Replay:
     the transcript, so they are applied again, once each (by call id), in order.
     """
 
-    __slots__ = ("applied", "calls", "cursor", "max_items", "state")
-
-    def __init__(self, state: _TodoList, max_items: int) -> None:
-        self.state, self.max_items = state, max_items
-        self.applied: set[str] = set()
-        self.calls: dict[str, ToolCallEntry] = {}
-        self.cursor = 0
+    state: _TodoList
+    max_items: int
+    applied: set[str] = field(default_factory=set[str])
+    calls: dict[str, ToolCallEntry] = field(default_factory=dict[str, ToolCallEntry])
+    cursor: int = 0
 
     def add(self, items: list[str]) -> None:
         texts = [t.strip() for t in items if t.strip()]

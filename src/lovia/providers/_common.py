@@ -20,7 +20,14 @@ from typing import Any, Self, TypeVar
 import httpx
 
 from ..errors import UserError
-from ..model import ModelProfile, ModelRequest, ModelResponse, ResponseEntry, StreamItem
+from ..model import (
+    ModelProfile,
+    ModelRequest,
+    ModelResponse,
+    ProviderBase,
+    ResponseEntry,
+    StreamItem,
+)
 from ..transcript import (
     InputEntry,
     ReasoningEntry,
@@ -357,7 +364,7 @@ def anthropic_profile(model: str) -> ModelProfile:
 # --------------------------------------------------------------------------- base class
 
 
-class HttpProvider:
+class HttpProvider(ProviderBase):
     """Shared surface of the HTTP adapters (name, model, profile, address, closing)."""
 
     _kind = "provider"
@@ -373,31 +380,16 @@ class HttpProvider:
     ) -> None:
         if not model:
             raise UserError(f"{type(self).__name__} needs a model name.", "Pass model='...'.")
-        self._model = model
-        self._name = name
         # profile.streaming says what this adapter sends (read by tracing and TTFC)
-        self._profile = (
-            profile if profile.streaming == stream else replace(profile, streaming=stream)
-        )
+        if profile.streaming != stream:
+            profile = replace(profile, streaming=stream)
+        super().__init__(name, model, profile)
         self._stream = stream
         self._seam = seam
         self._turns = TurnCache()
         url = seam.url  # read on every call (span attributes): parsed once here
         self._address: str = url.host
         self._port: int = url.port or (443 if url.scheme == "https" else 80)
-
-    @property
-    def name(self) -> str:
-        """``gen_ai.provider.name``."""
-        return self._name
-
-    @property
-    def model(self) -> str:
-        return self._model
-
-    @property
-    def profile(self) -> ModelProfile:
-        return self._profile
 
     @property
     def base_url(self) -> str:

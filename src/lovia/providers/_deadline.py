@@ -1,21 +1,26 @@
-"""Deadlines of one model call: :class:`StreamLimits` (the configuration) and the
-:class:`Watchdog` that enforces them for :class:`~lovia.providers._http.HttpSeam`.
+"""Deadlines of one model call: :class:`StreamLimits` (the configuration) and
+:class:`Deadlines`, which enforces them for :class:`~lovia.providers._http.HttpSeam`.
 
 ``timeout=`` on a provider is socket level: a server that trickles a byte now and then,
-or sends only ``: keep-alive`` comments, never trips it. The watchdog holds the call
-deadline (retries included) and the idle deadline (no complete event) on one timer.
+or sends only ``: keep-alive`` comments, never trips it. :class:`Deadlines` holds the
+call deadline (retries and backoff included) and the idle deadline (no complete event)
+as ``asyncio.timeout_at`` scopes around the seam's own awaits, never around a ``yield``:
+time the caller spends with an item is neither cancelled nor counted as idle.
 """
 
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Awaitable
+from dataclasses import dataclass, field
+from typing import TypeVar
 
 from ..errors import ProviderError, UserError
 from ._sse import DEFAULT_MAX_EVENT_SIZE
 
-__all__ = ["DEFAULT_MAX_ANSWER_SIZE", "Alarms", "StreamLimits", "Watchdog"]
+__all__ = ["DEFAULT_MAX_ANSWER_SIZE", "Deadlines", "StreamLimits"]
+
+T = TypeVar("T")
 
 DEFAULT_MAX_ANSWER_SIZE = 32 * 1024 * 1024
 """32 MiB: far above any real answer (a 128k-token answer is well under 1 MiB of SSE)."""
@@ -65,183 +70,69 @@ class StreamLimits:
                 )
 
 
-class _Alarm:
-    """A loop timer whose target can change: it calls ``target.fire()`` when it rings."""
+@dataclass(slots=True)
+class Deadlines:
+    """One call's deadlines. The call's clock starts at its first scope; the idle clock
+    restarts at :meth:`mark` (the request is sent, an event completes, the caller asks
+    for the next item)."""
 
-    __slots__ = ("handle", "loop", "target")
+    limits: StreamLimits
+    provider: str
+    deadline: float | None = None
+    """The call deadline on the event loop's clock (set by the first scope)."""
+    last: float = 0.0
+    """When the idle clock last restarted."""
+    started: bool = field(default=False, repr=False)
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, when: float, target: Watchdog) -> None:
-        self.loop = loop
-        self.target: Watchdog | None = target
-        self.handle: asyncio.TimerHandle | None = loop.call_at(when, self._ring)
-
-    def _ring(self) -> None:
-        self.handle = None
-        target, self.target = self.target, None
-        if target is not None:
-            target.fire()
-
-    def when(self) -> float:
-        return self.handle.when() if self.handle is not None else 0.0
-
-    def cancel(self) -> None:
-        self.target = None
-        if self.handle is not None:
-            self.handle.cancel()
-            self.handle = None
-
-
-class Alarms:
-    """Timers handed on from a finished call to the next one instead of cancelled.
-
-    A cancelled timer stays in the event loop's heap until its time comes (or until more
-    than half the heap is cancelled): with a 30-minute call deadline each call left one
-    behind, and every timer of the loop (the HTTP client's too) paid for the longer heap.
-    A finished call's timer waits here, without a target; the next call on the same loop
-    takes it over when it rings no later than that call needs (it then re-arms lazily, as
-    after an event). One per provider; ``size`` spares at most, the rest are cancelled.
-    """
-
-    __slots__ = ("_spares", "size")
-
-    def __init__(self, size: int = 64) -> None:
-        self.size = size
-        self._spares: list[_Alarm] = []
-
-    def take(self, loop: asyncio.AbstractEventLoop, when: float, target: Watchdog) -> _Alarm:
-        spares = self._spares
-        while spares:
-            alarm = spares.pop()
-            if alarm.handle is None or alarm.loop is not loop:
-                continue  # it rang, or belongs to another loop: let it go
-            if alarm.when() <= when:
-                alarm.target = target
-                return alarm
-            alarm.cancel()
-        return _Alarm(loop, when, target)
-
-    def give(self, alarm: _Alarm) -> None:
-        if len(self._spares) < self.size and alarm.handle is not None:
-            alarm.target = None
-            self._spares.append(alarm)
-        else:
-            alarm.cancel()
-
-
-class Watchdog:
-    """One call's two deadlines on ONE timer: the call deadline and the idle deadline.
-
-    The timer is re-armed lazily (an event only records the time), so the per-event cost
-    is a clock read. It cancels the task only while the seam itself awaits the server
-    (``armed``), never while the caller holds an item (that would interrupt the caller's
-    code); time spent there does not count as idle. :meth:`take` turns the cancellation
-    it caused into its reason (and undoes it); anyone else's cancellation propagates.
-    """
-
-    __slots__ = (
-        "_alarms",
-        "_fired",
-        "_handle",
-        "_last",
-        "_loop",
-        "_task",
-        "armed",
-        "deadline",
-        "idle",
-        "limits",
-        "provider",
-    )
-
-    def __init__(self, limits: StreamLimits, provider: str, alarms: Alarms | None = None) -> None:
-        self.limits = limits
-        self._alarms = alarms or Alarms(0)
-        self.provider = provider
-        self._loop: asyncio.AbstractEventLoop | None = None  # set by the first attempt
-        self._task: asyncio.Task[Any] | None = None
-        self.deadline: float | None = None
-        self.idle: float | None = None  # per attempt: streaming attempts only
-        self._last = 0.0
-        self.armed = True
-        self._fired: str | None = None
-        self._handle: _Alarm | None = None
-
-    def _schedule(self) -> None:
-        assert self._loop is not None
-        due = self.deadline
-        if self.idle is not None:
-            idle_due = self._last + self.idle
-            due = idle_due if due is None else min(due, idle_due)
-        self._handle = None if due is None else self._alarms.take(self._loop, due, self)
-
-    def fire(self) -> None:
-        """The timer rang: cancel the task if a deadline passed, else re-arm."""
-        self._handle = None
-        if not self.armed or self._task is None or self._loop is None:
-            return  # the caller holds an item: resume() re-arms
-        now = self._loop.time()
-        if self.deadline is not None and now >= self.deadline:
-            self._fired = "call_timeout"
-        elif self.idle is not None and now >= self._last + self.idle:
-            self._fired = "idle_timeout"
-        else:  # an event arrived since the timer was set
-            self._schedule()
-            return
-        self._task.cancel()
-
-    def attempt(self, idle: float | None, *, queued: bool = False) -> None:
-        """An attempt starts (the first one starts the call's clock); idle clock restarts.
-
-        ``queued``: it waits for a connection first, so ``idle`` is not enforced yet, but
-        the timer is already set for it: when the wait is short (the usual case) the
-        attempt proper keeps that timer rather than cancelling it for a new one.
-        """
-        loop = self._loop
-        if loop is None:
-            loop = self._loop = asyncio.get_running_loop()
+    def _now(self) -> float:
+        now = asyncio.get_running_loop().time()
+        if not self.started:
+            self.started = True
             timeout = self.limits.call_timeout
-            self.deadline = None if timeout is None else loop.time() + timeout
-        self._task = asyncio.current_task()
-        self._last = now = loop.time()
-        self.idle = None if queued else idle
-        due = self.deadline
-        if idle is not None:
-            due = now + idle if due is None else min(due, now + idle)
-        handle = self._handle
-        if handle is not None:
-            if due is not None and handle.when() <= due:
-                return  # it rings no later than needed; fire() re-arms if it is early
-            handle.cancel()
-        self._handle = None if due is None else self._alarms.take(loop, due, self)
+            self.deadline = None if timeout is None else now + timeout
+            self.last = now
+        return now
 
-    def beat(self) -> None:
-        """A complete event arrived."""
-        assert self._loop is not None  # attempt() started the clock
-        self._last = self._loop.time()
+    def mark(self) -> None:
+        """Restart the idle clock."""
+        self.last = self._now()
 
-    def resume(self) -> None:
-        """The caller asks for the next item: re-arm, or fail if the call deadline passed."""
-        loop = self._loop
-        if loop is None:
-            return
-        self._task = asyncio.current_task()
-        self.armed = True
-        self._last = now = loop.time()
-        if self.deadline is not None and now >= self.deadline:
+    def due(self, idle: bool) -> float | None:
+        """When the current wait must end: the call deadline, or (``idle``) the idle
+        deadline when that comes first."""
+        self._now()
+        due, seconds = self.deadline, self.limits.idle_timeout
+        if idle and seconds is not None:
+            idle_due = self.last + seconds
+            due = idle_due if due is None else min(due, idle_due)
+        return due
+
+    def scope(self, idle: bool = False) -> asyncio.Timeout:
+        """A timeout scope ending at :meth:`due`; :meth:`expired` names what it stopped."""
+        return asyncio.timeout_at(self.due(idle))
+
+    def check(self) -> None:
+        """Fail now if the call deadline passed (the caller asks for more after it)."""
+        if self.deadline is not None and self._now() >= self.deadline:
             raise self.error("call_timeout")
-        if self._handle is None:
-            self._schedule()
 
-    def take(self) -> str | None:
-        """Why this watchdog cancelled the task (undoing it), or None if it did not."""
-        reason, self._fired = self._fired, None
-        if reason is None or self._task is None:
-            return None
-        return reason if self._task.uncancel() == 0 else None
+    async def bound(self, awaitable: Awaitable[T], idle: bool = False) -> T:
+        """``await awaitable`` within the call deadline (and the idle one, if ``idle``); a
+        deadline already passed stops it at its first suspension."""
+        scope = self.scope(idle)
+        try:
+            async with scope:
+                return await awaitable
+        except TimeoutError:
+            if not scope.expired():
+                raise
+            raise self.expired() from None
 
-    def stop(self) -> None:
-        if self._handle is not None:
-            self._alarms.give(self._handle)
-            self._handle = None
+    def expired(self) -> ProviderError:
+        """The error for a scope that ran out: which deadline it was."""
+        now = asyncio.get_running_loop().time()
+        late = self.deadline is not None and now >= self.deadline
+        return self.error("call_timeout" if late else "idle_timeout")
 
     def error(self, reason: str) -> ProviderError:
         if reason == "idle_timeout":

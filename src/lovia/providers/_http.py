@@ -4,8 +4,9 @@ This is the one place that retries and the one place where a call's transport an
 failures become lovia errors (most specific first, always chained; the mapping itself
 is :mod:`._error_map`, re-exported here):
 
-- :class:`RetryPolicy` and :func:`retrying` retry retryable errors with exponential backoff
-  and full jitter, honouring ``retry-after``; never after a content chunk was yielded.
+- :class:`RetryPolicy` and :func:`retrying` (the one retry loop, streamed or not) retry
+  retryable errors with exponential backoff and full jitter, honouring ``retry-after``;
+  never after a content chunk was yielded.
 - :class:`HttpSeam` owns the client (``httpx2`` when installed, extra ``fast``: the same
   API with a connection pool that stays cheap with many requests in flight; else
   ``httpx``), headers and secret, and runs one call as a stream of
@@ -23,7 +24,7 @@ import json
 import random
 import sys
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
-from contextlib import AbstractAsyncContextManager, aclosing, nullcontext
+from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any, Protocol, cast
 
@@ -33,7 +34,7 @@ from .._redact import excerpt, redact_error, redact_url, remember
 from ..errors import AnswerTooLarge, ProviderError, ProviderServerError, StreamInterrupted
 from ..model import ModelResponse, ReasoningChunk, RetryNotice, StreamItem, TextChunk, ToolCallChunk
 from ..transcript import ReasoningEntry, TextEntry
-from ._deadline import Alarms, StreamLimits, Watchdog
+from ._deadline import Deadlines, StreamLimits
 from ._error_map import (
     as_dict,
     as_list,
@@ -60,23 +61,8 @@ __all__ = [
     "parse_duration",
     "parse_retry_after",
     "retrying",
-    "retrying_fetch",
 ]
 
-
-def _fast_fail_sniffio() -> None:
-    """httpcore probes ``import sniffio`` on every request; when it is not installed each
-    probe is a failed import that walks sys.path (~0.2 ms per model call, measured in
-    bench/). Recording the absence makes the same ImportError immediate. Nothing changes
-    when sniffio is installed."""
-    import importlib.util
-    import sys
-
-    if "sniffio" not in sys.modules and importlib.util.find_spec("sniffio") is None:
-        sys.modules["sniffio"] = None  # pyright: ignore[reportArgumentType] -- None in sys.modules is the documented "not installed" marker
-
-
-_fast_fail_sniffio()
 
 DEFAULT_TIMEOUT = httpx.Timeout(600.0, connect=10.0)
 MAX_ERROR_BODY = 1024 * 1024
@@ -125,83 +111,31 @@ def _is_content(item: StreamItem) -> bool:
 async def retrying(
     attempt: Callable[[], AsyncGenerator[StreamItem, None]],
     policy: RetryPolicy,
-    watch: Watchdog | None = None,
+    deadlines: Deadlines,
 ) -> AsyncGenerator[StreamItem, None]:
     """Run ``attempt`` until it succeeds, retrying retryable errors raised before content.
 
-    A :class:`RetryNotice` is yielded before each wait. Errors raised after a content
-    chunk was yielded propagate unchanged (the caller already showed that content).
-    ``watch`` (the seam's deadlines) is disarmed while the caller holds an item; this is
-    the outermost generator, so no extra layer is paid per item.
+    A :class:`RetryNotice` is yielded before each wait; the waits count toward the call
+    deadline. Errors raised after a content chunk was yielded propagate unchanged (the
+    caller already showed that content).
     """
     tries = 0
-    try:
-        while True:
-            seen_content = False
-            try:
-                async with aclosing(attempt()) as items:
-                    async for item in items:
-                        seen_content = seen_content or _is_content(item)
-                        if watch is None:
-                            yield item
-                        else:
-                            watch.armed = False
-                            yield item
-                            watch.resume()
-                return
-            except ProviderError as error:
-                if seen_content or not error.retryable or tries >= policy.max_retries:
-                    raise
-                tries += 1
-                wait = policy.delay(tries, error.retry_after)
-                if watch is not None:
-                    watch.armed = False
-                yield RetryNotice(attempt=tries, error=error, delay=wait)
-                if watch is not None:
-                    watch.resume()
-                await _backoff(policy, wait, watch)
-    finally:
-        if watch is not None:
-            watch.stop()
-
-
-async def retrying_fetch(
-    fetch: Callable[[], Awaitable[list[StreamItem]]], policy: RetryPolicy, watch: Watchdog
-) -> AsyncGenerator[StreamItem, None]:
-    """:func:`retrying` for a non-streamed call: ``fetch`` returns the whole response as
-    items, so nothing is yielded while the server is awaited (no per-item re-arming, one
-    generator layer fewer). Its retries and notices are :func:`retrying`'s."""
-    tries = 0
-    try:
-        while True:
-            try:
-                items = await fetch()
-            except ProviderError as error:
-                if not error.retryable or tries >= policy.max_retries:
-                    raise
-                tries += 1
-                wait = policy.delay(tries, error.retry_after)
-                watch.armed = False
-                yield RetryNotice(attempt=tries, error=error, delay=wait)
-                watch.resume()
-                await _backoff(policy, wait, watch)
-                continue
-            watch.stop()  # the server is done: the caller holds the items, no deadline runs
-            for item in items:
-                yield item
+    while True:
+        seen_content = False
+        try:
+            async with aclosing(attempt()) as items:
+                async for item in items:
+                    seen_content = seen_content or _is_content(item)
+                    yield item
             return
-    finally:
-        watch.stop()
-
-
-async def _backoff(policy: RetryPolicy, wait: float, watch: Watchdog | None) -> None:
-    try:
-        await policy.sleep(wait)
-    except asyncio.CancelledError:
-        reason = watch.take() if watch is not None else None
-        if reason is None or watch is None:
-            raise
-        raise watch.error(reason) from None
+        except ProviderError as error:
+            if seen_content or not error.retryable or tries >= policy.max_retries:
+                raise
+            failed = error
+        tries += 1
+        wait = policy.delay(tries, failed.retry_after)
+        yield RetryNotice(attempt=tries, error=failed, delay=wait)
+        await deadlines.bound(policy.sleep(wait))
 
 
 # --------------------------------------------------------------------------- the seam
@@ -251,7 +185,6 @@ class HttpSeam:
     """
 
     __slots__ = (
-        "_alarms",
         "_client",
         "_endpoints",
         "_gate",
@@ -285,12 +218,11 @@ class HttpSeam:
         remember(secret)
         self.retry = retry or RetryPolicy()
         self.limits = limits or StreamLimits()
-        self._alarms = Alarms()  # deadline timers handed from call to call
         self._owns_client = http_client is None
         # Requests wait for a connection here, in a FIFO, rather than in the pool: httpx's
         # and httpx2's pools rescan every queued request whenever one is added or done,
         # which costs O(waiting) per request (~10 ms each at 10,000 runs in flight).
-        self._gate: AbstractAsyncContextManager[Any] = _NO_GATE
+        self._gate: asyncio.Semaphore | None = None
         # A caller's client gets the headers with every request; one the seam creates
         # holds them as its defaults (merging a dict into Headers costs ~30 kinstr a call).
         self._request_headers: dict[str, str] | None = self._headers
@@ -338,82 +270,94 @@ class HttpSeam:
         parse: Callable[[dict[str, Any]], ModelResponse],
     ) -> AsyncIterator[StreamItem]:
         """One model call with retries and deadlines: chunks, then one ModelResponse."""
-        watch = Watchdog(self.limits, self.provider, self._alarms)
-        if not streaming:
-
-            def fetch() -> Awaitable[list[StreamItem]]:
-                return self._fetch(path, body, parse, watch)
-
-            return retrying_fetch(fetch, self.retry, watch)
+        deadlines = Deadlines(self.limits, self.provider)
 
         def attempt() -> AsyncGenerator[StreamItem, None]:
-            return self._attempt(path, body, decoder(), watch)
+            if streaming:
+                return self._attempt(path, body, decoder(), deadlines)
+            return self._fetched(path, body, parse, deadlines)
 
-        return retrying(attempt, self.retry, watch)
+        return retrying(attempt, self.retry, deadlines)
 
     async def _send(self, path: str, body: dict[str, Any]) -> Any:
         """POST ``body``; the response with its body unread (what ``client.stream()`` does,
-        without its context-manager generator): the caller closes it."""
+        without its context-manager generator): the caller closes it. An error status
+        is raised as a lovia error (the response closed)."""
         client = self._client
         request = client.build_request(
             "POST", self.endpoint(path), json=body, headers=self._request_headers
         )
-        return await client.send(request, stream=True)
+        response = await client.send(request, stream=True)
+        try:
+            await self._check_status(response)
+        except BaseException:
+            await response.aclose()
+            raise
+        return response
 
-    async def _fetch(
+    async def _fetched(
         self,
         path: str,
         body: dict[str, Any],
         parse: Callable[[dict[str, Any]], ModelResponse],
-        watch: Watchdog,
-    ) -> list[StreamItem]:
-        """One non-streamed attempt: the whole response, presented as a stream."""
-        watch.attempt(None, queued=True)  # the call's clock runs while waiting at the gate
+        deadlines: Deadlines,
+    ) -> AsyncGenerator[StreamItem, None]:
+        """One non-streamed attempt: the whole response (read within the call deadline,
+        the wait for a connection included), then presented as a stream."""
         try:
-            async with self._gate:
-                watch.attempt(None)
-                response = await self._send(path, body)
-                try:
-                    await self._check_status(response)
-                    return one_shot(parse(await self._read_json(response)))
-                finally:
-                    await response.aclose()
+            items = await deadlines.bound(self._fetch(path, body, parse))
         except BaseException as exc:
-            raise self._explained(self._failure(exc, None, False, watch), body)  # noqa: B904 -- chained in _failure
+            raise self._explained(self._failure(exc, None, False), body)  # noqa: B904 -- chained in _failure
+        for item in items:
+            yield item
+
+    async def _fetch(
+        self, path: str, body: dict[str, Any], parse: Callable[[dict[str, Any]], ModelResponse]
+    ) -> list[StreamItem]:
+        gate = self._gate
+        if gate is not None:
+            await gate.acquire()
+        try:
+            response = await self._send(path, body)
+            try:
+                return one_shot(parse(await self._read_json(response)))
+            finally:
+                await response.aclose()
+        finally:
+            if gate is not None:
+                gate.release()
 
     async def _attempt(
-        self, path: str, body: dict[str, Any], state: StreamDecoder, watch: Watchdog
+        self, path: str, body: dict[str, Any], state: StreamDecoder, deadlines: Deadlines
     ) -> AsyncGenerator[StreamItem, None]:
-        """One streamed attempt: SSE events through the adapter's decoder as they arrive."""
+        """One streamed attempt: SSE events through the adapter's decoder as they arrive.
+        The wait for a connection counts toward the call deadline only; the idle clock
+        starts with the request."""
         seen_content = False
-        idle = self.limits.idle_timeout
-        # the call's clock runs while waiting at the gate; the idle clock does not
-        watch.attempt(idle, queued=True)
+        feed = _EventFeed(state, self.limits, self.provider)
+        gate = self._gate
         try:
-            async with self._gate:
-                watch.attempt(idle)
-                response = await self._send(path, body)
+            if gate is not None:
+                await deadlines.bound(gate.acquire())
+            try:
+                deadlines.mark()
+                response = await deadlines.bound(self._send(path, body), idle=True)
                 try:
-                    await self._check_status(response)
-                    feed = _EventFeed(state, watch, self.limits.max_event_size, self.provider)
-                    room = self.limits.max_answer_size
-                    async for chunk in response.aiter_bytes():
-                        room -= len(chunk)
-                        if room < 0:  # stop reading: memory stays bounded by the limit
-                            raise self._too_large("streamed answer", "max_answer_size")
-                        for event in feed.events(chunk):
-                            for item in feed.items(event):
-                                seen_content = seen_content or _is_content(item)
-                                yield item
-                    for event in feed.events(None):  # what the end of the body completes
-                        for item in feed.items(event):
+                    chunks = response.aiter_bytes()
+                    while (items := await feed.read(chunks, deadlines)) is not None:
+                        for item in items:
                             seen_content = seen_content or _is_content(item)
                             yield item
+                            deadlines.check()  # the caller asks for more: the call's time left?
+                            deadlines.mark()  # the caller's time is not the server's silence
                     yield feed.finish()
                 finally:
                     await response.aclose()
+            finally:
+                if gate is not None:
+                    gate.release()
         except BaseException as exc:
-            failure = self._failure(exc, state, seen_content, watch)
+            failure = self._failure(exc, state, seen_content)
             raise self._explained(failure, body)  # noqa: B904 -- chained in _failure
 
     def _explained(self, error: BaseException, body: dict[str, Any]) -> BaseException:
@@ -427,7 +371,6 @@ class HttpSeam:
         exc: BaseException,
         state: StreamDecoder | None,
         seen_content: bool,
-        watch: Watchdog,
     ) -> BaseException:
         """What an attempt's failure leaves the seam as: a redacted lovia error, chained
         (``__cause__``) as ``raise ... from`` would; anything else unchanged."""
@@ -437,15 +380,6 @@ class HttpSeam:
             if converted is not exc:
                 self.redact(converted).__cause__ = exc
             return converted
-        if isinstance(exc, asyncio.CancelledError):
-            reason = watch.take()
-            if reason is None:
-                return exc
-            error = self.redact(
-                _after_content(watch.error(reason), state, seen_content, self.base_url)
-            )
-            error.__cause__ = None  # ``from None``: the cancellation was only the messenger
-            return error
         if not isinstance(exc, Exception) or not is_transport_error(exc):
             return exc
         error = error_from_transport(exc, self.provider, self.base_url)
@@ -464,24 +398,12 @@ class HttpSeam:
                 break
         raise error_from_response(status, dict(response.headers), bytes(raw), self.provider)
 
-    def _too_large(self, what: str, setting: str) -> AnswerTooLarge:
-        limit: int = getattr(self.limits, setting)
-        return AnswerTooLarge(
-            f"A {self.provider} {what} grew past {limit} bytes; the call was stopped.",
-            "The server sends an enormous or endless answer. If such answers are "
-            f"expected, raise StreamLimits({setting}=...) on the provider "
-            "(limits=StreamLimits(...)).",
-            provider=self.provider,
-            code="body_too_large" if setting == "max_body_size" else "answer_too_large",
-            limit=limit,
-        )
-
     async def _read_json(self, response: Any) -> dict[str, Any]:
         raw = bytearray()
         async for chunk in response.aiter_bytes():  # a body is read up to a cap
             raw += chunk
             if len(raw) > self.limits.max_body_size:
-                raise self._too_large("response body", "max_body_size")
+                raise _too_large(self.limits, self.provider, "response body", "max_body_size")
         try:
             data: Any = json.loads(raw)
         except ValueError as exc:
@@ -504,26 +426,71 @@ class HttpSeam:
 
 
 class _EventFeed:
-    """One streamed attempt's SSE side, the seam's loop driving it chunk by chunk (no
-    generator layer per event): bytes to events, events to the adapter's decoder."""
+    """One streamed attempt's SSE side: bytes to events, events to the adapter's decoder,
+    read under the call's deadlines (no generator layer per event)."""
 
-    __slots__ = ("_chunks", "provider", "saw_done", "state", "watch")
+    __slots__ = ("_chunks", "ended", "failed", "limits", "provider", "room", "saw_done", "state")
 
-    def __init__(
-        self, state: StreamDecoder, watch: Watchdog, max_event_size: int, provider: str
-    ) -> None:
-        self._chunks = ChunkDecoder(max_event_size)
+    def __init__(self, state: StreamDecoder, limits: StreamLimits, provider: str) -> None:
+        self._chunks = ChunkDecoder(limits.max_event_size)
         self.state = state
-        self.watch = watch
+        self.limits = limits
         self.provider = provider
+        self.room = limits.max_answer_size
         self.saw_done = False
+        self.ended = False
+        self.failed: Exception | None = None  # raised by the next read: items came first
 
-    def events(self, chunk: bytes | None) -> list[SSEEvent]:
-        """The events ``chunk`` completes; ``None`` at the end of the body (what is pending)."""
-        return self._chunks.feed(chunk) if chunk is not None else self._chunks.end()
+    async def read(
+        self, chunks: AsyncIterator[bytes], deadlines: Deadlines
+    ) -> list[StreamItem] | None:
+        """The items of the next chunks that give any, ``None`` once the body (and what
+        its end completes) is read. Within the idle deadline, which every complete event
+        moves (comments and unfinished lines do not), and the call deadline."""
+        if self.failed is not None:
+            raise self.failed
+        if self.ended:
+            return None
+        scope = deadlines.scope(idle=True)
+        try:
+            async with scope:
+                while True:
+                    chunk = await anext(chunks, None)
+                    if chunk is None:
+                        self.ended = True
+                        return self._items(self._chunks.end()) or None
+                    self.room -= len(chunk)
+                    if self.room < 0:  # stop reading: memory stays bounded by the limit
+                        raise _too_large(
+                            self.limits, self.provider, "streamed answer", "max_answer_size"
+                        )
+                    events = self._chunks.feed(chunk)
+                    items = self._items(events)
+                    if items:
+                        return items
+                    if events:
+                        deadlines.mark()
+                        scope.reschedule(deadlines.due(idle=True))
+        except TimeoutError:
+            if not scope.expired():
+                raise
+            raise deadlines.expired() from None
+
+    def _items(self, events: list[SSEEvent]) -> list[StreamItem]:
+        """The items of ``events``; an event that fails after some gave items fails the
+        next read instead, so those items reach the caller first (as content)."""
+        items: list[StreamItem] = []
+        for event in events:
+            try:
+                items += self.items(event)
+            except Exception as exc:
+                if not items:
+                    raise
+                self.failed = exc
+                break
+        return items
 
     def items(self, event: SSEEvent) -> list[StreamItem]:
-        self.watch.beat()
         # read to the end of the body even after [DONE]: a response closed early
         # cannot go back to the pool, and every call would open a new connection
         if self.saw_done:
@@ -543,6 +510,19 @@ class _EventFeed:
                 code="stream_ended_early",
             )
         return self.state.finish()
+
+
+def _too_large(limits: StreamLimits, provider: str, what: str, setting: str) -> AnswerTooLarge:
+    limit: int = getattr(limits, setting)
+    return AnswerTooLarge(
+        f"A {provider} {what} grew past {limit} bytes; the call was stopped.",
+        "The server sends an enormous or endless answer. If such answers are "
+        f"expected, raise StreamLimits({setting}=...) on the provider "
+        "(limits=StreamLimits(...)).",
+        provider=provider,
+        code="body_too_large" if setting == "max_body_size" else "answer_too_large",
+        limit=limit,
+    )
 
 
 def _after_content(
@@ -573,9 +553,6 @@ def _after_content(
         retry_after=error.retry_after,
         partial=state.partial(),
     )
-
-
-_NO_GATE: AbstractAsyncContextManager[None] = nullcontext()
 
 
 def _max_connections() -> int:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
@@ -286,15 +287,13 @@ def parse_message(data: Mapping[str, Any], provider: str) -> ModelResponse:
 # --------------------------------------------------------------------------- stream
 
 
+@dataclass(slots=True)
 class _Block:
-    __slots__ = ("call_index", "data", "done", "parts", "start")
-
-    def __init__(self, start: Mapping[str, Any], call_index: int | None) -> None:
-        self.start = start
-        self.parts: list[str] = []
-        self.data: dict[str, str] = {}
-        self.call_index = call_index
-        self.done = False
+    start: Mapping[str, Any]
+    call_index: int | None
+    parts: list[str] = field(default_factory=list[str])
+    data: dict[str, str] = field(default_factory=dict[str, str])
+    done: bool = False
 
     def as_block(self) -> dict[str, Any]:
         block = dict(self.start)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
@@ -291,13 +292,11 @@ def parse_chat_completion(data: Mapping[str, Any], provider: str) -> ModelRespon
 # --------------------------------------------------------------------------- stream
 
 
+@dataclass(slots=True)
 class _CallBuffer:
-    __slots__ = ("arguments", "call_id", "name")
-
-    def __init__(self) -> None:
-        self.call_id = ""
-        self.name = ""
-        self.arguments: list[str] = []
+    call_id: str = ""
+    name: str = ""
+    arguments: list[str] = field(default_factory=list[str])
 
     def entry(self, message_id: str) -> ToolCallEntry:
         return ToolCallEntry(

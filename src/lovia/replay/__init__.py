@@ -23,40 +23,106 @@ from dataclasses import dataclass, field
 
 from ..errors import UserError
 from ._diff import ViewDiff, diff_views, entry_text, explain_mismatch
-from ._load import NoViewRecords, RunData, StoreLike, load_run, open_store, require_views
+from ._load import (
+    NoViewRecords,
+    RunData,
+    StoreLike,
+    load_run,
+    open_store,
+    require_views,
+    resolve_run_id,
+    run_from_snapshot,
+)
 from ._policy import WhatIfPolicy
+from ._query import (
+    Turn,
+    brief,
+    entry_label,
+    failed_call,
+    info_dict,
+    recorded_answer,
+    render_bodies,
+    run_dict,
+    turns,
+    whatif,
+    whatif_dict,
+)
 from ._refs import ContentRef, find_view, parse_ref
 from ._render import ask, provider_for, redact, render_request, rerun
-from ._views import HASH_ATTRIBUTE, ReplayedView, rebuild_request, rebuild_views, select
+from ._spans import (
+    AttemptPart,
+    SpanRow,
+    attempt_parts,
+    build_tree,
+    load_run_spans,
+    normalize,
+    normalize_all,
+    span_json,
+    spans_from_run,
+)
+from ._views import (
+    HASH_ATTRIBUTE,
+    ReplayedView,
+    rebuild_request,
+    rebuild_view,
+    rebuild_views,
+    select,
+)
 
 __all__ = [
     "HASH_ATTRIBUTE",
+    "AttemptPart",
     "ContentRef",
     "Mismatch",
     "NoViewRecords",
     "ReplayedView",
     "RunData",
+    "SpanRow",
     "StoreLike",
+    "Turn",
     "Verification",
     "ViewDiff",
     "WhatIfPolicy",
     "ask",
+    "attempt_parts",
+    "brief",
+    "build_tree",
     "diff_views",
+    "entry_label",
     "entry_text",
+    "explain_mismatch",
+    "failed_call",
     "find_view",
+    "info_dict",
     "load_run",
+    "load_run_spans",
+    "normalize",
+    "normalize_all",
     "open_store",
     "parse_ref",
     "provider_for",
     "rebuild_request",
+    "rebuild_view",
+    "rebuild_views",
+    "recorded_answer",
     "redact",
+    "render_bodies",
     "render_request",
     "replay_run",
-    "resolve_ref",
+    "require_views",
     "rerun",
+    "resolve_ref",
+    "resolve_run_id",
+    "run_dict",
+    "run_from_snapshot",
     "select",
+    "span_json",
+    "spans_from_run",
+    "turns",
     "verify_run",
     "views",
+    "whatif",
+    "whatif_dict",
 ]
 
 

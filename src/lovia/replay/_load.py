@@ -10,12 +10,12 @@ from __future__ import annotations
 import difflib
 import time
 from collections.abc import AsyncGenerator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar, overload
 
 from ..errors import LoviaError, RunNotFound
-from ..stores.base import PRUNED_KEY, RunInfo, RunSnapshot, Store, Tombstone
+from ..stores.base import PRUNED_KEY, ReadOnlyStore, RunInfo, RunSnapshot, Store, Tombstone
 from ..stores.lifecycle import Life, life_of
 from ..stores.records import StateRecord, read_records
 from ..transcript import TranscriptEntry
@@ -31,8 +31,9 @@ __all__ = [
     "run_from_snapshot",
 ]
 
-StoreLike = Store | str
-"""A store object, or a store URL (``sqlite:///…``, ``postgresql://…``, ``memory://``)."""
+StoreLike = ReadOnlyStore | str
+"""A store object (a read-only one will do), or a store URL (``sqlite:///…``,
+``postgresql://…``, ``memory://``)."""
 
 RECENT_RUNS = 200
 """How many recent runs are searched for id prefixes and close matches."""
@@ -68,10 +69,23 @@ class RunData:
         return [*self.history, *self.entries]
 
 
-@asynccontextmanager
-async def open_store(target: StoreLike, *, read_only: bool = True) -> AsyncGenerator[Store]:
+_R = TypeVar("_R", bound=ReadOnlyStore)
+
+
+@overload
+def open_store(target: str, *, read_only: bool = True) -> AbstractAsyncContextManager[Store]: ...
+@overload
+def open_store(target: _R, *, read_only: bool = True) -> AbstractAsyncContextManager[_R]: ...
+def open_store(
+    target: StoreLike, *, read_only: bool = True
+) -> AbstractAsyncContextManager[ReadOnlyStore]:
     """Yield ``target`` itself, or open the store its URL names (closed on exit):
     read-only unless the caller writes (``lovia prune``, the web app's chat/approvals)."""
+    return _opened(target, read_only)
+
+
+@asynccontextmanager
+async def _opened(target: StoreLike, read_only: bool) -> AsyncGenerator[ReadOnlyStore]:
     if not isinstance(target, str):
         yield target
         return
@@ -84,7 +98,7 @@ async def open_store(target: StoreLike, *, read_only: bool = True) -> AsyncGener
         await opened.aclose()
 
 
-async def resolve_run_id(run_id: str, db: Store) -> str:
+async def resolve_run_id(run_id: str, db: ReadOnlyStore) -> str:
     """``run_id`` itself, ``last`` (the most recent run), or the one recent run it is a
     unique prefix of.
 
@@ -102,7 +116,7 @@ async def resolve_run_id(run_id: str, db: Store) -> str:
     raise _not_found(run_id, recent, prefixed)
 
 
-async def _raise_if_pruned(run_id: str, db: Store) -> None:
+async def _raise_if_pruned(run_id: str, db: ReadOnlyStore) -> None:
     """A run ``prune`` deleted is "pruned", not "no run" (its tombstone says when)."""
     lookup = getattr(db, "tombstone", None)  # the bundled stores keep tombstones
     found = await lookup(run_id) if lookup is not None else None
@@ -139,7 +153,7 @@ def _not_found(run_id: str, recent: list[str], prefixed: list[str]) -> RunNotFou
     return RunNotFound(f"no run {run_id!r} in this store", hint=hint)
 
 
-async def load_run(run_id: str, db: Store) -> RunData:
+async def load_run(run_id: str, db: ReadOnlyStore) -> RunData:
     """Load a run's info, transcript and view records (``run_id`` may be a prefix)."""
     run_id = await resolve_run_id(run_id, db)
     snapshot = await db.load(run_id)

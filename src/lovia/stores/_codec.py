@@ -14,7 +14,7 @@ naming the run, the record and what is wrong, never a raw ``ValueError``.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, cast, get_args
+from typing import Any, cast
 
 import pydantic
 import pydantic_core
@@ -24,11 +24,11 @@ from ..transcript import TranscriptEntry, dump_entries, load_entries
 from .base import (
     SCHEMA_VERSION,
     CheckpointRecord,
-    RecordKind,
     RunInfo,
     check_version,
     damaged,
 )
+from .records import BY_KIND
 
 __all__ = [
     "run_filter",
@@ -102,7 +102,7 @@ def load_json(text: str | bytes) -> Any:
     return pydantic_core.from_json(text)
 
 
-_KINDS = frozenset(get_args(RecordKind))
+_KINDS = frozenset(BY_KIND)
 _DECODE_ERRORS = (ValueError, TypeError, pydantic.ValidationError)
 
 

@@ -18,6 +18,7 @@ import sqlite3
 import threading
 from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
 from ..errors import LoviaError, StoreError
@@ -31,29 +32,18 @@ FALLBACK: Final = object()
 """What :meth:`Inline.run` returns when the write must go to the worker instead."""
 
 
+@dataclass(slots=True)
 class _Job:
     """One queued call: ``fn(conn, *args)``, settled on ``future``'s loop (if any)."""
 
-    __slots__ = ("args", "counted", "fn", "future", "loop", "path", "write")
-
-    def __init__(
-        self,
-        loop: asyncio.AbstractEventLoop | None,
-        future: asyncio.Future[Any] | None,
-        fn: Callable[..., Any] | None,
-        args: tuple[Any, ...],
-        write: bool,
-        path: str,
-        counted: bool = True,
-    ) -> None:
-        self.loop = loop
-        self.future = future
-        self.fn = fn
-        self.args = args
-        self.write = write
-        self.path = path
-        self.counted = counted
-        """Counts as outstanding: an inline write waits for it (the store's call order)."""
+    loop: asyncio.AbstractEventLoop | None
+    future: asyncio.Future[Any] | None
+    fn: Callable[..., Any] | None
+    args: tuple[Any, ...]
+    write: bool
+    path: str
+    counted: bool = True
+    """Counts as outstanding: an inline write waits for it (the store's call order)."""
 
     def settle(self, ok: bool, value: Any) -> None:
         """Hand the outcome back to the event loop (thread-safe)."""

@@ -34,8 +34,12 @@ __all__ = [
     "SCHEMA_VERSION",
     "CheckpointRecord",
     "Checkpointer",
+    "Checkpoints",
+    "Leases",
+    "ReadOnlyStore",
     "RecordKind",
     "RunInfo",
+    "RunQueries",
     "RunSnapshot",
     "RunStatus",
     "SessionStore",
@@ -217,7 +221,7 @@ class _RenewsMany(Protocol):
     async def renew_many(self, leases: Sequence[Lease], ttl_s: float) -> set[str]: ...
 
 
-async def renew_many(cp: Checkpointer, leases: Sequence[Lease], ttl_s: float) -> set[str]:
+async def renew_many(cp: Leases, leases: Sequence[Lease], ttl_s: float) -> set[str]:
     """Renew several leases; the run ids NOT renewed (a later grant replaced them).
 
     Calls the store's optional ``renew_many`` (one statement / transaction for all of
@@ -232,8 +236,9 @@ async def renew_many(cp: Checkpointer, leases: Sequence[Lease], ttl_s: float) ->
 
 
 @runtime_checkable
-class Checkpointer(Protocol):
-    """Run progress, keyed by ``run_id``; append-only deltas."""
+class Checkpoints(Protocol):
+    """Writing a run's progress, keyed by ``run_id``: append-only deltas (what the loop
+    writes after each turn and tool result), and deleting finished runs."""
 
     async def begin(self, info: RunInfo) -> None:
         """Create the run (no-op when it exists: resume)."""
@@ -245,50 +250,14 @@ class Checkpointer(Protocol):
         """Append deltas in order; return bytes written. ``fence``: see the module docs."""
         ...
 
-    async def load(self, run_id: str) -> RunSnapshot | None: ...
+    async def load(self, run_id: str) -> RunSnapshot | None:
+        """The run as stored (resume folds its records), or None for an unknown run."""
+        ...
 
     async def finish(
         self, info: RunInfo, result: dict[str, Any] | None, *, fence: int | None = None
     ) -> None:
         """Mark the run completed / failed / paused with its result."""
-        ...
-
-    async def acquire(self, run_id: str, owner: str, ttl_s: float) -> int | None:
-        """Grant a new lease; its fencing token (>= 1), or None when the lease is held by
-        another owner (unexpired) or the run is completed."""
-        ...
-
-    async def renew(self, run_id: str, owner: str, fence: int, ttl_s: float) -> bool:
-        """Extend the lease granted with ``fence``; False when a later grant replaced it.
-
-        A store may also define ``renew_many(leases, ttl_s) -> set[str]`` (optional,
-        see :func:`renew_many`): the same for many ``(run_id, owner, fence)`` in one call,
-        returning the run ids it could not renew. A process renews all its runs' leases
-        on one store with it, once per third of the TTL."""
-        ...
-
-    async def release(self, run_id: str, owner: str) -> None:
-        """Free the lease if ``owner`` holds it (its token is kept)."""
-        ...
-
-    async def lease_holder(self, run_id: str) -> str | None:
-        """The owner of the unexpired lease on ``run_id``, if any."""
-        ...
-
-    async def list_runs(
-        self,
-        *,
-        session_id: str | None = None,
-        agent: str | None = None,
-        status: str | None = None,
-        limit: int = 50,
-        parent_run_id: str | None = None,
-        top_level: bool = False,
-        labels: Mapping[str, str] | None = None,
-    ) -> list[RunInfo]:
-        """Newest first; ``parent_run_id``: the child runs of that run; ``top_level``:
-        only runs that are not child runs; ``labels``: runs carrying every one of these
-        attribution labels (``{"tenant": "acme"}``)."""
         ...
 
     async def delete_run(self, run_id: str) -> None: ...
@@ -316,9 +285,75 @@ class Checkpointer(Protocol):
         """
         ...
 
+
+@runtime_checkable
+class Leases(Protocol):
+    """One worker per ``run_id``: leases with fencing tokens (see the module docs)."""
+
+    async def acquire(self, run_id: str, owner: str, ttl_s: float) -> int | None:
+        """Grant a new lease; its fencing token (>= 1), or None when the lease is held by
+        another owner (unexpired) or the run is completed."""
+        ...
+
+    async def renew(self, run_id: str, owner: str, fence: int, ttl_s: float) -> bool:
+        """Extend the lease granted with ``fence``; False when a later grant replaced it.
+
+        A store may also define ``renew_many(leases, ttl_s) -> set[str]`` (optional,
+        see :func:`renew_many`): the same for many ``(run_id, owner, fence)`` in one call,
+        returning the run ids it could not renew. A process renews all its runs' leases
+        on one store with it, once per third of the TTL."""
+        ...
+
+    async def release(self, run_id: str, owner: str) -> None:
+        """Free the lease if ``owner`` holds it (its token is kept)."""
+        ...
+
+    async def lease_holder(self, run_id: str) -> str | None:
+        """The owner of the unexpired lease on ``run_id``, if any."""
+        ...
+
+
+@runtime_checkable
+class RunQueries(Protocol):
+    """Reading recorded runs: what ``lovia runs``, replay and the web app ask a store.
+
+    Every method only reads. ``lease_holder`` tells a live ``running`` run from one
+    whose worker is gone (see :mod:`lovia.stores.lifecycle`).
+    """
+
+    async def load(self, run_id: str) -> RunSnapshot | None:
+        """The run's info, its records in order and its result; None for an unknown run."""
+        ...
+
+    async def list_runs(
+        self,
+        *,
+        session_id: str | None = None,
+        agent: str | None = None,
+        status: str | None = None,
+        limit: int = 50,
+        parent_run_id: str | None = None,
+        top_level: bool = False,
+        labels: Mapping[str, str] | None = None,
+    ) -> list[RunInfo]:
+        """Newest first; ``parent_run_id``: the child runs of that run; ``top_level``:
+        only runs that are not child runs; ``labels``: runs carrying every one of these
+        attribution labels (``{"tenant": "acme"}``)."""
+        ...
+
     async def find_run_by_trace(self, trace_id: str) -> RunInfo | None:
         """The newest run recorded with this OpenTelemetry trace id (``lovia replay``)."""
         ...
+
+    async def lease_holder(self, run_id: str) -> str | None:
+        """The owner of the unexpired lease on ``run_id``, if any."""
+        ...
+
+
+@runtime_checkable
+class Checkpointer(Checkpoints, Leases, RunQueries, Protocol):
+    """Run progress, keyed by ``run_id``: all three of :class:`Checkpoints`,
+    :class:`Leases` and :class:`RunQueries` (what the run loop needs)."""
 
 
 @runtime_checkable
@@ -343,8 +378,25 @@ class SessionStore(Protocol):
 
 
 @runtime_checkable
-class Store(Checkpointer, SessionStore, Protocol):
-    """A store that is both (every built-in store is)."""
+class ReadOnlyStore(RunQueries, Protocol):
+    """A store that is only read: :class:`RunQueries`, each run's session history, its
+    ``url`` and ``aclose()``. Enough for ``lovia runs``, replay, and ``lovia web``
+    without ``--agent``; an export or an archive can serve them without leases or
+    writes (see the docs page on sessions)."""
+
+    url: str
+
+    async def load_session(self, session_id: str) -> list[TranscriptEntry]:
+        """Every segment's entries of the session, in order (``[]`` when none)."""
+        ...
+
+    async def aclose(self) -> None: ...
+
+
+@runtime_checkable
+class Store(Checkpointer, SessionStore, ReadOnlyStore, Protocol):
+    """A store that is both a :class:`Checkpointer` and a :class:`SessionStore` (every
+    built-in store is), with ``url`` and ``aclose()``."""
 
     url: str
 

@@ -31,7 +31,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, cast, get_args
 
-from .base import Checkpointer, RunInfo, RunSnapshot
+from .base import RunInfo, RunQueries, RunSnapshot
 from .records import ApprovalRecord, AttemptRecord, FailedCallRecord, read_records
 
 __all__ = [
@@ -326,14 +326,14 @@ def build_life(info: RunInfo, holder: str | None, snapshot: RunSnapshot | None =
     return life
 
 
-async def life_of(db: Checkpointer, info: RunInfo, snapshot: RunSnapshot | None = None) -> Life:
+async def life_of(db: RunQueries, info: RunInfo, snapshot: RunSnapshot | None = None) -> Life:
     """:func:`build_life` with the lease holder read from ``db`` (only for a running run)."""
     holder = await db.lease_holder(info.run_id) if info.status == "running" else None
     return build_life(info, holder, snapshot)
 
 
 async def list_lives(
-    db: Checkpointer,
+    db: RunQueries,
     *,
     state: str | None = None,
     limit: int = 50,

@@ -16,17 +16,21 @@ the one place that knows what ``data`` holds for each kind:
 | ``usage`` | :class:`CallUsageRecord` | a model call that returned: usage, cost, price source |
 | ``reprice`` | :class:`RepriceRecord` | ``lovia reprice`` changed the run's cost |
 
-:func:`to_checkpoint` builds the envelope of a typed record, :func:`read_record` the
-typed record of an envelope; the JSON written is the v1 format, key for key.
+Each kind is described once, in :data:`RECORD_TYPES`: its stored name, its typed class,
+and how it is encoded and decoded (validation included). :func:`to_checkpoint` builds
+the envelope of a typed record, :func:`read_record` the typed record of an envelope, and
+the stores check stored kinds against the same table; the JSON written is the v1
+format, key for key.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any, Literal, assert_never
+from typing import TYPE_CHECKING, Any, Generic, Literal, NotRequired, TypeVar, cast
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import TypeAdapter
+from typing_extensions import TypedDict
 
 from ..transcript import TranscriptEntry, entry_from_dict, entry_to_dict
 from ..usage import Usage
@@ -38,13 +42,16 @@ if TYPE_CHECKING:
 __all__ = [
     "ApprovalRecord",
     "AttemptEnd",
-    "CallUsageRecord",
     "AttemptRecord",
+    "CallUsageRecord",
     "EntriesRecord",
     "FailedCallRecord",
     "LedgerRecord",
     "LedgerStatus",
+    "BY_KIND",
+    "RECORD_TYPES",
     "Record",
+    "RecordType",
     "RepriceRecord",
     "StateRecord",
     "ViewNote",
@@ -205,126 +212,89 @@ Record = (
 )
 """One checkpoint record, by kind."""
 
-_PLAIN: dict[type, RecordKind] = {
-    AttemptRecord: "attempt",
-    ApprovalRecord: "approval",
-    FailedCallRecord: "failed_call",
-    RepriceRecord: "reprice",
-}
-"""Records stored as their fields (None values left out)."""
+R = TypeVar("R")
 
 
-class _Ledger(BaseModel):
-    model_config = ConfigDict(frozen=True)
+@dataclass(frozen=True, slots=True)
+class RecordType(Generic[R]):
+    """One record kind: its stored name, its typed class and the two halves of its codec.
 
+    ``encode`` gives the stored ``data`` (a JSON object) of a record; ``decode`` validates
+    stored ``data`` and builds the typed record, raising ``ValueError``, ``TypeError`` or
+    ``KeyError`` when it does not fit.
+    """
+
+    kind: RecordKind
+    cls: type[R]
+    encode: Callable[[R], dict[str, Any]]
+    decode: Callable[[Mapping[str, Any]], R]
+
+
+def plain(kind: RecordKind, cls: type[R]) -> RecordType[R]:
+    """The record type of a dataclass stored as its fields, None values left out, and
+    validated on read against the dataclass's own field types (no second description)."""
+    adapter: list[TypeAdapter[R]] = []  # built on first read
+
+    def encode(record: R) -> dict[str, Any]:
+        return {k: v for k, v in asdict(cast("Any", record)).items() if v is not None}
+
+    def decode(data: Mapping[str, Any]) -> R:
+        if not adapter:
+            adapter.append(TypeAdapter(cls))
+        return adapter[0].validate_python(dict(data))
+
+    return RecordType(kind, cls, encode, decode)
+
+
+def _encode_entries(record: EntriesRecord) -> dict[str, Any]:
+    return {"entries": [entry_to_dict(e) for e in record.entries]}
+
+
+def _decode_entries(data: Mapping[str, Any]) -> EntriesRecord:
+    entries: Sequence[dict[str, Any]] = data.get("entries", ())
+    return EntriesRecord(tuple(entry_from_dict(e) for e in entries))
+
+
+class _Ledger(TypedDict):
     call_id: str
     status: LedgerStatus
-    key: str = ""
-    child_usage: dict[str, int | float | bool] | None = None
+    key: NotRequired[str]
+    child_usage: NotRequired[dict[str, int | float | bool] | None]
 
 
-class _State(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
-    turn: int
-    usage: dict[str, int | float | bool] = {}
-    agent: str | None = None
-    last_input_tokens: int | None = None
-    trace: str | None = None
+_LEDGER = TypeAdapter(_Ledger)
 
 
-class _Attempt(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
-    attempt: int
-    at: float
-    host: str = ""
-    pid: int = 0
-    pid_started: str = ""
-    fence: int = 0
-    trace: str | None = None
-    previous: AttemptEnd | None = None
-    previous_ended_at: float | None = None
-
-
-class _Approval(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
-    call_id: str
-    tool: str
-    decision: Literal["approved", "denied"]
-    actor: str
-    at: float
-    reason: str | None = None
-
-
-class _FailedCall(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
-    turn: int
-    attempt: int
-    view_hash: str
-    error_type: str
-    message: str
-    status: int | None = None
-    retries: int = 0
-    provider: str = ""
-    model: str = ""
-    at: float = 0.0
-
-
-class _CallUsage(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
-    turn: int
-    purpose: str = "main"
-    provider: str = ""
-    model: str = ""
-    usage: dict[str, int | float | bool] = {}
-    source: str | None = None
-
-
-class _Reprice(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
-    at: float
-    prices: str = ""
-    own_before: float
-    own_after: float
-    cost_before: float
-    cost_after: float
-    unpriced_before: int = 0
-    unpriced_after: int = 0
-
-
-def to_checkpoint(record: Record) -> CheckpointRecord:
-    """The stored envelope of ``record`` (v1 JSON keys)."""
-    if isinstance(record, EntriesRecord):
-        kind, data = "entries", {"entries": [entry_to_dict(e) for e in record.entries]}
-    elif isinstance(record, LedgerRecord):
-        kind, data = "ledger", _ledger_data(record)
-    elif isinstance(record, StateRecord):
-        kind, data = "state", _state_data(record)
-    elif isinstance(record, ViewNote):
-        kind, data = "view", record.view.to_data()
-    elif isinstance(record, CallUsageRecord):
-        kind = "usage"
-        data = {k: v for k, v in asdict(record).items() if v is not None}
-        data["usage"] = record.usage.to_dict()
-    else:
-        kind = _PLAIN[type(record)]
-        data = {k: v for k, v in asdict(record).items() if v is not None}
-    return CheckpointRecord.model_construct(version=SCHEMA_VERSION, kind=kind, data=data)
-
-
-def _ledger_data(record: LedgerRecord) -> dict[str, Any]:
+def _encode_ledger(record: LedgerRecord) -> dict[str, Any]:
     data: dict[str, Any] = {"call_id": record.call_id, "status": record.status, "key": record.key}
     if record.child_usage is not None:
         data["child_usage"] = record.child_usage.to_dict()
     return data
 
 
-def _state_data(record: StateRecord) -> dict[str, Any]:
+def _decode_ledger(data: Mapping[str, Any]) -> LedgerRecord:
+    ledger = _LEDGER.validate_python(data)
+    child = ledger.get("child_usage")
+    return LedgerRecord(
+        call_id=ledger["call_id"],
+        status=ledger["status"],
+        key=ledger.get("key", ""),
+        child_usage=None if child is None else Usage.from_dict(child),
+    )
+
+
+class _State(TypedDict):
+    turn: int
+    usage: NotRequired[dict[str, int | float | bool]]
+    agent: NotRequired[str | None]
+    last_input_tokens: NotRequired[int | None]
+    trace: NotRequired[str | None]
+
+
+_STATE = TypeAdapter(_State)
+
+
+def _encode_state(record: StateRecord) -> dict[str, Any]:
     data: dict[str, Any] = {
         "turn": record.turn,
         "usage": record.usage.to_dict(),
@@ -337,6 +307,87 @@ def _state_data(record: StateRecord) -> dict[str, Any]:
     return data
 
 
+def _decode_state(data: Mapping[str, Any]) -> StateRecord:
+    state = _STATE.validate_python(data)
+    return StateRecord(
+        turn=state["turn"],
+        usage=Usage.from_dict(state.get("usage", {})),
+        agent=state.get("agent"),
+        last_input_tokens=state.get("last_input_tokens"),
+        tokens_recorded="last_input_tokens" in data,
+        trace=state.get("trace") or None,
+    )
+
+
+class _CallUsage(TypedDict):
+    turn: int
+    purpose: NotRequired[str]
+    provider: NotRequired[str]
+    model: NotRequired[str]
+    usage: NotRequired[dict[str, int | float | bool]]
+    source: NotRequired[str | None]
+
+
+_CALL_USAGE = TypeAdapter(_CallUsage)
+
+
+def _encode_usage(record: CallUsageRecord) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "turn": record.turn,
+        "purpose": record.purpose,
+        "provider": record.provider,
+        "model": record.model,
+        "usage": record.usage.to_dict(),
+    }
+    if record.source is not None:
+        data["source"] = record.source
+    return data
+
+
+def _decode_usage(data: Mapping[str, Any]) -> CallUsageRecord:
+    call = _CALL_USAGE.validate_python(data)
+    return CallUsageRecord(
+        turn=call["turn"],
+        purpose=call.get("purpose", "main"),
+        provider=call.get("provider", ""),
+        model=call.get("model", ""),
+        usage=Usage.from_dict(call.get("usage", {})),
+        source=call.get("source"),
+    )
+
+
+def _decode_view(data: Mapping[str, Any]) -> ViewNote:
+    from ..view.record import ViewRecord  # stores sit below view: see the layer table
+
+    return ViewNote(ViewRecord.from_data(data))
+
+
+RECORD_TYPES: tuple[RecordType[Any], ...] = (
+    RecordType("entries", EntriesRecord, _encode_entries, _decode_entries),
+    RecordType("ledger", LedgerRecord, _encode_ledger, _decode_ledger),
+    RecordType("view", ViewNote, lambda note: note.view.to_data(), _decode_view),
+    RecordType("state", StateRecord, _encode_state, _decode_state),
+    plain("attempt", AttemptRecord),
+    plain("approval", ApprovalRecord),
+    plain("failed_call", FailedCallRecord),
+    RecordType("usage", CallUsageRecord, _encode_usage, _decode_usage),
+    plain("reprice", RepriceRecord),
+)
+"""Every record kind, once: the stored name, the typed class, encode and decode. To add
+a kind, add its name to :data:`~lovia.stores.base.RecordKind`, its dataclass above
+(and to :data:`Record`) and its row here; a test keeps the three in step."""
+
+BY_KIND: dict[str, RecordType[Any]] = {t.kind: t for t in RECORD_TYPES}
+BY_CLASS: dict[type, RecordType[Any]] = {t.cls: t for t in RECORD_TYPES}
+
+
+def to_checkpoint(record: Record) -> CheckpointRecord:
+    """The stored envelope of ``record`` (v1 JSON keys)."""
+    kind = BY_CLASS[type(record)]
+    data = kind.encode(record)
+    return CheckpointRecord.model_construct(version=SCHEMA_VERSION, kind=kind.kind, data=data)
+
+
 def read_record(record: CheckpointRecord) -> Record:
     """The typed record stored in ``record``.
 
@@ -345,50 +396,7 @@ def read_record(record: CheckpointRecord) -> Record:
     :class:`~lovia.errors.SchemaVersionError` for a view record from a newer lovia; the
     caller names the record in a :class:`~lovia.errors.StoreError`.
     """
-    data: Mapping[str, Any] = record.data
-    kind = record.kind
-    if kind == "entries":
-        entries: Sequence[dict[str, Any]] = data.get("entries", ())
-        return EntriesRecord(tuple(entry_from_dict(e) for e in entries))
-    if kind == "ledger":
-        ledger = _Ledger.model_validate(data)
-        child = None if ledger.child_usage is None else Usage.from_dict(ledger.child_usage)
-        return LedgerRecord(
-            call_id=ledger.call_id, status=ledger.status, key=ledger.key, child_usage=child
-        )
-    if kind == "state":
-        state = _State.model_validate(data)
-        return StateRecord(
-            turn=state.turn,
-            usage=Usage.from_dict(state.usage),
-            agent=state.agent,
-            last_input_tokens=state.last_input_tokens,
-            tokens_recorded="last_input_tokens" in data,
-            trace=state.trace or None,
-        )
-    if kind == "view":
-        from ..view.record import ViewRecord  # stores sit below view: see the layer table
-
-        return ViewNote(ViewRecord.from_data(data))
-    if kind == "attempt":
-        return AttemptRecord(**_Attempt.model_validate(data).model_dump())
-    if kind == "approval":
-        return ApprovalRecord(**_Approval.model_validate(data).model_dump())
-    if kind == "failed_call":
-        return FailedCallRecord(**_FailedCall.model_validate(data).model_dump())
-    if kind == "usage":
-        call = _CallUsage.model_validate(data)
-        return CallUsageRecord(
-            turn=call.turn,
-            purpose=call.purpose,
-            provider=call.provider,
-            model=call.model,
-            usage=Usage.from_dict(call.usage),
-            source=call.source,
-        )
-    if kind == "reprice":
-        return RepriceRecord(**_Reprice.model_validate(data).model_dump())
-    assert_never(kind)
+    return BY_KIND[record.kind].decode(record.data)
 
 
 def read_records(snapshot: RunSnapshot, kinds: Collection[RecordKind]) -> Iterator[Record]:

@@ -16,6 +16,7 @@ from ..model import (
     ModelProfile,
     ModelRequest,
     ModelResponse,
+    ProviderBase,
     ReasoningChunk,
     ResponseEntry,
     StreamItem,
@@ -151,29 +152,16 @@ def _chunks(text: str, size: int = 8) -> list[str]:
     return [text[i : i + size] for i in range(0, len(text), size)] or [""]
 
 
-class FakeProvider:
+class FakeProvider(ProviderBase):
     """Shared streaming logic of the fake models."""
 
     _turn_calls: int
 
     def __init__(self, model: str, profile: ModelProfile | None, provider: str) -> None:
-        self._model = model
-        self._profile = profile or ModelProfile(native_json_schema=False, usage_in_stream=True)
-        self._provider = provider
+        profile = profile or ModelProfile(native_json_schema=False, usage_in_stream=True)
+        super().__init__(provider, model, profile)
         self.requests: list[ModelRequest] = []
         self._turn_calls = 0
-
-    @property
-    def name(self) -> str:
-        return self._provider
-
-    @property
-    def model(self) -> str:
-        return self._model
-
-    @property
-    def profile(self) -> ModelProfile:
-        return self._profile
 
     server_address: str | None = None
     server_port: int | None = None
@@ -182,9 +170,6 @@ class FakeProvider:
         from ..view.base import canonical_request
 
         return {"model": self._model, **canonical_request(request)}
-
-    async def aclose(self) -> None:
-        return None
 
     async def _emit(self, request: ModelRequest, step: Reply) -> AsyncIterator[StreamItem]:
         if step.delay:
@@ -195,7 +180,7 @@ class FakeProvider:
             for piece in _chunks(step.reasoning):
                 yield ReasoningChunk(piece)
             entries.append(
-                ReasoningEntry(text=step.reasoning, provider=self._provider, message_id=message_id)
+                ReasoningEntry(text=step.reasoning, provider=self._name, message_id=message_id)
             )
         if step.text:
             for piece in _chunks(step.text, 16):

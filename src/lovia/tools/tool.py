@@ -16,14 +16,13 @@ import inspect
 import json
 import typing
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import Any, TypeAlias, overload
 
 import pydantic
 from pydantic import BaseModel, ConfigDict, create_model
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
-from .._slots import slot_inits, slotted
 from ..context import RunContext
 from ..errors import UserError
 from ..model import ToolSpec
@@ -60,7 +59,7 @@ class ToolArgumentsError(Exception):
     """The model's arguments did not validate; the text goes back to the model."""
 
 
-@slotted(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Tool:
     """A tool the model can call. Build one with :func:`tool`."""
 
@@ -123,9 +122,6 @@ class Tool:
             return self.fn(**kwargs)
         call = functools.partial(contextvars.copy_context().run, self.fn, **kwargs)
         return asyncio.get_running_loop().run_in_executor(None, call)
-
-
-slot_inits([Tool])  # its __init__ (slotted builds none)
 
 
 def _validation_text(name: str, exc: pydantic.ValidationError) -> str:

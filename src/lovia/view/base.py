@@ -23,10 +23,9 @@ the crashed worker would have built. If it raises, the state is made fresh again
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import Protocol, TypeVar, runtime_checkable
 
-from .._slots import slot_inits, slotted
 from ..model import ModelProfile, Provider
 from ..transcript import SystemEntry, TranscriptEntry
 from .record import (
@@ -50,7 +49,7 @@ __all__ = [
 ]
 
 
-@slotted(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class ViewInput:
     """What a strategy sees when building one view."""
 
@@ -70,7 +69,7 @@ class ViewInput:
     """Tool name -> the tool's own ``max_result_chars`` (results above it are stubbed)."""
 
 
-@slotted(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class BuiltView:
     """A strategy's output: the messages and how they relate to the transcript."""
 
@@ -85,8 +84,6 @@ class BuiltView:
     compacted: bool | None = None
     """The view differs from the transcript; ``None``: derive from replaced/summary."""
 
-
-slot_inits([ViewInput, BuiltView])  # one of each per model call
 
 StateT = TypeVar("StateT")
 

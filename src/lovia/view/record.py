@@ -53,7 +53,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -449,16 +449,14 @@ def view_parts(
 # ---------------------------------------------------------------------------- replay
 
 
+@dataclass(slots=True)
 class _Fold:
     """Folds a run's records in order into self-contained ones."""
 
-    __slots__ = ("head", "order", "replaced", "seq")
-
-    def __init__(self) -> None:
-        self.seq: int | None = None
-        self.order: list[str] = []
-        self.replaced: dict[str, dict[str, Any]] = {}
-        self.head: dict[str, Any] = {}
+    seq: int | None = None
+    order: list[str] = field(default_factory=list[str])
+    replaced: dict[str, dict[str, Any]] = field(default_factory=dict[str, dict[str, Any]])
+    head: dict[str, Any] = field(default_factory=dict[str, Any])
 
     def apply(self, record: ViewRecord) -> ViewRecord:
         if not record.delta:

@@ -20,10 +20,12 @@ from typing import TYPE_CHECKING
 from .._lazy import lazy_exports
 from .._redact import redact_url as _redact_url
 from ..errors import UserError
+from ._config import LOOPBACK
 
 if TYPE_CHECKING:
     from ..replay import WhatIfPolicy
-    from ._app import WebConfig, create_app
+    from ._app import create_app
+    from ._config import WebConfig
 
 __all__ = [
     "INSTALL_HINT",
@@ -34,9 +36,6 @@ __all__ = [
     "redact_url",
     "require_web",
 ]
-
-LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
-"""Host names accepted by default (the server binds to 127.0.0.1)."""
 
 INSTALL_HINT = "pip install 'lovia[web]'"
 
@@ -61,6 +60,6 @@ def redact_url(url: str) -> str:
 
 __getattr__, __dir__ = lazy_exports(
     __name__,
-    {"WebConfig": "._app", "WhatIfPolicy": "..replay", "create_app": "._app"},
+    {"WebConfig": "._config", "WhatIfPolicy": "..replay", "create_app": "._app"},
     guard=require_web,
 )

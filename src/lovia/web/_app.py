@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import hmac
 import os
-import secrets
 from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -21,9 +19,9 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..errors import LoviaError, UserError
-from ..replay._policy import WhatIfPolicy
-from ..stores.base import Store
-from . import LOOPBACK, redact_url
+from ..replay import WhatIfPolicy
+from ..stores.base import ReadOnlyStore, Store
+from ._config import LOOPBACK, WebConfig
 
 __all__ = ["CSRF_HEADER", "WebConfig", "create_app"]
 
@@ -34,32 +32,6 @@ CSP = (
     "connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; "
     "frame-ancestors 'none'"
 )
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class WebConfig:
-    """What ``lovia web`` serves and how it is protected."""
-
-    store: Store | str
-    agent: Any = None
-    """An ``Agent``, or a zero-argument callable returning one per run (chat, approvals)."""
-    token: str | None = None
-    """Required on every request when set (``Authorization: Bearer``, cookie, ``?token=``)."""
-    trace_url: str | None = None
-    """A Jaeger/Tempo URL template with ``{trace_id}`` (default ``$LOVIA_TRACE_URL``)."""
-    allowed_hosts: tuple[str, ...] = LOOPBACK
-    """``Host`` header names accepted (DNS-rebinding guard); ``("*",)`` accepts any."""
-    whatif: WhatIfPolicy | None = None
-    """What-if (re-send a view to a model: it spends money, opens connections): off
-    when None; else the hosts it may reach. Needs ``token`` (loopback included)."""
-    runs_per_page: int = 50
-    turns_per_page: int = 40
-    csrf: str = field(default_factory=lambda: secrets.token_urlsafe(24))
-
-    @property
-    def store_label(self) -> str:
-        url = self.store if isinstance(self.store, str) else str(getattr(self.store, "url", ""))
-        return redact_url(url)
 
 
 class Guard:
@@ -164,7 +136,7 @@ def templates() -> Environment:
 
 
 def create_app(
-    store: Store | str,
+    store: ReadOnlyStore | str,
     *,
     agent: Any = None,
     token: str | None = None,
@@ -173,7 +145,11 @@ def create_app(
     whatif: WhatIfPolicy | None = None,
     config: WebConfig | None = None,
 ) -> Starlette:
-    """The ``lovia web`` ASGI app over ``store`` (a store or its URL)."""
+    """The ``lovia web`` ASGI app over ``store`` (a store or its URL).
+
+    Without ``agent`` the app only reads: a :class:`~lovia.stores.base.ReadOnlyStore`
+    will do. Chat and approvals run the agent, which records to the store: they need a
+    full :class:`~lovia.stores.base.Store`."""
     if config is None:
         config = WebConfig(
             store=store,
@@ -182,6 +158,13 @@ def create_app(
             trace_url=trace_url or os.environ.get("LOVIA_TRACE_URL") or None,
             allowed_hosts=allowed_hosts,
             whatif=whatif,
+        )
+    if config.agent is not None and not isinstance(config.store, str | Store):
+        raise UserError(
+            f"lovia web with an agent needs a store it can record runs to; "
+            f"{type(config.store).__name__} only answers queries",
+            hint="Pass a full store (memory://, sqlite:///…, postgresql://…) or its URL, "
+            "or leave agent=None to browse this store's runs read-only.",
         )
     if config.whatif is not None and not config.token:
         raise UserError(

@@ -19,12 +19,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from ..replay import ReplayedView, RunData, load_run, require_views
-from ..replay._load import run_from_snapshot
-from ..replay._query import Turn, turns
-from ..replay._spans import SpanRow
-from ..replay._views import rebuild_view
-from ..stores.base import RunSnapshot, Store
+from ..replay import (
+    ReplayedView,
+    RunData,
+    SpanRow,
+    Turn,
+    load_run,
+    rebuild_view,
+    require_views,
+    run_from_snapshot,
+    turns,
+)
+from ..stores.base import ReadOnlyStore, RunSnapshot
 from ..stores.lifecycle import life_of
 from ..transcript import TranscriptEntry
 
@@ -122,13 +128,13 @@ class RunCache:
         self._runs: OrderedDict[str, Loaded] = OrderedDict()
         self._locks: dict[str, asyncio.Lock] = {}
 
-    async def get(self, db: Store, run_id: str) -> Loaded:
+    async def get(self, db: ReadOnlyStore, run_id: str) -> Loaded:
         """The run (``run_id`` may be a prefix or ``last``), parsed at most once per change."""
         lock = self._locks.setdefault(run_id, asyncio.Lock())
         async with lock:
             return await self._get(db, run_id)
 
-    async def _get(self, db: Store, run_id: str) -> Loaded:
+    async def _get(self, db: ReadOnlyStore, run_id: str) -> Loaded:
         cached = self._runs.get(run_id)
         now = time.monotonic()
         if cached is not None:

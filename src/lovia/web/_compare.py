@@ -9,8 +9,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from ..replay import ReplayedView, diff_views, entry_text, require_views
-from ..replay._query import info_dict, recorded_answer
+from ..replay import ReplayedView, diff_views, entry_text, info_dict, recorded_answer, require_views
 from ._cache import Loaded, off_loop
 from ._format import clip
 from ._pages import int_param, loaded_run, render

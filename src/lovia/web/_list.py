@@ -23,8 +23,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ..errors import UserError
-from ..replay._query import run_dict
-from ..stores.base import RunInfo, Store
+from ..replay import run_dict
+from ..stores.base import ReadOnlyStore, RunInfo
 from ..stores.lifecycle import Life, build_life, list_lives
 from ._format import query
 from ._pages import config_of, db_of, int_param, render
@@ -90,7 +90,7 @@ async def run_index(request: Request) -> RunIndex:
     so a page never waits for the store once the first read is done."""
     state = request.app.state
     index: RunIndex | None = getattr(state, "run_index", None)
-    db: Store = db_of(request)
+    db: ReadOnlyStore = db_of(request)
 
     async def read() -> RunIndex:
         pairs = await list_lives(db, limit=SCAN_LIMIT)

@@ -20,11 +20,10 @@ from starlette.routing import Route
 from .. import events as ev
 from ..agent import Agent
 from ..errors import ApprovalPending, LoviaError, UserError
-from ..replay import load_run
-from ..replay._query import whatif, whatif_dict
+from ..replay import load_run, whatif, whatif_dict
 from ..runner import Runner
 from ..stores.base import RunInfo
-from ._app import WebConfig
+from ._config import WebConfig
 from ._format import run_id_param
 from ._pages import load_views, pick, render
 

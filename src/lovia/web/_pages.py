@@ -16,9 +16,9 @@ from starlette.routing import Route
 
 from ..errors import LoviaError, RunNotFound, UserError
 from ..replay import ReplayedView, RunData, require_views, select
-from ..stores.base import Store
-from ._app import WebConfig
+from ..stores.base import ReadOnlyStore
 from ._cache import Loaded, RunCache, off_loop
+from ._config import WebConfig
 from ._format import run_id_param
 
 __all__ = [
@@ -39,8 +39,8 @@ def config_of(request: Request) -> WebConfig:
     return config
 
 
-def db_of(request: Request) -> Store:
-    db: Store = request.app.state.db
+def db_of(request: Request) -> ReadOnlyStore:
+    db: ReadOnlyStore = request.app.state.db
     return db
 
 

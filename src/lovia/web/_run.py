@@ -18,14 +18,12 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from ..errors import UserError
-from ..replay import entry_text
-from ..replay._query import Turn, info_dict, run_dict
-from ..replay._spans import SpanRow, attempt_parts
+from ..replay import SpanRow, Turn, attempt_parts, entry_text, info_dict, run_dict
 from ..stores.base import RunInfo
 from ..stores.lifecycle import Attempt, build_life
 from ..transcript import entry_to_dict
-from ._app import WebConfig
 from ._cache import Loaded, off_loop
+from ._config import WebConfig
 from ._format import TEXT_LIMIT, path
 from ._list import run_index
 from ._pages import config_of, db_of, int_param, loaded_run, render

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from ..replay._spans import SpanRow, build_tree, load_run_spans, normalize_all, spans_from_run
+from ..replay import SpanRow, build_tree, load_run_spans, normalize_all, spans_from_run
 from ..telemetry import attributes as A
 from ._cache import Loaded, off_loop
 

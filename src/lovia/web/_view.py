@@ -22,12 +22,15 @@ from ..replay import (
     RunData,
     diff_views,
     entry_text,
+    explain_mismatch,
+    failed_call,
     find_view,
+    info_dict,
     parse_ref,
+    recorded_answer,
+    render_bodies,
     require_views,
 )
-from ..replay._diff import explain_mismatch
-from ..replay._query import failed_call, info_dict, recorded_answer, render_bodies
 from ..transcript import TranscriptEntry
 from ._cache import Loaded, off_loop
 from ._format import TEXT_LIMIT, clip, path
