@@ -170,3 +170,15 @@ async def test_fifty_concurrent_runs_overshoot_by_at_most_one_call(backend: Back
         for db in stores:
             if db is not stores[0] or backend.name != "memory":
                 await db.aclose()
+
+
+async def test_a_worker_task_carries_its_labels_to_the_run() -> None:
+    from lovia.workers.execute import execute_run
+
+    db = MemoryStore()
+    task = {"run_id": "w1", "input": "hi", "labels": {"tenant": "acme", "feature": "batch"}}
+    assert await execute_run(_agent(), task, db) == "completed"
+    assert (await db.list_runs(labels={"tenant": "acme"}))[0].extra["labels"] == task["labels"]
+    hostile = {"run_id": "w2", "input": "hi", "labels": {"tenant": "a\x00b"}}
+    assert await execute_run(_agent(), hostile, db) == "failed"  # refused, never stored
+    assert await db.load("w2") is None

@@ -79,6 +79,7 @@ async def execute_run(
             deps=deps,
             session_id=task.get("session_id"),
             cancel_token=token,
+            labels=task.get("labels"),  # checked again: a task is data from the queue
         )
     except RunLeaseHeld:
         return "lease_held"  # another worker runs it (LeaseLost too: fenced out); retried later
