@@ -40,7 +40,9 @@ ENV_CAP = "LOVIA_LABEL_VALUES_MAX"
 DEFAULT_CAP = 50
 
 _KEY = re.compile(r"[a-z][a-z0-9_]{0,31}")
-_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff]")
+"""Control characters, and invisible or direction-changing ones (a value shown in a
+terminal or the web app reads as what it is)."""
 _HINT = 'Pass e.g. labels={"tenant": "acme", "user": "u-42", "feature": "search"}.'
 
 
@@ -78,7 +80,7 @@ def check_value(key: str, value: Any) -> str:
     elif len(value) > MAX_VALUE_CHARS:
         problem = f"is {len(value)} characters long (at most {MAX_VALUE_CHARS}; never truncated)"
     elif _UNPRINTABLE.search(value):
-        problem = "holds a control character"
+        problem = "holds a control character (or an invisible/bidi one)"
     else:
         try:
             value.encode("utf-8")

@@ -637,6 +637,8 @@ def _chat_metrics(
         A.CALL_PURPOSE: base[A.CALL_PURPOSE],
         A.RUN_NESTED: run.get(A.RUN_NESTED, False),
     }
+    if len(run) > 2:  # attribution labels (lovia.label.*), already capped
+        spend.update((k, v) for k, v in run.items() if k.startswith(A.LABEL_PREFIX))
     if u.cost_usd:
         m.cost.add(u.cost_usd, spend)
     if u.unpriced:
