@@ -119,13 +119,37 @@ async def test_a_limit_per_each_value_counts_values_apart(backend: Backend) -> N
 
 
 async def test_the_hit_is_reported_as_the_run_failing_with_its_reason() -> None:
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
     lovia.configure(spend_limits=[SpendLimit(label="tenant", max_usd=0.0)])
     db = MemoryStore()
+    reader = InMemoryMetricReader()
+    meters = MeterProvider(metric_readers=[reader])
     with capture_events() as seen, pytest.raises(SpendLimitExceeded):
-        await Runner.run(_agent(), "hi", store=db, labels={"tenant": "acme"})
+        await Runner.run(_agent(), "hi", store=db, labels={"tenant": "acme"}, meter_provider=meters)
     failed = [e for e in seen if isinstance(e, lovia.events.RunFailed)]
     assert failed and failed[0].error_type == "SpendLimitExceeded"
     assert not [e for e in seen if isinstance(e, lovia.events.ModelCallStarted)]  # never sent
+    data: Any = reader.get_metrics_data()
+    runs = [
+        dict(p.attributes)
+        for rm in data.resource_metrics
+        for sm in rm.scope_metrics
+        for m in sm.metrics
+        if m.name == "lovia.runs"
+        for p in m.data.data_points
+        if p.value
+    ]
+    assert runs == [
+        {
+            "gen_ai.agent.name": "billing",
+            "lovia.run.outcome": "failed",
+            "lovia.run.finish_reason": "spend_limit",
+            "lovia.run.nested": False,
+            "error.type": "SpendLimitExceeded",
+        }
+    ]
 
 
 async def test_a_limit_needs_a_store_and_a_price() -> None:
@@ -142,7 +166,9 @@ async def test_fifty_concurrent_runs_overshoot_by_at_most_one_call(backend: Back
     each at once against one $3 daily limit."""
     limit = 3.0
     lovia.configure(spend_limits=[SpendLimit(label="tenant", value="acme", max_usd=limit)])
-    stores = [backend.open() for _ in range(5)]
+    stores = [backend.open()]
+    await stores[0].list_runs(limit=1)  # workers start on an existing schema
+    stores += [backend.open() for _ in range(4)]
 
     async def one(i: int) -> str:
         try:
