@@ -8,8 +8,7 @@ from datetime import UTC, datetime
 
 from .._display import fmt_run_cost
 from ..errors import UserError
-from ..replay import open_store
-from ..replay._load import resolve_run_id
+from ..replay import open_store, resolve_run_id
 from ..replay.reprice import Repriced, correction_metric, reprice_runs
 from ..stores.base import Store
 from ._common import store_url
