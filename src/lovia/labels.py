@@ -70,22 +70,31 @@ def check_labels(labels: Mapping[str, str] | None) -> dict[str, str]:
     return out
 
 
+def text_problem(
+    value: str, most: int, unprintable: re.Pattern[str], what: str, note: str = ""
+) -> str:
+    """Why ``value`` is not usable as a key (empty, longer than ``most``, holding what
+    ``unprintable`` matches — said as ``what`` —, a lone surrogate); "" when it is."""
+    if not value:
+        return "is empty"
+    if len(value) > most:
+        return f"is {len(value)} characters long (at most {most}{note})"
+    if unprintable.search(value):
+        return what
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return "is not valid Unicode (it holds a lone surrogate)"
+    return ""
+
+
 def check_value(key: str, value: Any) -> str:
     """One label value, checked."""
-    problem = ""
     if not isinstance(value, str):
         problem = f"is a {type(value).__name__}, not a str"
-    elif not value:
-        problem = "is empty"
-    elif len(value) > MAX_VALUE_CHARS:
-        problem = f"is {len(value)} characters long (at most {MAX_VALUE_CHARS}; never truncated)"
-    elif _UNPRINTABLE.search(value):
-        problem = "holds a control character (or an invisible/bidi one)"
     else:
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            problem = "is not valid Unicode (it holds a lone surrogate)"
+        what = "holds a control character (or an invisible/bidi one)"
+        problem = text_problem(value, MAX_VALUE_CHARS, _UNPRINTABLE, what, "; never truncated")
     if problem:
         raise UserError(f"label {key}={_excerpt(value)} {problem}", hint=_HINT)
     return value

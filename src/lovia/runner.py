@@ -19,7 +19,7 @@ from .agent import Agent
 from .context import CancelToken, Mailbox
 from .errors import UserError
 from .events import Event
-from .labels import check_labels
+from .labels import check_labels, text_problem
 from .result import RunResult
 
 if TYPE_CHECKING:
@@ -60,18 +60,8 @@ def check_id(name: str, value: str | None) -> None:
         return
     if not isinstance(value, str):
         raise UserError(f"{name} must be a str, got {type(value).__name__}")
-    problem = ""
-    if not value:
-        problem = "is empty"
-    elif len(value) > MAX_ID_CHARS:
-        problem = f"is {len(value)} characters long (at most {MAX_ID_CHARS})"
-    elif _CONTROL.search(value):
-        problem = "contains a control character (e.g. NUL)"
-    else:
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            problem = "is not valid Unicode (it holds a lone surrogate)"
+    what = "contains a control character (e.g. NUL)"
+    problem = text_problem(value, MAX_ID_CHARS, _CONTROL, what)
     if problem:
         hint = "Pass printable text, e.g. a UUID or your own stable key"
         if name == "run_id":
