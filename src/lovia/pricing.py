@@ -12,6 +12,9 @@ of them: ``load_prices(path)``, or ``LOVIA_PRICES=path`` (read once, on first pr
 model priced at 0 (``free: true``, a self-hosted model) is *priced*: its calls cost $0 and
 are not counted as unpriced. Model ``*`` prices every model of a provider.
 
+``auto_update_prices()`` (or ``LOVIA_PRICES_AUTO_UPDATE=1``) opts in to genai-prices' own
+background table updates; off by default (no network).
+
 ``price_source`` names what priced a call (``genai-prices==X`` or ``overrides@<hash>``, the
 hash of the whole override set), recorded on each ``chat`` span as ``lovia.cost.source``.
 
