@@ -13,7 +13,7 @@ help:  ## list the commands
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[otel,postgres,mcp,redis,web,celery,fast,docs,dev]'
+	$(PY) -m pip install -q -e '.[otel,postgres,mcp,redis,web,celery,dbos,temporal,fast,docs,dev]'
 	rm -f $(VENV)/.installed-* && touch $@
 
 install: $(STAMP)  ## create .venv and install lovia with every extra and the dev tools

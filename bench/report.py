@@ -576,19 +576,20 @@ NOTES = """## Notes on method
   rescan of waiting requests; lovia now queues requests beyond its pool itself.
 - httpcore 1.x runs `import sniffio` inside a function several times per request. Neither
   httpcore nor anyio 4.16 depends on `sniffio`, so where it is not installed every call is a
-  failed import that searches `sys.path`: about 1,170 thousand instructions per round-trip
-  (40% of the httpx floor's own cost, json, 1 in flight). lovia's HTTP layer records the
-  absence once (`sys.modules["sniffio"] = None`), which makes the failed import immediate;
-  since 2026-12-01 the floor driver does the same, so the floor is the best a hand-written
-  loop on httpx does. Earlier reports' httpx floor paid it and their lovia ratios on httpx
-  were lower than a fair floor gives (lovia json ×1: 1.25× then, 1.64× against this floor
-  by instructions, same code).
+  failed import that searches `sys.path`: about 1,290 thousand instructions per round-trip
+  (the httpx floor, json, 1 in flight: 2,934 kinstr skipping it, 4,226 paying it). lovia
+  no longer hides that by editing `sys.modules`, and neither does the floor: both pay it on
+  httpx, so the floor stays what a hand-written loop on httpx costs. It goes away where `sniffio` is installed (the import then
+  succeeds once and is cached) or with `lovia[fast]` (httpcore2 imports it once, at import
+  time). Reports before 2026-12-01 paid it in both; the reports of 2026-12-01 skipped it
+  in both.
 - `import lovia` (target ≤ 150 ms): the event classes, the model seam's types and the
-  config objects are declared with `lovia._slots.slotted` (a dataclass for type checkers;
-  at run time `dataclasses` processes the fields, and `__init__`, `__repr__` and the frozen
-  `__setattr__`/`__delattr__` are shared functions instead of code compiled per class),
-  and regexes and `difflib` load on first use: −128 M instructions per import (833 →
-  705 M net). This machine (Intel Xeon) imports httpx itself in ~110-120 ms; the previous
+  config objects are plain `@dataclass(slots=True)` classes (frozen where they are
+  configuration or documented as frozen, like the events), and regexes and `difflib` load
+  on first use. Plain dataclasses compile their `__init__`, `__repr__` and, when frozen,
+  `__setattr__`/`__delattr__` per class: +79 M instructions per import against the shared
+  methods lovia used to generate (726 → 805 M net, callgrind, same machine and Python
+  3.11). This machine (Intel Xeon) imports httpx itself in ~110-120 ms; the previous
   report's (AMD EPYC) did in 77 ms. The suite lets Python write bytecode and imports once
   untimed before the 7 timed samples (an installed package is byte-compiled by pip; with
   `PYTHONDONTWRITEBYTECODE` set, as on this machine, every sample used to compile lovia's

@@ -14,7 +14,10 @@ loads (the only assets), uncompressed. While the long run's last view is first l
 whether the server stays responsive (next to an idle server's slowest of as many).
 
     python bench/web_page.py [--turns 500] [--fillers 1000] [--big-mb 20]
-                             [--samples 30] [--json] [--update-doc]
+                             [--samples 30] [--db PATH] [--json] [--update-doc]
+
+``--db PATH`` keeps the recorded store in PATH (a SQLite file) and reuses it when it
+exists, so a long run is recorded once and measured before and after a change.
 
 ``--update-doc`` rewrites the "lovia web" section of docs/performance.md in place
 (``bench/run.py`` renders the same section from its report).
@@ -57,7 +60,9 @@ async def record(url: str, turns: int) -> str:
     steps.append("All orders shipped.")
     db = store(url)
     agent = Agent(name="support", instructions="Help.", tools=[lookup], model=ScriptedModel(steps))
-    result = await Runner.run(agent, "check all orders", checkpointer=db, max_turns=turns + 1)
+    result = await Runner.run(
+        agent, "check all orders", checkpointer=db, run_id="run-long", max_turns=turns + 1
+    )
     await db.aclose()
     return str(result.run_id)
 
@@ -204,12 +209,33 @@ def health_while(port: int, path: str) -> dict[str, Any]:
     }
 
 
-def run(turns: int, samples: int, fillers: int = 1000, big_mb: int = 20) -> dict[str, Any]:
+def first_load(url: str, path: str) -> dict[str, Any]:
+    """The first request of ``path`` on a server that has loaded nothing yet (the store
+    read, parsed and resolved for this page), and the same page asked again."""
+    server, port = serve(url)
+    try:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=300)
+        cold, _ = fetch(conn, path)
+        warm, _ = fetch(conn, path)
+        conn.close()
+    finally:
+        server.should_exit = True
+    return {"path": path, "cold_ms": round(cold * 1000, 1), "warm_ms": round(warm * 1000, 1)}
+
+
+def run(
+    turns: int, samples: int, fillers: int = 1000, big_mb: int = 20, db: str | None = None
+) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
-        url = f"sqlite:///{tmp}/web.db"
-        run_id = asyncio.run(record(url, turns))
-        asyncio.run(record_fillers(url, fillers))
-        big = asyncio.run(record_big(url, big_mb)) if big_mb else None
+        path = Path(db) if db else Path(tmp) / "web.db"
+        url = f"sqlite:///{path}"
+        if path.exists():  # recorded by an earlier run of this script with the same sizes
+            run_id, big = "run-long", "run-big" if big_mb else None
+        else:
+            run_id = asyncio.run(record(url, turns))
+            asyncio.run(record_fillers(url, fillers))
+            big = asyncio.run(record_big(url, big_mb)) if big_mb else None
+        first = first_load(url, f"/runs/{run_id}")
         server, port = serve(url)
         try:
             health = health_while(port, f"/runs/{run_id}/turns/{turns - 1}")
@@ -235,6 +261,7 @@ def run(turns: int, samples: int, fillers: int = 1000, big_mb: int = 20) -> dict
     return {
         "turns": turns,
         "samples": samples,
+        "first_load": first,
         "fillers": fillers,
         "big_mb": big_mb,
         "health": health,
@@ -265,10 +292,11 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=30)
     parser.add_argument("--fillers", type=int, default=1000, help="filler runs in the list")
     parser.add_argument("--big-mb", type=int, default=20, help="MB of tool results, 0: none")
+    parser.add_argument("--db", help="SQLite file to keep the recorded runs in (reused)")
     parser.add_argument("--json", action="store_true", help="print the result as one JSON line")
     parser.add_argument("--update-doc", action="store_true", help="rewrite docs/performance.md")
     args = parser.parse_args()
-    data = run(args.turns, args.samples, args.fillers, args.big_mb)
+    data = run(args.turns, args.samples, args.fillers, args.big_mb, args.db)
     if args.update_doc:
         update_doc(data)
     if args.json:
@@ -279,6 +307,11 @@ def main() -> None:
                 f"{name:40} ttfb {row['ttfb_ms_median']:>6} ms (cold {row['cold_ms']:>7} ms)"
                 f"  page {row['page_kb']:>7} KB  turns shown {row['turn_sections']}"
             )
+        first = data["first_load"]
+        print(
+            f"first load of {first['path']} on a fresh server: {first['cold_ms']} ms "
+            f"(asked again: {first['warm_ms']} ms)"
+        )
         health = data["health"]
         print(
             f"health check while {health['path']} loads cold ({health['page_ms']} ms): "

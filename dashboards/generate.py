@@ -123,13 +123,33 @@ def jaeger_links(errors_only: bool = False, agent: str = SERIES_AGENT) -> list[d
 class Board:
     """Accumulates panels on a 24-column grid."""
 
-    def __init__(self, uid: str, title: str, description: str) -> None:
+    def __init__(
+        self, uid: str, title: str, description: str, variables: tuple[dict, ...] = ()
+    ) -> None:
         self.uid, self.title, self.description = uid, title, description
+        self.variables = variables
         self.panels: list[dict] = []
         self.x = self.y = self.row_h = 0
 
+    def row(self, title: str, description: str = "") -> None:
+        """A row heading across the grid; the panels added next go under it."""
+        self.y, self.x, self.row_h = self.y + self.row_h, 0, 0
+        self.panels.append(
+            {
+                "id": len(self.panels) + 1,
+                "type": "row",
+                "title": title,
+                "description": description,
+                "collapsed": False,
+                "gridPos": {"x": 0, "y": self.y, "w": 24, "h": 1},
+                "panels": [],
+            }
+        )
+        self.y += 1
+
     def add(self, kind: str, title: str, targets: list[tuple[str, str]], **opts) -> None:
         width, height = opts.pop("w", 12), opts.pop("h", 8)
+        repeat = opts.pop("repeat", None)
         if self.x + width > 24:
             self.x, self.y = 0, self.y + self.row_h
             self.row_h = 0
@@ -144,6 +164,8 @@ class Board:
             "fieldConfig": {"defaults": _defaults(opts), "overrides": []},
             "options": _options(kind, opts),
         }
+        if repeat:  # one panel per value of the variable, side by side
+            panel.update(repeat=repeat, repeatDirection="h", maxPerRow=max(1, 24 // width))
         self.panels.append(panel)
         self.x += width
         self.row_h = max(self.row_h, height)
@@ -179,7 +201,7 @@ class Board:
                     "icon": "external link",
                 },
             ],
-            "templating": {"list": _variables()},
+            "templating": {"list": [*_variables(), *self.variables]},
             "panels": self.panels,
         }
 
@@ -264,6 +286,12 @@ def _variables() -> list[dict]:
             "model",
             "Model",
             "label_values(gen_ai_client_operation_duration_seconds_count, gen_ai_request_model)",
+        ),
+        _query_var(
+            "queue",
+            "Queue",
+            "label_values(lovia_queue_deliveries_total, lovia_queue_name)",
+            "Run queues of lovia workers (Redis Streams streams, Celery queues).",
         ),
         _text_var("service", "Service (OTEL_SERVICE_NAME, for Jaeger links)", "lovia"),
         _text_var("jaeger_url", "Jaeger UI URL", "http://localhost:16686"),
@@ -654,6 +682,71 @@ def cost() -> dict:
     return b.json()
 
 
+EVALUATOR = 'gen_ai_evaluation_name=~"$evaluator"'
+QUALITY_RULE = (
+    "Scores are 0..1, from lovia.eval.score: online evaluation of sampled production runs "
+    "(mode online) and eval suites run against a baseline or a candidate (baseline, "
+    "candidate). Agent = the evaluated run's starting agent."
+)
+
+
+def _evaluator_var() -> dict:
+    return _query_var(
+        "evaluator",
+        "Evaluator",
+        "label_values(lovia_eval_score_count, gen_ai_evaluation_name)",
+        "One score panel per evaluator (gen_ai.evaluation.name) in the Quality row.",
+        all_value=".+",
+    )
+
+
+def quality_row(b: Board) -> None:
+    """Evaluator scores over time: a panel per evaluator (repeated over $evaluator)."""
+    b.row("Quality: evaluator scores", QUALITY_RULE)
+    scores = f"{AGENT}, {EVALUATOR}"
+    by = "gen_ai_agent_name, lovia_eval_mode"
+    b.add(
+        "timeseries",
+        "Mean score: $evaluator",
+        [
+            (
+                f"{sum_rate(by, 'lovia_eval_score_sum', scores)} / "
+                f"{sum_rate(by, 'lovia_eval_score_count', scores)}",
+                "{{gen_ai_agent_name}} {{lovia_eval_mode}}",
+            )
+        ],
+        description="Mean score of the results scored in each interval. " + QUALITY_RULE,
+        unit="short",
+        min=0,
+        max=1,
+        w=8,
+        repeat="evaluator",
+        links=jaeger_links(),
+    )
+    results = "lovia_eval_results_total"
+    b.add(
+        "timeseries",
+        "Failing results by evaluator",
+        [
+            (
+                ratio(
+                    "gen_ai_evaluation_name, lovia_eval_mode",
+                    results,
+                    'gen_ai_evaluation_score_label="fail"',
+                    scores,
+                ),
+                "{{gen_ai_evaluation_name}} {{lovia_eval_mode}}",
+            )
+        ],
+        description="Share of scored results labelled fail. The quality SLO counts the "
+        "online ones (lovia:eval_failure:ratio_rate*). " + QUALITY_RULE,
+        unit="percentunit",
+        min=0,
+        max=1,
+        w=24,
+    )
+
+
 def _burn(window: str) -> str:
     return (
         f"lovia:run_failure:ratio_rate{window}{{{AGENT}}} / scalar(1 - lovia:run_success:objective)"
@@ -665,7 +758,9 @@ def slo() -> dict:
         "lovia-slo",
         "lovia / SLO",
         "Run success SLO (objective from the recording rule "
-        "lovia:run_success:objective, 99 % by default) and error-budget burn rates.",
+        "lovia:run_success:objective, 99 % by default) and error-budget burn rates; "
+        "evaluator scores over time (the Quality row).",
+        variables=(_evaluator_var(),),
     )
     runs = "lovia_runs_total"
     success_30d = f"1 - {ratio('', runs, FAILED, RUNS_COUNTED, '30d')}"
@@ -786,7 +881,56 @@ def slo() -> dict:
         [(sum_rate("lovia_run_finish_reason", runs, RUNS_TOP), "{{lovia_run_finish_reason}}")],
         unit="reqps",
     )
+    _queue_panels(b)
+    quality_row(b)
     return b.json()
+
+
+QUEUE = 'lovia_queue_name=~"$queue"'
+
+
+def _queue_panels(b: Board) -> None:
+    """Queue depth, deliveries, dead letters and busy workers of lovia's run queues."""
+    depth = env(f'lovia_queue_depth{{{QUEUE}, lovia_queue_state="waiting"}}')
+    b.add(
+        "timeseries",
+        "Queue: tasks waiting",
+        [(f"sum by (lovia_queue_name) ({depth})", "{{lovia_queue_name}}")],
+        description="Run tasks not delivered to a worker yet (the front queue included), "
+        "as the workers last measured them.",
+        w=6,
+    )
+    b.add(
+        "timeseries",
+        "Queue: deliveries/s",
+        [
+            (
+                sum_rate("lovia_queue_redelivery", "lovia_queue_deliveries_total", QUEUE),
+                "redelivery={{lovia_queue_redelivery}}",
+            )
+        ],
+        description="Tasks delivered to workers; redeliveries are takeovers from lost "
+        "workers, retries and runs handed back at shutdown.",
+        unit="reqps",
+        w=6,
+    )
+    dead = env(f"increase(lovia_queue_dead_letters_total{{{QUEUE}}}[1h])")
+    b.add(
+        "timeseries",
+        "Queue: dead letters per hour",
+        [(f"sum by (lovia_queue_dead_letter_reason) ({dead})", "{{lovia_queue_dead_letter_reason}}")],
+        description="Runs a queue gave up on (poison: it killed max_kills workers; "
+        "max_deliveries; unknown_agent). lovia runs --status dead_lettered lists them.",
+        w=6,
+    )
+    busy = env(f"lovia_queue_runs_in_flight{{{QUEUE}}}")
+    b.add(
+        "timeseries",
+        "Queue: busy worker processes",
+        [(f"count by (lovia_queue_name) (({busy}) > 0)", "{{lovia_queue_name}}")],
+        description="Worker processes executing at least one run now.",
+        w=6,
+    )
 
 
 BOARDS = {"lovia-overview.json": overview, "lovia-cost.json": cost, "lovia-slo.json": slo}

@@ -10,9 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib
-import importlib.util
 import json
-import sys
 from typing import Any
 
 from _common import (
@@ -113,20 +111,10 @@ async def run_once(client: Any, url: str, model: str, stream: bool) -> str:
     raise RuntimeError("max turns exceeded")
 
 
-def _fast_fail_sniffio() -> None:
-    """What lovia's HTTP layer does: httpcore 1.x tries ``import sniffio`` several times per
-    request, and where it is not installed each try searches sys.path (~1,170 kinstr per
-    round-trip here). The floor is the best a hand-written loop can do, so it skips that too;
-    nothing changes where sniffio is installed."""
-    if "sniffio" not in sys.modules and importlib.util.find_spec("sniffio") is None:
-        sys.modules["sniffio"] = None  # type: ignore[assignment]
-
-
 async def main() -> None:
     """Parse options, build the client, measure."""
     args = parse_args(__doc__.splitlines()[0], _options)
     elapsed = import_timer()
-    _fast_fail_sniffio()
     http = importlib.import_module(args.client)
     import_s = elapsed()
     marks: list[float] = []

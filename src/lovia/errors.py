@@ -160,9 +160,12 @@ class NestingLimitExceeded(RunError):
 
 
 class RunCancelled(RunError):
-    """The run's cancel token was set; the checkpoint stays resumable."""
+    """The run's cancel token was set, or its host (a durable engine, the task's owner)
+    stopped it; the checkpoint stays resumable."""
 
     finish_reason = "cancelled"
+    cancelled_by: str | None = None
+    """Who stopped it, when not the cancel token (``host: <exception type>``)."""
 
 
 class GuardrailTripped(RunError):

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
     from ._loop.state import RunParams
     from .model import ModelSettings
-    from .stores.base import Checkpointer, SessionStore, Store
+    from .stores.base import Checkpointer, RunInfo, SessionStore, Store
     from .tools import ApprovalVerdict, Approver
     from .usage import RunBudget
 
@@ -39,6 +39,7 @@ __all__ = [
     "RunStream",
     "Runner",
     "check_id",
+    "resume_options",
 ]
 
 OutputT = TypeVar("OutputT")
@@ -105,6 +106,28 @@ class RunOptions(TypedDict, total=False):
     meter_provider: MeterProvider | None
     nested: bool
     labels: Mapping[str, str] | None
+
+
+def resume_options(
+    info: RunInfo,
+    store: Store,
+    *,
+    approvals: Mapping[str, ApprovalVerdict] | None = None,
+    approved_by: str | None = None,
+) -> RunOptions:
+    """The options of :meth:`Runner.run` that continue the stored run ``info`` on
+    ``store``: its ``run_id``, ``store`` as its checkpointer (and its session store when
+    the run has a session), never the default store, and the approval decisions given.
+
+    ``lovia resume``, the web app's resume and approvals, and ``lovia eval`` (a case's
+    pinned start is a stored run) all continue a run with these.
+    """
+    options: RunOptions = {"run_id": info.run_id, "checkpointer": store, "store": None}
+    if info.session_id is not None:
+        options.update(session=store, session_id=info.session_id)
+    if approvals:
+        options.update(approvals=approvals, approved_by=approved_by)
+    return options
 
 
 class RunStream(Generic[OutputT]):

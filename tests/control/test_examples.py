@@ -59,6 +59,14 @@ EXPECT = {
         "resolved: turn 2, 3 messages, verified=True",
         "last message the model saw: 'A1: shipped on Monday'",
     ],
+    "64_fleet_store.py": [
+        "worker: pool 1..4, statement cache 0, listen off, application_name 'lovia': at most 4",
+        "api: pool 1..2, statement cache 100, listen on, application_name 'api': at most 3",
+        "fleet: 20 machines x 2 workers: 160 connections to PgBouncer",
+        "fleet: 4 API processes: 12 connections straight to PostgreSQL",
+        "typo: unknown option 'statment_cache_size' in the PostgreSQL store URL",
+        "hint: lovia's options: application_name, command_timeout",
+    ],
     "14_budget_cancel.py": [
         "budget: max_tool_calls hit at turn 2",
         "cancelled after 0.",

@@ -29,6 +29,8 @@ SUBSTITUTIONS = {
     "$environment": ".*",
     "$agent": ".+",  # the variable's "All" (allValue)
     "$model": ".*",
+    "$evaluator": ".+",  # the variable's "All"; a repeated panel gets one value each
+    "$queue": ".*",
 }
 
 

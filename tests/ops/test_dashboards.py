@@ -57,6 +57,10 @@ def test_dashboard_structure(dashboards: dict[str, dict], name: str) -> None:
         grid = panel["gridPos"]
         assert grid["x"] >= 0, panel["title"]
         assert grid["x"] + grid["w"] <= 24, panel["title"]
+        if panel["type"] == "row":  # a heading: the panels after it are its own
+            assert grid == {"x": 0, "y": grid["y"], "w": 24, "h": 1}, panel["title"]
+            assert "targets" not in panel, panel["title"]
+            continue
         assert panel["targets"], f"{name}: panel {panel['title']!r} has no targets"
         ref_ids = [t["refId"] for t in panel["targets"]]
         assert len(ref_ids) == len(set(ref_ids)), panel["title"]
@@ -95,6 +99,42 @@ def test_spend_by_agent_panels_state_the_handoff_rule(
             assert rule in panel["description"], (name, panel["title"])
 
 
+def test_the_quality_row_has_a_score_panel_per_evaluator(dashboards: dict[str, dict]) -> None:
+    """The SLO board's Quality row: mean score over time, one panel per evaluator (Grafana
+    repeats it over $evaluator, whose values are the evaluators lovia scored with), by
+    agent and mode; and the share of failing results per evaluator."""
+    board = dashboards["lovia-slo.json"]
+    panels = board["panels"]
+    (row_at,) = [i for i, p in enumerate(panels) if p["type"] == "row"]
+    row = panels[row_at]
+    assert row["title"] == "Quality: evaluator scores" and row["collapsed"] is False
+    below = panels[row_at + 1 :]
+    assert all(p["gridPos"]["y"] > row["gridPos"]["y"] for p in below)
+    assert all(p["gridPos"]["y"] < row["gridPos"]["y"] for p in panels[:row_at])
+    score, failing = below
+    assert score["title"] == "Mean score: $evaluator"
+    assert (score["repeat"], score["repeatDirection"], score["maxPerRow"]) == ("evaluator", "h", 3)
+    (target,) = score["targets"]
+    expr = target["expr"]
+    assert expr.count('gen_ai_evaluation_name=~"$evaluator"') == 2
+    assert "sum by (gen_ai_agent_name, lovia_eval_mode) (rate(lovia_eval_score_sum{" in expr
+    assert "sum by (gen_ai_agent_name, lovia_eval_mode) (rate(lovia_eval_score_count{" in expr
+    assert target["legendFormat"] == "{{gen_ai_agent_name}} {{lovia_eval_mode}}"
+    defaults = score["fieldConfig"]["defaults"]
+    assert (defaults["min"], defaults["max"]) == (0, 1)
+    (fail,) = failing["targets"]
+    assert 'gen_ai_evaluation_score_label="fail"' in fail["expr"]
+    assert "sum by (gen_ai_evaluation_name, lovia_eval_mode)" in fail["expr"]
+    variables = {v["name"]: v for v in board["templating"]["list"]}
+    evaluator = variables["evaluator"]
+    assert evaluator["definition"] == (
+        "label_values(lovia_eval_score_count, gen_ai_evaluation_name)"
+    )
+    assert evaluator["includeAll"] and evaluator["multi"] and evaluator["allValue"] == ".+"
+    others = [d for n, d in dashboards.items() if n != "lovia-slo.json"]
+    assert all("evaluator" not in {v["name"] for v in d["templating"]["list"]} for d in others)
+
+
 def test_every_datasource_uid_is_provisioned(dashboards: dict[str, dict]) -> None:
     provisioned = datasource_uids()
     assert provisioned >= {"prometheus", "jaeger"}
@@ -114,7 +154,8 @@ def test_raw_metric_queries_filter_by_environment() -> None:
             assert 'target_info{deployment_environment_name=~"$environment"}' in query.expr, (
                 query.source
             )
-            assert "$agent" in query.expr or "$model" in query.expr, query.source
+            scoped = ("$queue",) if "lovia_queue_" in query.expr else ("$agent", "$model")
+            assert any(v in query.expr for v in scoped), query.source
 
 
 def test_only_known_template_variables_are_used() -> None:
@@ -128,6 +169,8 @@ def test_only_known_template_variables_are_used() -> None:
 def test_jaeger_data_links(dashboards: dict[str, dict], name: str) -> None:
     internal, external = [], []
     for panel in iter_panels(dashboards[name]):
+        if panel["type"] == "row":
+            continue
         for link in panel["fieldConfig"]["defaults"].get("links", []):
             if "internal" in link:
                 internal.append(link["internal"])
@@ -159,6 +202,13 @@ def test_dashboards_cover_required_metrics() -> None:
         "gen_ai_execute_tool_duration_seconds_bucket",
         "lovia:run_failure:ratio_rate5m",
         "lovia:run_failure:ratio_rate3d",
+        "lovia_eval_score_sum",
+        "lovia_eval_score_count",
+        "lovia_eval_results_total",
+        "lovia_queue_depth",
+        "lovia_queue_deliveries_total",
+        "lovia_queue_dead_letters_total",
+        "lovia_queue_runs_in_flight",
         "topk(",
     ):
         assert metric in exprs, metric

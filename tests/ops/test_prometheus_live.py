@@ -55,6 +55,7 @@ HISTOGRAMS = (
     "gen_ai_invoke_agent_duration_seconds",
     "gen_ai_execute_tool_duration_seconds",
     "lovia_turns",
+    "lovia_eval_score",
 )
 COUNTERS = (
     "lovia_runs_total",
@@ -65,6 +66,7 @@ COUNTERS = (
     "lovia_provider_retries_total",
     "lovia_compactions_total",
     "lovia_cost_unpriced_total",  # the helper agent's model has no price
+    "lovia_eval_results_total",  # online evaluation of the completed runs
 )
 CONTRACT_SERIES = {f"{h}_{s}" for h in HISTOGRAMS for s in ("bucket", "sum", "count")}
 CONTRACT_SERIES |= set(COUNTERS)

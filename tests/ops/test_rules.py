@@ -86,10 +86,19 @@ def test_absent_and_cost_alerts() -> None:
     assert "lovia_cost_total" in rules["LoviaCostSpike"]["expr"]
 
 
+def test_queue_alerts_watch_dead_letters_and_a_stuck_backlog() -> None:
+    rules = _rules("lovia-ops.yml")
+    assert "lovia_queue_dead_letters_total" in rules["LoviaQueueDeadLetters"]["expr"]
+    stuck = rules["LoviaQueueStuck"]
+    assert 'lovia_queue_depth{lovia_queue_state="waiting"}' in stuck["expr"]
+    assert "lovia_queue_deliveries_total" in stuck["expr"]
+    assert (stuck["for"], stuck["labels"]["severity"]) == ("10m", "page")
+
+
 def test_rule_queries_are_collected() -> None:
     kinds = [q.kind for q in rule_queries()]
     assert kinds.count("record") == 1 + 2 * len(WINDOWS) + 1 + 1  # + spend per tenant
-    assert kinds.count("alert") == len(BURN_PAIRS) + 2 + 2  # + tenant spend, unpriced calls
+    assert kinds.count("alert") == len(BURN_PAIRS) + 4 + 2  # + tenant spend, unpriced calls
 
 
 def test_spend_rules_watch_labelled_spend_and_unpriced_calls() -> None:

@@ -104,6 +104,8 @@ def test_emits_every_contract_metric_with_units(workload) -> None:
         "lovia.provider.retries": "{retry}",
         "lovia.compactions": "{compaction}",
         "lovia.cost.unpriced": "{call}",
+        "lovia.eval.results": "{result}",
+        "lovia.eval.score": "",
     }
     agent_duration = metrics["gen_ai.invoke_agent.duration"].data.data_points[0]
     assert list(agent_duration.explicit_bounds) == pytest.approx([0.1 * 2**i for i in range(13)])
@@ -119,3 +121,51 @@ def test_runs_fail_one_in_five_with_error_type(workload) -> None:
     assert by_outcome["failed"] == 10
     assert sum(by_outcome.values()) == 50
     assert by_outcome["paused"] >= 1
+
+
+def test_completed_runs_are_scored_as_lovias_online_evaluation_records_them(workload) -> None:
+    """Both workloads score each completed run with two evaluators: the SDK one emits what
+    lovia.evals records (names, units, labels, score buckets)."""
+    from lovia.evals import Score
+    from lovia.evals._telemetry import record_metrics
+
+    sdk = _collect(workload, 20)
+    completed = sum(
+        p.value
+        for p in sdk["lovia.runs"].data.data_points
+        if p.attributes["lovia.run.outcome"] == "completed"
+    )
+    results = sdk["lovia.eval.results"].data.data_points
+    assert sum(p.value for p in results) == 2 * completed
+    by_label: dict[tuple[str, str], int] = {}
+    for p in results:
+        key = (
+            str(p.attributes["gen_ai.evaluation.name"]),
+            str(p.attributes["gen_ai.evaluation.score.label"]),
+        )
+        by_label[key] = by_label.get(key, 0) + int(p.value)
+    assert {name for name, _ in by_label} == set(workload.EVALUATORS)
+    assert by_label.get(("exact_match", "fail"), 0) > 0 and by_label.get(("judge", "fail"), 0) > 0
+
+    reader = InMemoryMetricReader()
+    provider = MeterProvider(metric_readers=[reader])
+    try:
+        record_metrics(
+            Score(name="judge", value=0.3, passed=False),
+            mode="online",
+            agent="triage",
+            meter_provider=provider,
+        )
+        data = reader.get_metrics_data()
+    finally:
+        provider.shutdown()
+    assert data
+    real = {m.name: m for r in data.resource_metrics for sc in r.scope_metrics for m in sc.metrics}
+    for name in ("lovia.eval.results", "lovia.eval.score"):
+        assert real[name].unit == sdk[name].unit, name
+        real_keys = {frozenset(p.attributes) for p in real[name].data.data_points}
+        sdk_keys = {frozenset(p.attributes) for p in sdk[name].data.data_points}
+        assert real_keys == sdk_keys, name
+    real_bounds = real["lovia.eval.score"].data.data_points[0].explicit_bounds
+    sdk_bounds = sdk["lovia.eval.score"].data.data_points[0].explicit_bounds
+    assert list(real_bounds) == list(sdk_bounds) == list(workload.SCORE_BUCKETS)

@@ -14,7 +14,8 @@ Run as a separate process by ``test_prometheus_live.py``::
 The workload keeps emitting until it is terminated. 20 % of runs fail (a few others
 pause for approval), so every SLO burn-rate alert (thresholds 14.4 %, 6 %, 3 % and 1 %
 at a 99 % objective) fires against it; runs also produce tool calls, tool errors,
-provider retries, compactions, cost and tokens.
+provider retries, compactions, cost and tokens. Every completed run is scored by two
+evaluators (online evaluation: ``lovia.eval.results`` and ``lovia.eval.score``).
 """
 
 from __future__ import annotations
@@ -38,6 +39,15 @@ CLIENT_BUCKETS = tuple(0.01 * 2**i for i in range(14))  # 0.01 .. 81.92
 AGENT_BUCKETS = tuple(0.1 * 2**i for i in range(13))  # 0.1 .. 409.6
 TURN_BUCKETS = tuple(float(2**i) for i in range(10))  # 1 .. 512
 FAILURE_EVERY = 5  # one run in five fails -> failure ratio 0.2
+EVALUATORS = ("exact_match", "judge")
+SCORE_BUCKETS = (0.0, 0.1, 0.25, 0.5, 0.75, 0.9, 1.0)
+
+
+def eval_score(index: int, evaluator: str) -> float:
+    """The index-th completed run's score by ``evaluator`` (one in four fails each)."""
+    if evaluator == "exact_match":
+        return 0.0 if index % 4 == 0 else 1.0
+    return (0.3, 0.8, 0.9, 1.0)[index % 4]
 
 
 @dataclass
@@ -58,6 +68,8 @@ class Instruments:
     retries: Counter
     compactions: Counter
     unpriced: Counter
+    eval_results: Counter
+    eval_score: Histogram
 
 
 def _views() -> list:
@@ -70,6 +82,7 @@ def _views() -> list:
         "gen_ai.invoke_agent.duration": AGENT_BUCKETS,
         "gen_ai.execute_tool.duration": CLIENT_BUCKETS,
         "lovia.turns": TURN_BUCKETS,
+        "lovia.eval.score": SCORE_BUCKETS,
     }
     return [
         View(instrument_name=name, aggregation=ExplicitBucketHistogramAggregation(bounds))
@@ -94,6 +107,8 @@ def make_instruments(meter: Meter) -> Instruments:
         retries=counter("lovia.provider.retries", unit="{retry}"),
         compactions=counter("lovia.compactions", unit="{compaction}"),
         unpriced=counter("lovia.cost.unpriced", unit="{call}"),
+        eval_results=counter("lovia.eval.results", unit="{result}"),
+        eval_score=hist("lovia.eval.score"),
     )
 
 
@@ -191,6 +206,17 @@ def one_run(ins: Instruments, index: int, rnd: random.Random) -> None:
         run_attrs["error.type"] = error_type
         duration_attrs["error.type"] = error_type
     ins.runs.add(1, run_attrs)
+    if outcome == "completed":
+        for evaluator in EVALUATORS:
+            value = eval_score(index, evaluator)
+            labels = {
+                "lovia.eval.mode": "online",
+                "gen_ai.agent.name": agent,
+                "gen_ai.evaluation.name": evaluator,
+            }
+            label = "pass" if value >= 0.5 else "fail"
+            ins.eval_results.add(1, {**labels, "gen_ai.evaluation.score.label": label})
+            ins.eval_score.record(value, labels)
     ins.turns.record(turns, {"gen_ai.agent.name": agent, "lovia.run.outcome": outcome})
     ins.agent_duration.record(rnd.uniform(0.5, 30.0), duration_attrs)
 
@@ -324,6 +350,8 @@ def emit_with_lovia(port: int, runs_per_second: float, stop: Callable[[], bool])
     import asyncio
 
     from lovia import LoviaError, Runner
+    from lovia.evals import Score
+    from lovia.evals._telemetry import record_metrics
     from lovia.telemetry import configure
 
     telemetry = configure(
@@ -339,12 +367,16 @@ def emit_with_lovia(port: int, runs_per_second: float, stop: Callable[[], bool])
         index = 0
         while not stop():
             text, max_turns = _lovia_input(index)
+            agent = agents[index % len(agents)]
             try:
-                await Runner.run(
-                    agents[index % len(agents)], text, max_turns=max_turns, labels=_labels(index)
-                )
+                await Runner.run(agent, text, max_turns=max_turns, labels=_labels(index))
             except LoviaError:
                 pass  # failures and pauses are part of the workload
+            else:  # online evaluation of the completed run, as lovia.evals.online records it
+                for evaluator in EVALUATORS:
+                    value = eval_score(index, evaluator)
+                    score = Score(name=evaluator, value=value, passed=value >= 0.5)
+                    record_metrics(score, mode="online", agent=agent.name)
             index += 1
             await asyncio.sleep(1.0 / runs_per_second)
 

@@ -189,8 +189,8 @@ def test_postgres_url_options_are_removed_from_the_dsn() -> None:
 
     opened = PostgresStore("postgres://u@h:5/db?schema=s1&pool_max=3&sslmode=disable")
     assert opened.schema == "s1"
-    assert opened._dsn == "postgres://u@h:5/db?sslmode=disable"  # pyright: ignore[reportPrivateUsage]
-    assert opened._pool_options == {"min_size": 1, "max_size": 3}  # pyright: ignore[reportPrivateUsage]
+    assert opened.options.dsn == "postgres://u@h:5/db?sslmode=disable"
+    assert (opened.options.pool_min, opened.options.pool_max) == (1, 3)
 
 
 async def test_postgres_unreachable_server_is_a_store_error() -> None:

@@ -4,10 +4,9 @@ lifecycle and ``lovia web``; the bundled stores implement all three."""
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
-from typing import Any
 
 import pytest
+from store_backends import Backend
 
 from lovia import Agent, Runner, replay
 from lovia.errors import UserError
@@ -24,7 +23,6 @@ from lovia.stores import (
     Store,
 )
 from lovia.stores.lifecycle import list_lives
-from lovia.stores.sqlite import SQLiteStore
 from lovia.testing import ScriptedModel, call
 from lovia.tools import tool
 from lovia.transcript import InputEntry, TranscriptEntry
@@ -104,9 +102,9 @@ def test_a_read_only_store_is_only_a_query_store() -> None:
         assert not isinstance(archive, writer), writer
 
 
-@pytest.mark.parametrize("make", [MemoryStore, lambda p: SQLiteStore(f"sqlite:///{p}/l.db")])
-def test_the_bundled_stores_implement_all_three(make: Any, tmp_path: Path) -> None:
-    db: Store = make(tmp_path) if make is not MemoryStore else MemoryStore()
+def test_the_bundled_stores_implement_all_three(backend: Backend) -> None:
+    """Memory, SQLite and PostgreSQL (the conformance suite's backends)."""
+    db = backend.open()
     for protocol in (Checkpoints, Leases, RunQueries, Checkpointer, ReadOnlyStore, Store):
         assert isinstance(db, protocol), protocol
     asyncio.run(db.aclose())

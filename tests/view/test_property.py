@@ -24,6 +24,7 @@ from lovia.transcript import (
     new_id,
 )
 from lovia.view import Compaction, FullView, ViewHasher, ViewRecord, rebuild_view, resolve_records
+from lovia.view.record import ResolvedRecords, rebuild_request
 
 from ._helpers import build
 
@@ -124,6 +125,35 @@ async def run_views(config: Any, turns: list[dict[str, Any]]) -> None:
         assert ViewHasher().hash(got) == ViewHasher().hash(want) == rec.hash
     full = resolve_records(records)
     assert all(not r.delta for r in full)
+    assert [(r.order, r.replaced) for r in full] == naive_resolution(records)
+    by_id = {e.id: e for e in tr}
+    lazy = ResolvedRecords(records)
+    assert lazy.stored == records and len(lazy) == len(records)
+    # read backwards, then forwards skipping, then in order: each access folds from
+    # wherever it can and resolves exactly what resolve_records does
+    for at in [*reversed(range(len(records))), *range(0, len(records), 3)]:
+        assert lazy[at] == full[at]
+        assert ViewHasher().hash(rebuild_request(lazy[at], by_id)) == records[at].hash
+    assert list(lazy) == full and lazy == full and lazy[-1] == full[-1]
+
+
+def naive_resolution(records: list[ViewRecord]) -> list[tuple[list[str], dict[str, Any]]]:
+    """Each record's order and shown replacements by the format's definition: a delta's
+    order is the previous order's first ``keep`` ids and its own; replacements
+    accumulate (``restored`` drops them) and show only for ids in the order."""
+    out: list[tuple[list[str], dict[str, Any]]] = []
+    order: list[str] = []
+    replaced: dict[str, Any] = {}
+    for r in records:
+        if not r.delta:
+            order, replaced = list(r.order), dict(r.replaced)
+        else:
+            order = order[: r.keep] + r.order
+            replaced.update(r.replaced)
+            for key in r.restored:
+                replaced.pop(key, None)
+        out.append((order, {k: v for k, v in replaced.items() if k in order}))
+    return out
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -21,12 +21,14 @@ from lovia.transcript import (
     entry_from_dict,
 )
 from lovia.view import (
+    ResolvedRecords,
     ViewHasher,
     ViewRecord,
     rebuild_messages,
     rebuild_request,
     rebuild_view,
     resolve_records,
+    stored_records,
     verify,
     view_records,
 )
@@ -118,6 +120,59 @@ def test_missing_previous_record_is_an_error_and_storage_round_trips() -> None:
         ViewRecord.from_data({**data, "version": 99})
     with pytest.raises(LoviaError, match="not in the transcript"):
         rebuild_request(r0, t[:1])
+
+
+def test_resolved_records_read_lazily_match_resolve_records_in_any_order() -> None:
+    """A run's records read one at a time (as a loaded run's ``views``) are the records
+    resolve_records makes, whatever the order they are read in, across a full record in
+    the middle of the chain (a chain restarted: the deltas after it build on it)."""
+    t = texts(7)
+    h = ViewHasher()
+    views = [t[:2], t[:3], [t[0], t[3]], t[:5]]
+    records = [
+        h.record(request=req(v), order=[e.id for e in v], replaced={}, injected=()) for v in views
+    ]
+    restarted = ViewHasher()  # a second chain of the same run: full, then a delta
+    tail = [t[:6], t[:7]]
+    seq = len(records)
+    for v in tail:
+        r = restarted.record(request=req(v), order=[e.id for e in v], replaced={}, injected=())
+        records.append(r.model_copy(update={"seq": r.seq + seq}))
+    assert [r.delta for r in records] == [False, True, True, True, False, True]
+    full = resolve_records(records)
+    want = [[e.id for e in v] for v in [*views, *tail]]
+    assert [r.order for r in full] == want
+    for order in ((0, 1, 2, 3, 4, 5), (5, 4, 3, 2, 1, 0), (5, 1, 4, 4, 0, 3, 2)):
+        lazy = ResolvedRecords(records)
+        assert [lazy[i].order for i in order] == [want[i] for i in order]
+        assert [lazy[i] for i in order] == [full[i] for i in order]
+    lazy = ResolvedRecords(records)
+    assert lazy[-2:] == full[-2:] and lazy[::2] == full[::2] and lazy[-1] == full[5]
+    assert list(lazy) == full and lazy == full and lazy == ResolvedRecords(records)
+    assert lazy != full[:-1] and repr(lazy) == "ResolvedRecords(6 records)"
+    assert stored_records(lazy) is lazy.stored and stored_records(full) is full
+    with pytest.raises(IndexError):
+        lazy[6]
+    with pytest.raises(IndexError):
+        lazy[-7]
+    for r in full:  # every read record rebuilds its view alone
+        assert ViewHasher().hash(rebuild_request(r, t)) == r.hash
+
+
+def test_a_gap_in_the_chain_fails_when_the_run_is_loaded() -> None:
+    h = ViewHasher()
+    t = texts(4)
+    records = [
+        h.record(request=req(t[:n]), order=[e.id for e in t[:n]], replaced={}, injected=())
+        for n in (2, 3, 4)
+    ]
+    for broken, seq in (([records[0], records[2]], 2), (records[1:], 1)):
+        message = rf"view record seq {seq} of run '' is a delta, but the record before it"
+        with pytest.raises(LoviaError, match=message) as caught:
+            ResolvedRecords(broken)  # at load, not when a page reads the record
+        assert caught.value.hint == "Pass all of the run's view records, in stored order."
+        with pytest.raises(LoviaError, match=message):
+            resolve_records(broken)
 
 
 def test_version_1_records_still_rebuild() -> None:

@@ -326,6 +326,7 @@ def test_runs_in_flight_refresh_and_finished_do_not(tmp_path: Path) -> None:
         live = client.get("/api/runs/live-1/live").json()
         assert live == {
             "status": "interrupted",
+            "detail": "no worker holds its lease (it expired unrenewed)",
             "turns": 0,
             "version": 0,
             "holder": None,

@@ -26,6 +26,7 @@ from ..transcript import Transcript
 from ..usage import Usage
 from .attempts import lifecycle_extra
 from .checkpoint import finish_info, restore
+from .engine import host_stop, record_host_stop
 from .finish import call_close, close_plugins, finish, result_of, write_session
 from .lease import stop_heartbeat
 from .limits import cancelled_error, out_of_time
@@ -296,6 +297,9 @@ async def run_events(params: RunParams, outcome: Outcome) -> AsyncGenerator[ev.E
             raise
         except BaseException as exc:
             error = _run_error(state, exc)
+            if host_stop(error):  # a host engine's control flow: recorded cancelled, re-raised
+                await record_host_stop(state, error, _mark_failed)
+                raise
             if isinstance(error, asyncio.CancelledError):
                 raise
         async for event in _closing(state, emitter, error):

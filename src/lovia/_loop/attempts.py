@@ -88,4 +88,6 @@ def lifecycle_extra(state: RunState, error: BaseException, extra: dict[str, Any]
     if isinstance(error, ApprovalPending):
         extra["waiting_on"] = [{"call_id": c.call_id, "tool": c.name} for c in error.pending]
     elif isinstance(error, RunCancelled):
-        extra["cancelled_by"] = state.ctx.cancel_token.reason or "its cancel token was set"
+        extra["cancelled_by"] = (
+            error.cancelled_by or state.ctx.cancel_token.reason or "its cancel token was set"
+        )

@@ -33,6 +33,7 @@ from ..tools.tool import ResultNotSerializable
 from ..transcript import HandoffEntry, ToolCallEntry, ToolResultEntry
 from ..usage import Usage
 from .checkpoint import raise_failed, save_progress, write_progress
+from .engine import host_stop
 from .lease import confirm_lease
 from .lifelog import approval_event, note_approval
 from .limits import check_budget
@@ -292,7 +293,7 @@ def _ledger(state: RunState, plan: Plan, status: LedgerStatus) -> None:
     if child is not None:  # an agent tool: its child run's usage, kept with the result
         total = child if isinstance(child, Usage) else child.total_usage()
         state.children[call_id] = total
-    key = f"{state.run_id}:{call_id}"
+    key = call_key(state.run_id, call_id)  # the key the tool saw as ctx.idempotency_key
     state.note(LedgerRecord(call_id=call_id, status=status, key=key, child_usage=total))
 
 
@@ -330,25 +331,21 @@ async def _run_one(state: RunState, plan: Plan) -> AsyncIterator[ev.Event]:
 
 
 async def _run_parallel(state: RunState, group: list[Plan]) -> AsyncIterator[ev.Event]:
+    """At most ``max_parallel_tools`` calls run at once. A call's "started" is recorded
+    only when it gets its slot (with the results that freed it, in one write), so a
+    crash never leaves a call that was still waiting for a slot with an unknown outcome."""
     assert state.active is not None and state.guard is not None
     tasks: dict[asyncio.Task[Outcome], tuple[Plan, float]] = {}
-    limit = asyncio.Semaphore(max(1, state.active.agent.max_parallel_tools))
+    queue = list(group)
     await confirm_lease(state)
-    spans: list[Any] = []
-    for plan in group:
-        started = _started(state, plan)
+    starting = _take_slots(state, queue, max(1, state.active.agent.max_parallel_tools))
+    for _, started in starting:
         yield started
-        _ledger(state, plan, "started")
-        spans.append(started.span)
     if state.pending:  # no generator when there is nothing to write
         saved = await write_progress(state, "ledger")
         yield saved
         raise_failed(saved)
-    for plan, span in zip(group, spans, strict=True):  # no tool starts before its ledger
-        tasks[asyncio.ensure_future(_limited(limit, state, plan, span))] = (
-            plan,
-            time.perf_counter(),
-        )
+    _launch(state, starting, tasks)  # no tool starts before its ledger
     order = {id(p): i for i, p in enumerate(group)}
     try:
         while tasks:
@@ -358,8 +355,10 @@ async def _run_parallel(state: RunState, group: list[Plan]) -> AsyncIterator[ev.
             if state.child_events is not None:
                 async for event in _child_events(state):
                     yield event
-            async for event in _complete_group(state, done, tasks, order):
+            starting: Starting = []
+            async for event in _complete_group(state, done, tasks, order, (queue, starting)):
                 yield event
+            _launch(state, starting, tasks)
     finally:
         for task in tasks:
             task.cancel()
@@ -383,15 +382,42 @@ async def _record_settled(
             logger.exception("recording tool %s of run %s failed", plan.call.name, state.run_id)
 
 
+Starting = list[tuple[Plan, ev.ToolCallStarted]]
+"""Calls that just got a slot, with their ``ToolCallStarted`` (its span is set once emitted)."""
+
+
+def _take_slots(state: RunState, queue: list[Plan], free: int) -> Starting:
+    """The next ``free`` queued calls get a slot: their "started" is noted now (the
+    caller writes it, then launches them)."""
+    starting: Starting = []
+    while queue and len(starting) < free:
+        plan = queue.pop(0)
+        _ledger(state, plan, "started")
+        starting.append((plan, _started(state, plan)))
+    return starting
+
+
+def _launch(
+    state: RunState, starting: Starting, tasks: dict[asyncio.Task[Outcome], tuple[Plan, float]]
+) -> None:
+    """Start the calls whose "started" was just written."""
+    for plan, started in starting:
+        task = asyncio.ensure_future(_execute(state, plan, started.span))
+        tasks[task] = (plan, time.perf_counter())
+
+
 async def _complete_group(
     state: RunState,
     done: list[asyncio.Task[Outcome]],
     tasks: dict[asyncio.Task[Outcome], tuple[Plan, float]],
     order: dict[int, int],
+    slots: tuple[list[Plan], Starting],
 ) -> AsyncIterator[ev.Event]:
     """Group commit: the results that are in go out in ONE append, in the model's order,
-    written before the caller waits again (results that come in meanwhile make the next
-    group, so each is written as soon as the write before it returns)."""
+    with the "started" of the queued calls that take their slots (``slots``: the queue,
+    and the list they are put in for the caller to launch), written before the caller
+    waits again (results that come in meanwhile make the next group, so each is written
+    as soon as the write before it returns)."""
     for task in sorted(done, key=lambda t: order[id(tasks[t][0])]):
         plan, t0 = tasks.pop(task)
         try:
@@ -404,6 +430,10 @@ async def _complete_group(
         duration = time.perf_counter() - t0
         async for event in _complete(state, plan, outcome, duration, write=False):
             yield event
+    queue, starting = slots
+    starting += _take_slots(state, queue, len(done))  # every result is in: their slots free
+    for _, started in starting:
+        yield started
     if state.pending:  # no generator when there is nothing to write
         saved = await write_progress(state, "tool_result")
         yield saved
@@ -436,11 +466,6 @@ async def _child_events(state: RunState) -> AsyncIterator[ev.Event]:
     queue = state.child_events
     while queue is not None and not queue.empty():
         yield queue.get_nowait()
-
-
-async def _limited(limit: asyncio.Semaphore, state: RunState, plan: Plan, span: Any) -> Outcome:
-    async with limit:
-        return await _execute(state, plan, span)
 
 
 def _decided(plan: Plan) -> Outcome:
@@ -479,6 +504,8 @@ async def _execute(state: RunState, plan: Plan, span: Any) -> Outcome:
             except TimeoutError:
                 return _failed(f"Tool {t.name!r} timed out after {t.timeout} s.", "TimeoutError")
             except Exception as exc:
+                if host_stop(exc):  # an engine's cancellation: not the tool's failure
+                    raise
                 if attempt < t.retries:
                     logger.info("tool %s failed (%s); retrying", t.name, exc)
                     continue

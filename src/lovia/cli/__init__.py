@@ -10,6 +10,7 @@ lovia replay --trace-id T
 lovia prune  --older-than 30d [--status completed|failed|cancelled] [--records-only] [--force]
 lovia reprice RUN | --since 7d [--until DATE] | --all [--dry-run]   # cost with today's prices
 lovia resume RUN --agent pkg.mod:agent [--approve CALL] [--deny CALL [--reason R]]
+lovia cancel RUN [--reason R]                        # a queued run never starts
 lovia web    [--host 127.0.0.1] [--port 8765] [--agent pkg.mod:agent]   # extra `web`
 lovia pin    RUN[:TURN] [--to DIR]                  # a recorded run as an eval case
 lovia eval   DIR (--baseline | --agent M:A | --model M) [--format table|json|junit]
@@ -66,7 +67,15 @@ def build_parser() -> argparse.ArgumentParser:
     runs.add_argument("--agent", help="only runs that ended in this agent")
     runs.add_argument(
         "--status",
-        choices=["running", "interrupted", "paused", "completed", "failed", "cancelled"],
+        choices=[
+            "running",
+            "interrupted",
+            "paused",
+            "completed",
+            "failed",
+            "cancelled",
+            "dead_lettered",
+        ],
         help="only runs in this state (interrupted: their worker is gone; resume them)",
     )
     runs.add_argument("--limit", type=int, default=20, help="at most N runs (default 20)")
@@ -118,6 +127,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--dry-run", action="store_true", help="show each run's change and the total; write nothing"
     )
     _web_parser(sub.add_parser("web", parents=[common], help="the postmortem in a browser"))
+    cancel = sub.add_parser(
+        "cancel", parents=[common], help="cancel a run by id (stored: a queued run never starts)"
+    )
+    cancel.add_argument("run", help="the run id")
+    cancel.add_argument("--reason", default="cancelled from the CLI", help="why (stored)")
     _resume_parser(
         sub.add_parser(
             "resume", parents=[common], help="continue an interrupted, paused or failed run"

@@ -46,6 +46,10 @@ def _command(name: str) -> Command:
         from ._web import web
 
         return web
+    if name == "cancel":
+        from ._cancel import cancel
+
+        return cancel
     if name == "resume":
         from ._resume import resume
 

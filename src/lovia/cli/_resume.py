@@ -16,7 +16,7 @@ from typing import Any, cast
 from ..agent import Agent
 from ..errors import ApprovalPending, UserError
 from ..replay import load_run, open_store
-from ..runner import Runner
+from ..runner import Runner, resume_options
 from ..stores.lifecycle import Life
 from ._common import store_url
 from ._out import Out
@@ -78,11 +78,8 @@ async def resume(args: argparse.Namespace, out: Out) -> int:
             info = run.info
             assert run.life is not None
             _check(run.life, info.run_id, decisions)
-            options: dict[str, Any] = {"run_id": info.run_id, "checkpointer": db}
-            if decisions:
-                options.update(approvals=decisions, approved_by=f"cli:{getpass.getuser()}")
-            if info.session_id is not None:
-                options.update(session=db, session_id=info.session_id)
+            who = f"cli:{getpass.getuser()}" if decisions else None
+            options = resume_options(info, db, approvals=decisions, approved_by=who)
             try:
                 result = await Runner.run(agent, None, **options)
             except ApprovalPending as exc:

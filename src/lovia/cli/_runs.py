@@ -22,6 +22,7 @@ STATE_COLORS = {
     "paused": "yellow",
     "interrupted": "magenta",
     "cancelled": "dim",
+    "dead_lettered": "red",
 }
 
 

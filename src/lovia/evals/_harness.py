@@ -492,8 +492,10 @@ def _start_entries(case: Case, fresh_prompts: bool) -> tuple[TranscriptEntry, ..
     )
 
 
-async def start_store(case: Case, agent_name: str, *, fresh_prompts: bool = False) -> Store:
-    """A ``memory://`` store holding the case's start as the run's checkpoint."""
+async def start_store(
+    case: Case, agent_name: str, *, fresh_prompts: bool = False
+) -> tuple[Store, RunInfo]:
+    """A ``memory://`` store holding the case's start as a run's checkpoint, and that run."""
     db = open_store("memory://")
     run_id = str(case.source.get("run_id") or case.name)
     info = RunInfo(
@@ -511,4 +513,4 @@ async def start_store(case: Case, agent_name: str, *, fresh_prompts: bool = Fals
         ),
     ]
     await db.append(run_id, records)
-    return db
+    return db, info

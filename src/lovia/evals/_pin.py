@@ -23,7 +23,7 @@ from ..transcript import (
     entry_to_dict,
 )
 from ..usage import Usage
-from ..view.record import ViewRecord
+from ..view.record import ViewRecord, stored_records
 from ._case import Case, PinnedResponse, PinnedToolResult
 
 __all__ = ["mask_url", "parse_ref", "pin", "pin_run", "safe_name"]
@@ -98,14 +98,14 @@ def pin_run(
 ) -> Case:
     """The case of a loaded run (``turn``: start at that turn; default: the first)."""
     views = run.views
-    turns = sorted({v.turn for v in views})
+    turns = sorted({v.turn for v in stored_records(views)})
     start = turn if turn is not None else turns[0]
     if start not in turns:
         raise UserError(
             f"run {run.info.run_id} has no view of turn {start}",
             hint=f"Its turns are {turns[0]}..{turns[-1]}.",
         )
-    pinned = [v for v in views if v.turn >= start]
+    pinned = [views[i] for i, v in enumerate(stored_records(views)) if v.turn >= start]
     notes: list[str] = []
     transcript = _redacted(run.transcript, notes)
     history = len(run.history)

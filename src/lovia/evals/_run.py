@@ -13,7 +13,7 @@ from typing import Any, cast
 from ..agent import Agent
 from ..errors import LoviaError, UserError
 from ..model import Provider
-from ..runner import Runner
+from ..runner import Runner, resume_options
 from ..transcript import ToolCallEntry
 from ..usage import Usage
 from ._case import Case, load_cases
@@ -134,6 +134,7 @@ class CaseResult:
             "mean_score": self.mean_score,
             "cost_usd": self.cost_usd,
             "baseline_passed": self.baseline_passed,
+            "recorded_output": self.case.expected.get("output"),
             "diff": self.diff(),
             "samples": [s.to_dict() for s in self.samples],
         }
@@ -212,29 +213,24 @@ async def run_case(
     """Re-run ``case`` once from its pinned start; (sample, execution, trace id, span id)."""
     ex = Execution(case=case, safe_live=options.safe_live)
     agent = _agent_for(case, ex, options)
-    db = await start_store(case, agent.name, fresh_prompts=not options.baseline)
-    run_id = str(case.source.get("run_id") or case.name)
+    db, info = await start_store(case, agent.name, fresh_prompts=not options.baseline)
     recorded_turns = int(case.expected.get("turns") or 0)
-    max_turns = options.max_turns or max(recorded_turns + 5, 25)
+    run = resume_options(info, db)  # the pinned start is a stored run: continue it
+    run.update(
+        max_turns=options.max_turns or max(recorded_turns + 5, 25),
+        tracer_provider=options.tracer_provider,
+        meter_provider=options.meter_provider,
+    )
     error: str | None = None
     started = time.perf_counter()
     try:
-        await Runner.run(
-            agent,
-            None,
-            checkpointer=db,
-            store=None,
-            run_id=run_id,
-            max_turns=max_turns,
-            tracer_provider=options.tracer_provider,
-            meter_provider=options.meter_provider,
-        )
+        await Runner.run(agent, None, **run)
     except LoviaError as exc:
         error = f"{type(exc).__name__}: {exc.message}"
     latency = time.perf_counter() - started
     if options.baseline:
         _check_all_calls(ex, error)
-    snapshot = await db.load(run_id)
+    snapshot = await db.load(info.run_id)
     await db.aclose()
     assert snapshot is not None
     result = snapshot.result or {}

@@ -83,6 +83,8 @@ class Deadlines:
     last: float = 0.0
     """When the idle clock last restarted."""
     started: bool = field(default=False, repr=False)
+    reason: str = field(default="call_timeout", repr=False)
+    """Which deadline the last :meth:`due` returned (what a scope ending there stopped)."""
 
     def _now(self) -> float:
         now = asyncio.get_running_loop().time()
@@ -102,9 +104,9 @@ class Deadlines:
         deadline when that comes first."""
         self._now()
         due, seconds = self.deadline, self.limits.idle_timeout
-        if idle and seconds is not None:
-            idle_due = self.last + seconds
-            due = idle_due if due is None else min(due, idle_due)
+        self.reason = "call_timeout"
+        if idle and seconds is not None and (due is None or self.last + seconds < due):
+            due, self.reason = self.last + seconds, "idle_timeout"
         return due
 
     def scope(self, idle: bool = False) -> asyncio.Timeout:
@@ -129,10 +131,8 @@ class Deadlines:
             raise self.expired() from None
 
     def expired(self) -> ProviderError:
-        """The error for a scope that ran out: which deadline it was."""
-        now = asyncio.get_running_loop().time()
-        late = self.deadline is not None and now >= self.deadline
-        return self.error("call_timeout" if late else "idle_timeout")
+        """The error for the scope that ran out (scopes of one call never overlap)."""
+        return self.error(self.reason)
 
     def error(self, reason: str) -> ProviderError:
         if reason == "idle_timeout":

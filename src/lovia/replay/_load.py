@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import difflib
 import time
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, overload
@@ -19,7 +19,7 @@ from ..stores.base import PRUNED_KEY, ReadOnlyStore, RunInfo, RunSnapshot, Store
 from ..stores.lifecycle import Life, life_of
 from ..stores.records import StateRecord, read_records
 from ..transcript import TranscriptEntry
-from ..view.record import ViewRecord, resolve_records, view_records
+from ..view.record import ResolvedRecords, ViewRecord, view_records
 
 __all__ = [
     "NoViewRecords",
@@ -52,9 +52,11 @@ class RunData:
     """Session entries that preceded the run (what its first view could include)."""
     entries: list[TranscriptEntry]
     """Entries the run appended (from its checkpoint records)."""
-    views: list[ViewRecord]
+    views: Sequence[ViewRecord]
     """One self-contained record per model call, in call order (overflow retries
-    included); stored delta records are resolved against the ones before them."""
+    included); stored delta records are resolved against the ones before them when
+    read (:class:`~lovia.view.record.ResolvedRecords`: loading is linear in the run's
+    length; ``stored_records(views)`` reads turns and attempts without resolving)."""
     result: dict[str, Any] | None = None
     session_copies: dict[str, TranscriptEntry] = field(default_factory=dict[str, TranscriptEntry])
     """This run's entries as written to its session segment (a second copy, for diffs)."""
@@ -175,7 +177,7 @@ def run_from_snapshot(
     if session is not None:
         history = session[: info.history_len]
         copies = {e.id: e for e in session[info.history_len :] if e.run_id == info.run_id}
-    entries, views = snapshot.entries(), resolve_records(view_records(snapshot.records))
+    entries, views = snapshot.entries(), ResolvedRecords(view_records(snapshot.records))
     return RunData(
         info=info,
         history=history,

@@ -22,6 +22,7 @@ token, checked in the same transaction as the write; otherwise it raises
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, cast, runtime_checkable
 
@@ -42,6 +43,8 @@ __all__ = [
     "RunQueries",
     "RunSnapshot",
     "RunStatus",
+    "RunWatch",
+    "RunWatcher",
     "SessionStore",
     "Store",
     "Tombstone",
@@ -401,3 +404,29 @@ class Store(Checkpointer, SessionStore, ReadOnlyStore, Protocol):
     url: str
 
     async def aclose(self) -> None: ...
+
+
+class RunWatch(Protocol):
+    """Interest in one run's changes (see :class:`RunWatcher`)."""
+
+    @property
+    def listening(self) -> bool:
+        """True while the store pushes changes (False: a waiter should poll)."""
+        ...
+
+    async def listen(self) -> bool:
+        """Reconnect to the store's notifications if needed; True while they arrive."""
+        ...
+
+    async def wait(self, timeout_s: float) -> bool:
+        """Wait for word that the run may have changed (True) or ``timeout_s`` (False)."""
+        ...
+
+
+@runtime_checkable
+class RunWatcher(Protocol):
+    """A store that can say when a run ends instead of being polled (PostgreSQL's
+    ``LISTEN``/``NOTIFY``). Enter the watch *before* reading the run, so an end that
+    lands between the read and the wait is not missed; re-read after every wake-up."""
+
+    def watch_run(self, run_id: str) -> AbstractAsyncContextManager[RunWatch]: ...

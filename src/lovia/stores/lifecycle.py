@@ -8,6 +8,7 @@
 | ``completed`` | ``completed`` | — | finished with an answer |
 | ``failed`` | ``failed`` | — | ended by an error (``error_type``) |
 | ``cancelled`` | ``cancelled`` | — | its cancel token was set (``cancelled_by`` says why) |
+| ``dead_lettered`` | ``failed`` | — | a task queue gave up on it (``dead_letter`` says why) |
 
 ``interrupted`` is never stored: a dead worker cannot write it. It is derived from the
 lease: a ``running`` run whose lease expired unrenewed, or whose lease holder is a
@@ -23,39 +24,54 @@ attempt records) has one attempt, from its summary row.
 
 from __future__ import annotations
 
+import logging
 import os
 import secrets
 import socket
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal, cast, get_args
 
-from .base import RunInfo, RunQueries, RunSnapshot
+from .base import Checkpointer, RunInfo, RunQueries, RunSnapshot
 from .records import ApprovalRecord, AttemptRecord, FailedCallRecord, read_records
 
 __all__ = [
+    "CANCEL_REQUEST_KEY",
+    "DEAD_LETTER_KEY",
     "HOST",
     "STATES",
     "Attempt",
     "Life",
     "State",
     "attempts_of",
+    "cancel_request",
     "holder_gone",
     "life_of",
     "list_lives",
     "owner_id",
     "process_gone",
     "process_started",
+    "request_cancel",
     "state_of",
 ]
 
-State = Literal["running", "interrupted", "paused", "completed", "failed", "cancelled"]
+State = Literal[
+    "running", "interrupted", "paused", "completed", "failed", "cancelled", "dead_lettered"
+]
 STATES: tuple[str, ...] = get_args(State)
 HOST = socket.gethostname()
 SCAN_LIMIT = 10_000
 """Rows scanned when a filter is on a derived state (``interrupted``, ``cancelled``)."""
+DEAD_LETTER_KEY = "dead_letter"
+"""``RunInfo.extra`` key of a run a task queue dead-lettered: ``{"deliveries", "kills",
+"last_error", "reason", "queue", "at"}`` (its status is ``failed``)."""
+CANCEL_REQUEST_KEY = "cancel_requested"
+"""``RunInfo.extra`` key of a run cancelled by request (``lovia cancel``, a queue's
+``cancel``): ``{"reason", "at"}``. A queue worker never starts a run that carries it."""
 
+
+logger = logging.getLogger("lovia.stores")
 
 # -- processes ------------------------------------------------------------------------
 
@@ -245,11 +261,22 @@ def state_of(info: RunInfo, holder: str | None) -> tuple[State, str]:
         waits = _waits_on(info)
         names = ", ".join(f"{w.get('tool', '?')} ({w.get('call_id', '?')})" for w in waits)
         return "paused", f"waiting for approval of {names or 'tool calls'}"
+    if status == "failed" and isinstance(info.extra.get(DEAD_LETTER_KEY), dict):
+        return "dead_lettered", _dead_letter_detail(info)
     if status == "failed":
         return "failed", f"{info.error_type or 'error'}: {info.extra.get('error') or ''}".rstrip(
             ": "
         )
     return "completed", info.finish_reason or "stop"
+
+
+def _dead_letter_detail(info: RunInfo) -> str:
+    dead = cast("dict[str, Any]", info.extra[DEAD_LETTER_KEY])
+    n, kills = dead.get("deliveries", "?"), dead.get("kills")
+    text = f"dead-lettered after {n} {'delivery' if n == 1 else 'deliveries'}"
+    if kills:
+        text += f", {kills} lost {'worker' if kills == 1 else 'workers'}"
+    return f"{text}: {dead.get('last_error') or dead.get('reason') or 'no error recorded'}"
 
 
 def _cancelled_by(info: RunInfo) -> str:
@@ -348,7 +375,7 @@ async def list_lives(
     stored: tuple[str | None, ...] = (state,)
     if state in ("running", "interrupted"):
         stored = ("running",)
-    elif state in ("cancelled", "failed"):
+    elif state in ("cancelled", "failed", "dead_lettered"):
         stored = ("cancelled", "failed")  # older stores kept cancellations as failed
     scan = limit if state is None or stored == (state,) else SCAN_LIMIT
     rows: list[RunInfo] = []
@@ -371,3 +398,40 @@ async def list_lives(
         if len(out) >= limit:
             break
     return out
+
+
+# -- cancel requests ------------------------------------------------------------------
+
+
+def cancel_request(info: RunInfo) -> str | None:
+    """The reason of the cancel request stored on the run, if it carries one."""
+    held: Any = info.extra.get(CANCEL_REQUEST_KEY)
+    if info.status != "cancelled" or not isinstance(held, dict):
+        return None
+    return str(held.get("reason") or "cancelled")  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType] -- stored JSON
+
+
+async def request_cancel(db: Checkpointer, run_id: str, reason: str = "cancelled") -> str:
+    """Store a cancel request for ``run_id``; return the state the run was in.
+
+    A run not stored yet (still queued) gets a ``cancelled`` row at once; a stored run
+    that has not finished is marked ``cancelled`` (a worker running it right now ends it
+    with its own row when its cancel token is set through the queue). A finished run
+    (completed, failed, cancelled, dead-lettered) is left as it is: ``"ended"``.
+    """
+    snap = await db.load(run_id)
+    now = time.time()
+    mark = {"reason": reason, "at": now}
+    if snap is None:
+        info = RunInfo(run_id=run_id, agent="?", status="cancelled", started_at=now)
+        before = "queued"
+    elif snap.info.status in ("running", "paused"):
+        info, before = replace(snap.info, extra=dict(snap.info.extra)), snap.info.status
+        info.status = "cancelled"
+    else:
+        return "ended"
+    info.ended_at, info.finish_reason = now, "cancelled"
+    info.extra.update({CANCEL_REQUEST_KEY: mark, "cancelled_by": reason})
+    await db.finish(info, None)
+    logger.info("run %s: cancel requested (%s; it was %s)", run_id, reason, before)
+    return before

@@ -5,7 +5,18 @@ removed before the rest goes to asyncpg:
 
 - ``schema=NAME`` — keep the tables in this schema (created if missing; default
   ``public``), e.g. one schema per test session or per tenant
-- ``pool_min=N`` / ``pool_max=N`` — connection pool bounds (default 1 / 10)
+- ``pool_min=N`` / ``pool_max=N`` — connection pool bounds per process (default 1 / 4)
+- ``statement_cache_size=N`` — asyncpg's prepared statements per connection (default
+  100; ``0`` behind PgBouncer in transaction mode before 1.21)
+- ``command_timeout=S``, ``connect_timeout=S`` (default 10),
+  ``max_inactive_connection_lifetime=S`` (default 60; idle connections close),
+  ``application_name=NAME`` (default ``lovia``; shown in ``pg_stat_activity``)
+- ``listen=on|off`` — wait for run ends with ``LISTEN``/``NOTIFY`` (default on; off
+  polls with backoff; through PgBouncer in transaction mode notifications cannot
+  arrive, which the store notices and polls then)
+
+Any other option is a ``UserError`` unless it is a connection option asyncpg reads
+(``sslmode``, ``sslrootcert``, ``target_session_attrs``, …).
 
 Tables are created on first use (``lovia_meta``, ``lovia_runs``, ``lovia_records``,
 ``lovia_leases``, ``lovia_sessions``) under an advisory lock, so many workers may
@@ -14,12 +25,16 @@ every transaction read-only). Payloads use the ``json`` type rather than ``jsonb
 hold ``\\u0000`` (transcripts may) and re-orders keys, while ``json`` keeps the exact
 text that was written and still works with ``->``/``->>`` in SQL.
 
-Every write is a single round trip and atomic on its own: an append locks its run
-row to take the next sequence numbers and inserts the records in the same statement.
+Every call is one round trip and atomic on its own (a connection goes back to the pool
+without asyncpg's reset query: the store keeps no session state on it — no session
+advisory locks, no ``LISTEN``, no ``SET``). An append locks its run row to take the
+next sequence numbers and inserts the records in the same statement.
 A fenced write (``fence=token``) also share-locks the run's lease row and writes only
-if its token matches, in that same statement. Granting a lease is the one multi-statement
-transaction: it locks the lease row first, so a concurrent fenced ``finish`` has
-committed before the run's status is read (a completed run is never leased again).
+if its token matches, in that same statement. Granting a lease is a function in the
+schema (``lovia_acquire_v1``) whose statements each take a new snapshot: it locks the
+lease row first, so a concurrent fenced ``finish`` has committed before the run's status
+is read (a completed run is never leased again). ``finish`` sends a ``NOTIFY`` (channel
+``lovia_<schema>``, payload the run id) in its statement, delivered on commit.
 Lease expiry is judged by the server's clock, so workers on hosts with skewed clocks
 still agree on it.
 """
@@ -28,12 +43,10 @@ from __future__ import annotations
 
 import asyncio
 import importlib
-import re
 import time
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, Protocol
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from ..errors import RunNotFound, StoreError, UserError
 from ..transcript import TranscriptEntry
@@ -49,6 +62,8 @@ from ._codec import (
     load_result,
     run_filter,
 )
+from ._pg_notify import Notifier, Watch
+from ._pg_options import PgOptions, parse_url
 from .base import (
     PRUNED_KEY,
     RESUMABLE_SQL,
@@ -65,8 +80,18 @@ from .spend import PG_SPEND_DDL, pg_reserve, pg_settle, pg_spent
 
 __all__ = ["PostgresStore"]
 
+
+async def _no_reset(conn: Any) -> None:
+    """Hand a connection back to the pool as it is: no reset query, no round trip.
+
+    asyncpg rolls back an open transaction before calling this; the store leaves no
+    other session state behind (no session locks, ``LISTEN`` or ``SET`` on pooled
+    connections), so its default reset (``pg_advisory_unlock_all(); CLOSE ALL;
+    UNLISTEN *; RESET ALL``) would cost a round trip per call for nothing.
+    """
+
+
 _COLS = ", ".join(RUN_COLUMNS)
-_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 _LOCK_KEY = 0x6C6F766961  # "lovia": serializes schema creation across workers
 _NOW = "extract(epoch FROM clock_timestamp())::float8"
 _DDL = """
@@ -108,12 +133,37 @@ ALTER TABLE {s}.lovia_leases ADD COLUMN IF NOT EXISTS token bigint NOT NULL DEFA
 ALTER TABLE {s}.lovia_runs ADD COLUMN IF NOT EXISTS parent_run_id text;
 ALTER TABLE {s}.lovia_runs ADD COLUMN IF NOT EXISTS parent_call_id text;
 CREATE INDEX IF NOT EXISTS lovia_runs_parent ON {s}.lovia_runs (parent_run_id);
+CREATE OR REPLACE FUNCTION {s}.lovia_acquire_v1(p_run text, p_owner text, p_ttl float8)
+RETURNS bigint LANGUAGE plpgsql VOLATILE AS $lovia$
+DECLARE
+    holder text;
+    live boolean;
+    next_token bigint;
+BEGIN
+    INSERT INTO {s}.lovia_leases (run_id, owner, expires_at) VALUES (p_run, '', 0)
+        ON CONFLICT DO NOTHING;
+    SELECT l.owner, l.expires_at > {now}, l.token + 1 INTO holder, live, next_token
+        FROM {s}.lovia_leases AS l WHERE l.run_id = p_run FOR UPDATE;
+    IF live AND holder <> p_owner THEN
+        RETURN NULL;
+    END IF;
+    -- a new statement, a new snapshot: sees a finish that held the lease row
+    IF EXISTS (SELECT 1 FROM {s}.lovia_runs AS r WHERE r.run_id = p_run
+               AND r.status = 'completed') THEN
+        RETURN NULL;
+    END IF;
+    UPDATE {s}.lovia_leases AS l SET owner = p_owner, expires_at = {now} + p_ttl,
+        token = next_token WHERE l.run_id = p_run;
+    RETURN next_token;
+END
+$lovia$;
 """
     + PG_SPEND_DDL
 )
 """In-place migrations, run after ``_DDL`` under the same lock (each is idempotent).
 Fencing: each lease row keeps its run's last fencing token. Agents as tools: the
-parent → child run link, on schemas made without it."""
+parent → child run link, on schemas made without it. ``lovia_acquire_v1``: a lease
+grant in one round trip (a changed body gets a new name)."""
 _CURRENT = """
 SELECT (SELECT count(*) FROM information_schema.columns WHERE table_schema = $1 AND (
         (table_name = 'lovia_leases' AND column_name = 'token')
@@ -122,9 +172,25 @@ SELECT (SELECT count(*) FROM information_schema.columns WHERE table_schema = $1 
     + (SELECT count(*) FROM information_schema.tables WHERE table_schema = $1
        AND table_name IN ('lovia_records', 'lovia_sessions', 'lovia_pruned', 'lovia_spend'))
     + (CASE WHEN to_regclass($2) IS NULL THEN 0 ELSE 1 END)
+    + (SELECT count(*) FROM pg_proc AS p JOIN pg_namespace AS n ON n.oid = p.pronamespace
+       WHERE n.nspname = $1 AND p.proname = 'lovia_acquire_v1')
 """
 """How many of the newest schema's parts exist (``_CURRENT_PARTS`` when nothing is missing)."""
-_CURRENT_PARTS = 9
+_CURRENT_PARTS = 10
+_PROBE = "SELECT 1 FROM (SELECT pg_notify($1, $2)) AS n"
+"""A notification sent through the pool (its ``void`` column unread: no type look-up)."""
+
+
+def _hint(exc: BaseException) -> str:
+    if "unsupported startup parameter" in str(exc):  # PgBouncer's answer
+        return (
+            "A connection pooler (PgBouncer) refused a connection setting: open read-only "
+            "stores (lovia runs, lovia web) with a URL that points at PostgreSQL directly."
+        )
+    return (
+        "The server refused the statement; check the data and that the URL's user may "
+        "use this database and schema."
+    )
 
 
 class _Conn(Protocol):
@@ -155,28 +221,6 @@ def _import_asyncpg() -> Any:
         ) from exc
 
 
-def _parse_url(url: str) -> tuple[str, str, dict[str, int]]:
-    """Split lovia's options off a postgres URL: ``(dsn, schema, pool options)``."""
-    parts = urlsplit(url)
-    query: list[tuple[str, str]] = []
-    schema = "public"
-    pool = {"min_size": 1, "max_size": 10}
-    for key, value in parse_qsl(parts.query, keep_blank_values=True):
-        if key == "schema":
-            schema = value
-        elif key in ("pool_min", "pool_max"):
-            pool["min_size" if key == "pool_min" else "max_size"] = int(value)
-        else:
-            query.append((key, value))
-    if not _NAME.match(schema):
-        raise UserError(
-            f"invalid schema name {schema!r} in the store URL",
-            hint="Use letters, digits and underscores (e.g. ?schema=lovia_test).",
-        )
-    dsn = urlunsplit(parts._replace(query=urlencode(query)))
-    return dsn, schema, pool
-
-
 def _fence(leases: str, n: int, run: str = "$1") -> str:
     """A fenced write's CTE: ``fence`` rows exist only while ``$n`` is the lease token of
     run ``run`` (and share-lock it until commit)."""
@@ -193,7 +237,8 @@ class _Sql:
 
     def __init__(self, schema: str) -> None:
         s = f'"{schema}"'
-        self.ddl = _DDL.format(s=s) + _MIGRATE.format(s=s)
+        self.ddl = _DDL.format(s=s) + _MIGRATE.format(s=s, now=_NOW)
+        self.channel = f"lovia_{schema}"[:63]
         self.meta = f"{s}.lovia_meta"
         self.runs = f"{s}.lovia_runs"
         self.spend = f"{s}.lovia_spend"
@@ -218,9 +263,10 @@ class _Sql:
         updates = ", ".join(f"{c} = excluded.{c}" for c in (*RUN_COLUMNS[1:], "result"))
         n_result, n_fence = len(RUN_COLUMNS) + 1, len(RUN_COLUMNS) + 2
         self.finish = (
-            f"WITH {_fence(leases, n_fence)} INSERT INTO {runs} ({_COLS}, result) "
+            f"WITH {_fence(leases, n_fence)}, up AS (INSERT INTO {runs} ({_COLS}, result) "
             f"SELECT {marks}, ${n_result}::json WHERE {_fenced(n_fence)} "
-            f"ON CONFLICT (run_id) DO UPDATE SET {updates} RETURNING 1"
+            f"ON CONFLICT (run_id) DO UPDATE SET {updates} RETURNING run_id) "
+            f"SELECT 1 FROM up, LATERAL (SELECT pg_notify('{self.channel}', up.run_id)) AS n"
         )
         self.append = (
             f"WITH {_fence(leases, 5)}, "
@@ -228,20 +274,24 @@ class _Sql:
             f"WHERE run_id = $1 AND {_fenced(5)} "
             "RETURNING n_records - cardinality($2::text[]) AS start), "
             f"ins AS (INSERT INTO {records} (run_id, seq, kind, version, data) "
-            "SELECT $1, run.start + r.ord, r.kind, r.version, r.data::json FROM run, "
-            "unnest($2::text[], $3::int[], $4::text[]) "
+            "SELECT $1, run.start + r.ord, r.kind, r.version::int, r.data::json FROM run, "
+            "unnest($2::text[], $3::text[], $4::text[]) "
             "WITH ORDINALITY AS r(kind, version, data, ord)) "
             f"SELECT EXISTS (SELECT 1 FROM run), {_fenced(5)}"
         )
 
     def _reads(self, records: str, sessions: str) -> None:
         runs = self.runs
-        self.load_run = f"SELECT {_COLS}, result, n_records FROM {runs} WHERE run_id = $1"
-        self.load_records = (
-            f"SELECT seq, version, kind, data FROM {records} WHERE run_id = $1 AND seq <= $2 "
-            "ORDER BY seq"
+        cols = ", ".join(f"r.{c}" for c in RUN_COLUMNS)
+        self.load_run = (
+            f"SELECT {cols}, r.result, a.seqs, a.versions, a.kinds, a.datas FROM {runs} AS r "
+            "LEFT JOIN LATERAL (SELECT array_agg(seq::text ORDER BY seq) AS seqs, "
+            "array_agg(version::text ORDER BY seq) AS versions, "
+            "array_agg(kind ORDER BY seq) AS kinds, "
+            f"array_agg(data::text ORDER BY seq) AS datas FROM {records} AS c "
+            "WHERE c.run_id = r.run_id AND c.seq <= r.n_records) AS a ON true "
+            "WHERE r.run_id = $1"
         )
-        self.completed = f"SELECT 1 FROM {runs} WHERE run_id = $1 AND status = 'completed'"
         self.by_trace = (
             f"SELECT {_COLS} FROM {runs} WHERE trace_id = $1 ORDER BY started_at DESC LIMIT 1"
         )
@@ -250,25 +300,15 @@ class _Sql:
         )
 
     def _leases(self, leases: str) -> None:
-        self.lease_row = (
-            f"INSERT INTO {leases} (run_id, owner, expires_at) VALUES ($1, '', 0) "
-            "ON CONFLICT DO NOTHING"
-        )
-        self.lock_lease = (
-            f"SELECT owner, expires_at > {_NOW}, token FROM {leases} WHERE run_id = $1 FOR UPDATE"
-        )
-        self.grant = (
-            f"UPDATE {leases} SET owner = $2, expires_at = {_NOW} + $3::float8, token = $4 "
-            "WHERE run_id = $1"
-        )
+        self.acquire = f"SELECT {self.runs.rsplit('.', 1)[0]}.lovia_acquire_v1($1, $2, $3)"
         self.renew = (
             f"UPDATE {leases} SET expires_at = {_NOW} + $4::float8 "
             "WHERE run_id = $1 AND owner = $2 AND token = $3"
         )
         self.renew_many = (
             f"UPDATE {leases} AS l SET expires_at = {_NOW} + $4::float8 "
-            "FROM unnest($1::text[], $2::text[], $3::bigint[]) AS r(run_id, owner, token) "
-            "WHERE l.run_id = r.run_id AND l.owner = r.owner AND l.token = r.token "
+            "FROM unnest($1::text[], $2::text[], $3::text[]) AS r(run_id, owner, token) "
+            "WHERE l.run_id = r.run_id AND l.owner = r.owner AND l.token = r.token::bigint "
             "RETURNING l.run_id"
         )
         self.release = (
@@ -315,7 +355,8 @@ class PostgresStore:
         self._asyncpg = _import_asyncpg()
         self.url = url
         self.read_only = read_only
-        self._dsn, self.schema, self._pool_options = _parse_url(url)
+        self.options: PgOptions = parse_url(url)
+        self.schema = self.options.schema
         self._sql = _Sql(self.schema)
         self._errors: tuple[type[BaseException], ...] = (
             OSError,
@@ -324,6 +365,7 @@ class PostgresStore:
         )
         self._pool: _Pool | None = None
         self._pool_loop: asyncio.AbstractEventLoop | None = None
+        self._notifier: Notifier | None = None
         self._lock: asyncio.Lock | None = None
         self._lock_loop: asyncio.AbstractEventLoop | None = None
         self._closed = False
@@ -340,21 +382,13 @@ class PostgresStore:
             yield await self._get_pool()
         except self._asyncpg.PostgresError as exc:  # the server answered: not a network issue
             raise StoreError(
-                f"PostgreSQL store failed: {type(exc).__name__}: {exc}",
-                hint="The server refused the statement; check the data and that the URL's "
-                "user may use this database and schema.",
+                f"PostgreSQL store failed: {type(exc).__name__}: {exc}", hint=_hint(exc)
             ) from exc
         except self._errors as exc:
             raise StoreError(
                 f"PostgreSQL store failed: {exc}",
                 hint="Check that the server is reachable and the URL is right.",
             ) from exc
-
-    @asynccontextmanager
-    async def _tx(self) -> AsyncGenerator[_Conn]:
-        """One pooled connection inside a transaction, errors as StoreError."""
-        async with self._db() as pool, pool.acquire() as conn, conn.transaction():
-            yield conn
 
     async def _get_pool(self) -> _Pool:
         if self._closed:
@@ -368,9 +402,11 @@ class PostgresStore:
             if self._pool is not None and self._pool_loop is loop:
                 return self._pool
             self._drop_pool()
-            settings = {"default_transaction_read_only": "on"} if self.read_only else {}
             pool: _Pool = await self._asyncpg.create_pool(
-                self._dsn, timeout=10, server_settings=settings, **self._pool_options
+                self.options.dsn,
+                server_settings=self._server_settings(),
+                reset=_no_reset,
+                **self.options.pool_kwargs(),
             )
             try:
                 await (self._check_schema(pool) if self.read_only else self._create_schema(pool))
@@ -380,8 +416,17 @@ class PostgresStore:
             self._pool, self._pool_loop = pool, loop
             return pool
 
+    def _server_settings(self) -> dict[str, str]:
+        settings = {"application_name": self.options.application_name}
+        if self.read_only:
+            settings["default_transaction_read_only"] = "on"
+        return settings
+
     def _drop_pool(self) -> None:
         """Forget a pool made in another (finished) event loop."""
+        if self._notifier is not None:
+            self._notifier.terminate()
+            self._notifier = None
         if self._pool is not None:
             try:
                 self._pool.terminate()
@@ -442,6 +487,7 @@ class PostgresStore:
         if not rows:
             return size
         kinds, versions, datas = (list(column) for column in zip(*rows, strict=True))
+        versions = [str(version) for version in versions]  # text[]: no type look-up round trip
         async with self._db() as db:
             found, fenced = await db.fetchrow(
                 self._sql.append, run_id, kinds, versions, datas, fence
@@ -453,16 +499,19 @@ class PostgresStore:
         return size
 
     async def load(self, run_id: str) -> RunSnapshot | None:
-        """The run, its records in order and its result; None when unknown."""
+        """The run, its records in order and its result; None when unknown (one
+        statement: the run row and its records from one snapshot)."""
         async with self._db() as db:
             run = await db.fetchrow(self._sql.load_run, run_id)
-            if run is None:
-                return None
-            info = info_from_row(run)
-            n_records = run[len(RUN_COLUMNS) + 1]
-            rows = await db.fetch(self._sql.load_records, run_id, n_records)
-        records = [decode_record(run_id, *row) for row in rows]
-        result = run[len(RUN_COLUMNS)]
+        if run is None:
+            return None
+        info = info_from_row(run)
+        n = len(RUN_COLUMNS)
+        result, seqs, versions, kinds, datas = run[n], *(run[n + 1 + i] or () for i in range(4))
+        records = [
+            decode_record(run_id, int(seq), int(version), kind, data)
+            for seq, version, kind, data in zip(seqs, versions, kinds, datas, strict=True)
+        ]
         return RunSnapshot(info=info, records=records, result=load_result(run_id, result))
 
     async def finish(
@@ -479,18 +528,9 @@ class PostgresStore:
     async def acquire(self, run_id: str, owner: str, ttl_s: float) -> int | None:
         """Grant a lease with the next fencing token; None while another owner's lease
         is unexpired or the run is completed."""
-        sql = self._sql
-        async with self._tx() as tx:
-            await tx.execute(sql.lease_row, run_id)
-            holder, live, token = await tx.fetchrow(sql.lock_lease, run_id)
-            if live and holder != owner:
-                return None
-            # a new statement, a new snapshot: sees a finish that held the lease row
-            if await tx.fetchval(sql.completed, run_id) is not None:
-                return None
-            token = int(token) + 1
-            await tx.execute(sql.grant, run_id, owner, float(ttl_s), token)
-        return token
+        async with self._db() as db:
+            token = await db.fetchval(self._sql.acquire, run_id, owner, float(ttl_s))
+        return None if token is None else int(token)
 
     async def renew(self, run_id: str, owner: str, fence: int, ttl_s: float) -> bool:
         """Extend the lease granted with ``fence``; False when a later grant replaced it."""
@@ -505,7 +545,7 @@ class PostgresStore:
             return set()
         runs = [lease[0] for lease in leases]
         owners = [lease[1] for lease in leases]
-        fences = [lease[2] for lease in leases]
+        fences = [str(lease[2]) for lease in leases]
         async with self._db() as db:
             rows = await db.fetch(self._sql.renew_many, runs, owners, fences, float(ttl_s))
         renewed = {str(row[0]) for row in rows}
@@ -653,16 +693,65 @@ class PostgresStore:
             raise lease_lost(run_id, fence)
         return bool(written)
 
+    # -- waiting for a run ---------------------------------------------------------
+
+    @asynccontextmanager
+    async def watch_run(self, run_id: str) -> AsyncGenerator[Watch]:
+        """Notifications about ``run_id`` (its ``finish``) while inside the block.
+
+        The store ``LISTEN`` s on one extra connection (not from the pool) unless the
+        URL says ``listen=off`` or the store is read-only; when notifications cannot
+        arrive (PgBouncer in transaction mode) the watch says ``listening`` False.
+        """
+        notifier = await self._get_notifier()
+        watch = Watch(notifier, run_id)
+        if notifier is None:
+            yield watch
+            return
+        notifier.add(watch)
+        try:
+            await notifier.ensure()
+            yield watch
+        finally:
+            notifier.remove(watch)
+
+    async def _get_notifier(self) -> Notifier | None:
+        if not self.options.listen or self.read_only:
+            return None
+        async with self._db():  # the pool of this event loop (and its schema)
+            pass
+        if self._notifier is None:
+            options = self.options
+
+            async def connect() -> Any:
+                return await self._asyncpg.connect(
+                    options.dsn,
+                    timeout=options.connect_timeout,
+                    server_settings={"application_name": options.application_name},
+                )
+
+            async def send(channel: str, payload: str) -> None:
+                async with self._db() as db:
+                    await db.execute(_PROBE, channel, payload)
+
+            self._notifier = Notifier(connect, self._sql.channel, send)
+        return self._notifier
+
     async def aclose(self) -> None:
         """Close the pool; later calls fail."""
         self._closed = True
         pool, loop = self._pool, self._pool_loop
+        notifier, self._notifier = self._notifier, None
         self._pool = self._pool_loop = None
         if pool is None:
             return
         if loop is asyncio.get_running_loop():
+            if notifier is not None:
+                await notifier.aclose()
             await pool.close()
         else:
+            if notifier is not None:
+                notifier.terminate()
             pool.terminate()
 
 

@@ -6,8 +6,11 @@
   ``network.transport``, ``server.address``/``server.port``, ``gen_ai.tool.type=extension``:
   the tool runs on the server, not in this process) instead of opening a second span.
 - Any other request (``initialize``, ``tools/list``, a call outside a run) is a CLIENT span
-  ``{mcp.method.name} {target}`` under the current span, when there is one (a request
-  with no trace around it opens no root trace of its own).
+  ``{mcp.method.name} {target}``. Inside a run it is made on the run's own tracer (the
+  ``tracer_provider`` given to ``Runner.run``, else the global one), under the current
+  span or, during a plugin's setup (between the run's phases), under the run's span.
+  Outside a run it goes under the current span, when there is one (a request with no
+  trace around it opens no root trace of its own).
 - The trace context of that span goes to the server in the request's ``params._meta``
   (``traceparent`` / ``tracestate``), so a server's spans join the run's trace.
 - Durations are recorded on the global meter provider (nothing without an SDK).
@@ -28,6 +31,7 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from opentelemetry.util.types import AttributeValue
 
 from . import attributes as A
+from .tracer import run_span
 
 __all__ = ["McpClientTelemetry"]
 
@@ -118,10 +122,8 @@ class McpClientTelemetry:
         outer = lovia_tool_span() if method == "tools/call" else None
         op = Operation(attrs)
         span: Span | None = outer
-        if outer is None and trace.get_current_span().get_span_context().is_valid:
-            tracer = trace.get_tracer(A.SCOPE_NAME)
-            name = f"{method} {tool}" if tool else method
-            span = tracer.start_span(name, kind=SpanKind.CLIENT, attributes=attrs)
+        if outer is None:
+            span = _client_span(f"{method} {tool}" if tool else method, attrs)
         op.span = span
         if span is not None:
             span_attrs = dict(attrs)
@@ -175,3 +177,20 @@ class Operation:
     """W3C trace context (``traceparent``…) for the request's ``params._meta``."""
     span: Span | None = None
     error_type: str | None = None
+
+
+def _client_span(name: str, attrs: dict[str, AttributeValue]) -> Span | None:
+    """A CLIENT span for one request, on the running run's tracer (the tracer provider
+    the run was given, not the global one) and under the current span, or under the
+    run's span where none is current (a plugin's setup runs between the run's spans)."""
+    run = run_span()
+    current = trace.get_current_span().get_span_context().is_valid
+    if run is None:
+        if not current:
+            return None
+        return trace.get_tracer(A.SCOPE_NAME).start_span(
+            name, kind=SpanKind.CLIENT, attributes=attrs
+        )
+    tracer, run_context = run
+    parent = None if current else run_context
+    return tracer.start_span(name, context=parent, kind=SpanKind.CLIENT, attributes=attrs)

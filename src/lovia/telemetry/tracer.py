@@ -28,6 +28,7 @@ from __future__ import annotations
 import logging
 import time
 import weakref
+from contextvars import ContextVar, Token
 from typing import Any
 
 from opentelemetry import context as otel_context
@@ -44,7 +45,17 @@ from .events_log import ContentEvents, events_for, structured, warn_no_logs
 from .mapping import EVENTS, Attrs, Phase
 from .metrics import Instruments, instruments_for
 
-__all__ = ["RunTracer", "make_run_tracer"]
+__all__ = ["RunTracer", "make_run_tracer", "run_span"]
+
+_RUN_SPAN: ContextVar[tuple[Tracer, Any] | None] = ContextVar("lovia_run_span", default=None)
+
+
+def run_span() -> tuple[Tracer, Any] | None:
+    """The tracer and span context of the run this task is executing (its own tracer
+    provider's), for work a run does outside its phases' spans: a plugin's setup (MCP
+    ``initialize``, ``tools/list``). None outside a traced run."""
+    return _RUN_SPAN.get()
+
 
 logger = logging.getLogger("lovia.telemetry")
 
@@ -75,6 +86,7 @@ class RunTracer:
         "_run",
         "_run_ctx",
         "_run_labels",
+        "_run_token",
         "_spend",
         "_tools",
         "_tracer",
@@ -102,6 +114,7 @@ class RunTracer:
         self._common: Attrs = {A.VERSION: A.TELEMETRY_VERSION}
         self._run: Span | None = None
         self._run_ctx: Any = None
+        self._run_token: Token[tuple[Tracer, Any] | None] | None = None
         self._turn: tuple[Span, Any] | None = None
         self._view: tuple[Span, Any] | None = None
         self._chat: Span | None = None
@@ -225,6 +238,16 @@ class RunTracer:
             self._guards[(event.kind, event.guardrail)] = span
         return span
 
+    def _forget_run_span(self) -> None:
+        """The task's run span is the one before this run's again (a parent's, or none)."""
+        token, self._run_token = self._run_token, None
+        if token is None:
+            return
+        try:
+            _RUN_SPAN.reset(token)
+        except ValueError:  # closed from another context than it was opened in
+            pass
+
     def _open_run(self, phase: Phase, event: ev.RunStarted) -> Span:
         self._common[A.RUN_ID] = event.run_id
         if event.session_id:
@@ -240,6 +263,7 @@ class RunTracer:
         )
         self._run = span
         self._run_ctx = trace.set_span_in_context(span)
+        self._run_token = _RUN_SPAN.set((self._tracer, self._run_ctx))
         nested = event.parent_run_id is not None  # a child run: dashboards can leave it out
         self._run_labels = {
             A.AGENT_NAME: event.agent,
@@ -416,6 +440,7 @@ class RunTracer:
         span = self._run
         if span is None:
             return None
+        self._forget_run_span()
         if isinstance(event, ev.RunFailed):
             self._fail_open_spans(event.error_type, event.message)
         attrs = phase.attrs(event) if phase.attrs is not None else {}

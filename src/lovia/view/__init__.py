@@ -4,9 +4,10 @@
   :class:`FullView` — the whole transcript, unchanged.
 - :func:`recall_tool` — the ``recall_tool_result`` tool, offered once something was
   evicted.
-- Replay (pure functions, see :mod:`lovia.view.record`): :func:`resolve_records`,
-  :func:`rebuild_messages`, :func:`rebuild_request`, :func:`rebuild_view`,
-  :func:`verify`, :func:`view_records`.
+- Replay (pure functions, see :mod:`lovia.view.record`): :func:`resolve_records`
+  (or :class:`ResolvedRecords`, resolving each record when read, and
+  :func:`stored_records`), :func:`rebuild_messages`, :func:`rebuild_request`,
+  :func:`rebuild_view`, :func:`verify`, :func:`view_records`.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from .compaction import (
 )
 from .record import (
     VIEW_RECORD_VERSION,
+    ResolvedRecords,
     ViewHasher,
     ViewRecord,
     canonical_request,
@@ -31,6 +33,7 @@ from .record import (
     rebuild_request,
     rebuild_view,
     resolve_records,
+    stored_records,
     verify,
     view_records,
 )
@@ -50,6 +53,7 @@ __all__ = [
     "CompactionState",
     "ContextStrategy",
     "FullView",
+    "ResolvedRecords",
     "Summarize",
     "ViewHasher",
     "ViewInput",
@@ -63,6 +67,7 @@ __all__ = [
     "recall_tool",
     "recall_tool_result",
     "resolve_records",
+    "stored_records",
     "verify",
     "view_records",
 ]

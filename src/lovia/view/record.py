@@ -35,6 +35,9 @@ id, never by position):
 
 - ``resolve_records(records) -> list[ViewRecord]`` — the run's records (in stored order)
   as self-contained full records.
+- ``ResolvedRecords(records)`` — the same as a sequence resolving each record when it is
+  read (what a loaded run's ``views`` are: loading stays linear in the run's length);
+  ``stored_records(views)`` — the stored records, for metadata without resolving.
 - ``rebuild_messages(record, by_id, previous=()) -> list[TranscriptEntry]``
 - ``rebuild_request(record, transcript_entries, previous_records=()) -> ModelRequest``
 - ``rebuild_view(records, transcript_entries) -> list[ModelRequest]`` — one request per
@@ -52,9 +55,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Mapping, Sequence
+import threading
+from bisect import bisect_right
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, cast, overload
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -64,6 +69,7 @@ from ..transcript import TranscriptEntry, entry_from_dict, entry_to_dict
 
 __all__ = [
     "VIEW_RECORD_VERSION",
+    "ResolvedRecords",
     "ViewHasher",
     "ViewRecord",
     "canonical_request",
@@ -71,6 +77,7 @@ __all__ = [
     "rebuild_request",
     "rebuild_view",
     "resolve_records",
+    "stored_records",
     "verify",
     "view_parts",
     "view_records",
@@ -451,26 +458,42 @@ def view_parts(
 
 @dataclass(slots=True)
 class _Fold:
-    """Folds a run's records in order into self-contained ones."""
+    """Folds a run's records in order into self-contained ones.
+
+    :meth:`advance` costs what the record stores (a delta: its new ids and
+    replacements; the ids it drops are counted out one by one), never the whole view;
+    :meth:`resolved` copies the view it reached (the only part proportional to the
+    view's length, paid only for the records asked for).
+    """
 
     seq: int | None = None
     order: list[str] = field(default_factory=list[str])
+    count: dict[str, int] = field(default_factory=dict[str, int])
+    """How many times each id is in ``order`` (replacements of ids not in it are not
+    shown)."""
     replaced: dict[str, dict[str, Any]] = field(default_factory=dict[str, dict[str, Any]])
     head: dict[str, Any] = field(default_factory=dict[str, Any])
 
-    def apply(self, record: ViewRecord) -> ViewRecord:
+    def advance(self, record: ViewRecord) -> None:
         if not record.delta:
             self.order = list(record.order)
+            self.count = {}
+            self._add(self.order)
             self.replaced = dict(record.replaced)
             self.head = {f: getattr(record, f) for f in _HEAD_FIELDS}
         else:
             if self.seq is None or record.seq != self.seq + 1:
-                raise LoviaError(
-                    f"view record seq {record.seq} of run {record.run_id!r} is a delta, but "
-                    f"the record before it (seq {record.seq - 1}) is missing",
-                    hint="Pass all of the run's view records, in stored order.",
-                )
-            self.order = self.order[: record.keep] + record.order
+                raise _missing_before(record)
+            count = self.count
+            for entry_id in self.order[record.keep :]:
+                left = count[entry_id] - 1
+                if left:
+                    count[entry_id] = left
+                else:
+                    del count[entry_id]
+            del self.order[record.keep :]
+            self.order += record.order
+            self._add(record.order)
             self.replaced.update(record.replaced)
             for key in record.restored:
                 self.replaced.pop(key, None)
@@ -478,7 +501,16 @@ class _Fold:
                 if f not in record.inherit:
                     self.head[f] = getattr(record, f)
         self.seq = record.seq
-        replaced = {k: self.replaced[k] for k in self.order if k in self.replaced}
+
+    def _add(self, ids: Iterable[str]) -> None:
+        count = self.count
+        for entry_id in ids:
+            count[entry_id] = count.get(entry_id, 0) + 1
+
+    def resolved(self, record: ViewRecord) -> ViewRecord:
+        """``record`` (the last one advanced over) as a self-contained record."""
+        count = self.count
+        replaced = {k: v for k, v in self.replaced.items() if k in count}
         return record.model_copy(
             update={
                 **self.head,
@@ -491,11 +523,108 @@ class _Fold:
             }
         )
 
+    def apply(self, record: ViewRecord) -> ViewRecord:
+        self.advance(record)
+        return self.resolved(record)
+
+
+def _missing_before(record: ViewRecord) -> LoviaError:
+    return LoviaError(
+        f"view record seq {record.seq} of run {record.run_id!r} is a delta, but "
+        f"the record before it (seq {record.seq - 1}) is missing",
+        hint="Pass all of the run's view records, in stored order.",
+    )
+
 
 def resolve_records(records: Iterable[ViewRecord]) -> list[ViewRecord]:
     """A run's records (in stored order) as self-contained (``delta=False``) records."""
     fold = _Fold()
     return [fold.apply(r) for r in records]
+
+
+class ResolvedRecords(Sequence[ViewRecord]):
+    """A run's records, each resolved into a self-contained record when it is read.
+
+    What :func:`resolve_records` returns, without holding every view at once (a run's
+    views together are quadratic in its length: each holds the whole transcript so
+    far). Building it checks the chain once, in linear time; reading record ``i``
+    folds the deltas since the last record read (or since the full record before
+    ``i``) and copies view ``i``. :attr:`stored` are the records as stored: their
+    metadata (turn, attempt, agent, model, hash, summary, injected entries) is what the
+    resolved ones carry, read without resolving anything.
+    """
+
+    __slots__ = ("_cursor", "_full", "_last", "_lock", "stored")
+
+    def __init__(self, records: Iterable[ViewRecord]) -> None:
+        self.stored: list[ViewRecord] = list(records)
+        self._full: list[int] = []
+        seq: int | None = None
+        for at, record in enumerate(self.stored):
+            if not record.delta:
+                self._full.append(at)
+            elif seq is None or record.seq != seq + 1:
+                raise _missing_before(record)
+            seq = record.seq
+        self._cursor: tuple[int, _Fold] | None = None
+        self._last: tuple[int, ViewRecord] | None = None
+        self._lock = threading.Lock()  # pages read a run's views on worker threads
+
+    def __len__(self) -> int:
+        return len(self.stored)
+
+    @overload
+    def __getitem__(self, index: int) -> ViewRecord: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[ViewRecord]: ...
+    def __getitem__(self, index: int | slice) -> ViewRecord | list[ViewRecord]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self.stored)))]
+        at = index + len(self.stored) if index < 0 else index
+        if not 0 <= at < len(self.stored):
+            raise IndexError(f"view record {index} of {len(self.stored)}")
+        with self._lock:
+            last = self._last
+            if last is not None and last[0] == at:
+                return last[1]
+            found = self._resolve(at)
+            self._last = (at, found)
+            return found
+
+    def _resolve(self, at: int) -> ViewRecord:
+        base = self._full[bisect_right(self._full, at) - 1]  # the chain was checked
+        cursor = self._cursor
+        if cursor is not None and base <= cursor[0] <= at:
+            start, fold = cursor[0] + 1, cursor[1]  # reading forward: only the new deltas
+        else:
+            start, fold = base, _Fold()
+        for record in self.stored[start : at + 1]:
+            fold.advance(record)
+        self._cursor = (at, fold)
+        return fold.resolved(self.stored[at])
+
+    def __iter__(self) -> Iterator[ViewRecord]:
+        fold = _Fold()
+        for record in self.stored:
+            yield fold.apply(record)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, ResolvedRecords):
+            return self.stored == other.stored
+        if isinstance(other, list):
+            return list(self) == other
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # equal to a list: unhashable like one
+
+    def __repr__(self) -> str:
+        return f"ResolvedRecords({len(self.stored)} records)"
+
+
+def stored_records(views: Sequence[ViewRecord]) -> Sequence[ViewRecord]:
+    """Records to read metadata from (turn, attempt, agent, model, hash, summary) without
+    resolving views: :attr:`ResolvedRecords.stored`, or ``views`` itself."""
+    return views.stored if isinstance(views, ResolvedRecords) else views
 
 
 def _resolve_one(record: ViewRecord, previous: Iterable[ViewRecord]) -> ViewRecord:

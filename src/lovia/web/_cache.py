@@ -33,6 +33,7 @@ from ..replay import (
 from ..stores.base import ReadOnlyStore, RunSnapshot
 from ..stores.lifecycle import life_of
 from ..transcript import TranscriptEntry
+from ..view.record import stored_records
 
 __all__ = ["FRESH_DONE_S", "FRESH_S", "Loaded", "RunCache", "off_loop"]
 
@@ -80,7 +81,7 @@ class Loaded:
         found: dict[int, list[int]] | None = self.extra.get("views_by_turn")
         if found is None:
             found = {}
-            for i, record in enumerate(self.run.views):
+            for i, record in enumerate(stored_records(self.run.views)):
                 found.setdefault(record.turn, []).append(i)
             self.extra["views_by_turn"] = found
         return found
@@ -90,15 +91,17 @@ class Loaded:
 
     def view_index(self, turn: int, attempt: int | None) -> int | None:
         """The index (in call order) of the last view of ``turn`` (of ``attempt``)."""
+        stored = stored_records(self.run.views)
         found = [
             i
             for i in self._by_turn().get(turn, [])
-            if attempt is None or self.run.views[i].attempt == attempt
+            if attempt is None or stored[i].attempt == attempt
         ]
         return found[-1] if found else None
 
     def attempts(self, turn: int) -> list[int]:
-        return [self.run.views[i].attempt for i in self._by_turn().get(turn, [])]
+        stored = stored_records(self.run.views)
+        return [stored[i].attempt for i in self._by_turn().get(turn, [])]
 
     def view(self, index: int) -> ReplayedView:
         """The view at ``index``, rebuilt and hash-checked alone (cached)."""

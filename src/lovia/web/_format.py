@@ -17,6 +17,7 @@ from .._display import (
     fmt_turns,
     fmt_usage,
     safe_name,
+    safe_text,
 )
 
 __all__ = ["FILTERS", "TEXT_LIMIT", "clip", "cost_text", "path", "query", "run_id_param"]
@@ -83,7 +84,11 @@ def cost_text(usd: float | None, used_tokens: int | None = None) -> str:
     return f"${usd:.{decimals}f}"
 
 
-def cost(value: float | None, used_tokens: int | None = None) -> str:
+def cost(value: float | None, used_tokens: int | None = None, unpriced: int = 0) -> str:
+    """``cost_text``; a total with ``unpriced`` calls in it is a lower bound: ``$x+?``
+    (``?`` when nothing in it was priced)."""
+    if unpriced:
+        return f"{cost_text(value)}+?" if value else "?"
     return cost_text(value, used_tokens)
 
 
@@ -133,6 +138,7 @@ FILTERS: dict[str, Any] = {
     "duration": fmt_duration,
     "json": pretty_json,
     "name": safe_name,  # bidi overrides and invisible characters in names shown visibly
+    "text": safe_text,  # the same in multi-line text (line breaks and tabs kept)
     "path": path,
     "run_turns": run_turns,
     "path_id": path_id,

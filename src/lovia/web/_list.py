@@ -25,12 +25,12 @@ from starlette.routing import Route
 from ..errors import UserError
 from ..labels import parse_label
 from ..replay import run_dict
-from ..stores.base import LABELS_KEY, ReadOnlyStore, RunInfo
+from ..stores.base import LABELS_KEY, UNPRICED_KEY, ReadOnlyStore, RunInfo
 from ..stores.lifecycle import Life, build_life, list_lives
 from ._format import query
 from ._pages import config_of, db_of, int_param, render
 
-__all__ = ["ROUTES", "RunIndex", "RunQuery", "forget_index", "run_index"]
+__all__ = ["ROUTES", "RunIndex", "RunQuery", "forget_index", "run_index", "unpriced"]
 
 SCAN_LIMIT = 10_000
 """Newest runs the list searches, counts and sorts."""
@@ -51,7 +51,7 @@ SORTS: dict[str, Callable[[RunInfo], float]] = {
 }
 RANGES = {"15m": 900, "1h": 3600, "24h": 86_400, "7d": 7 * 86_400, "30d": 30 * 86_400}
 """The time-range picker's presets (``?range=``)."""
-FAILED = ("failed", "interrupted", "cancelled")
+FAILED = ("failed", "interrupted", "cancelled", "dead_lettered")
 
 
 @dataclass(slots=True)
@@ -249,6 +249,12 @@ def facets(rq: RunQuery, index: RunIndex, now: float) -> dict[str, list[tuple[st
     return out
 
 
+def unpriced(info: RunInfo) -> int:
+    """How many of the run's model calls have no known price (its cost is a lower bound)."""
+    value: Any = info.extra.get(UNPRICED_KEY, 0)
+    return value if isinstance(value, int) and value > 0 else 0
+
+
 def totals(kept: list[RunInfo], state: Callable[[RunInfo], str]) -> dict[str, Any]:
     states = [state(i) for i in kept]
     failed = sum(1 for s in states if s in FAILED)
@@ -257,6 +263,7 @@ def totals(kept: list[RunInfo], state: Callable[[RunInfo], str]) -> dict[str, An
         "count": len(kept),
         "tokens": sum(i.input_tokens + i.output_tokens for i in kept),
         "cost_usd": sum(i.cost_usd or 0.0 for i in kept),
+        "unpriced": sum(unpriced(i) for i in kept),
         "failed": failed,
         "failure_rate": None if not ended else failed / ended,
         "running": sum(1 for s in states if s == "running"),
@@ -269,6 +276,7 @@ def row(info: RunInfo, index: RunIndex) -> dict[str, Any]:
     kids = index.children.get(info.run_id, [])
     data["children"] = [run_dict(c, index.life(c)) for c in kids]
     data["children_cost_usd"] = sum(c.cost_usd or 0.0 for c in kids)
+    data["children_unpriced"] = sum(unpriced(c) for c in kids)
     data["first_agent"] = info.extra.get("first_agent")
     return data
 

@@ -21,7 +21,7 @@ from .. import events as ev
 from ..agent import Agent
 from ..errors import ApprovalPending, LoviaError, UserError
 from ..replay import load_run, whatif, whatif_dict
-from ..runner import Runner
+from ..runner import Runner, RunOptions, resume_options
 from ..stores.base import RunInfo
 from ._config import WebConfig
 from ._format import run_id_param
@@ -144,12 +144,8 @@ async def approvals_json(request: Request) -> Response:
     info = run.info
     if info.status != "paused":
         raise UserError(f"run {info.run_id} is {info.status}, not waiting for approval")
-    options: dict[str, Any] = {
-        "run_id": info.run_id,
-        "checkpointer": db,
-        "approvals": decisions,
-        "approved_by": web_identity(_config(request)),
-    }
+    who = web_identity(_config(request))
+    options = resume_options(info, db, approvals=decisions, approved_by=who)
     return await _resume(request, info, agent, options)
 
 
@@ -166,16 +162,12 @@ async def resume_json(request: Request) -> Response:
             "are resumed here",
             hint="A paused run is resumed by deciding its approvals.",
         )
-    options: dict[str, Any] = {"run_id": info.run_id, "checkpointer": db}
-    return await _resume(request, info, agent, options)
+    return await _resume(request, info, agent, resume_options(info, db))
 
 
 async def _resume(
-    request: Request, info: RunInfo, agent: Agent[Any, Any], options: dict[str, Any]
+    request: Request, info: RunInfo, agent: Agent[Any, Any], options: RunOptions
 ) -> Response:
-    db = request.app.state.db
-    if info.session_id is not None:
-        options.update(session=db, session_id=info.session_id)
     try:
         result = await Runner.run(agent, None, **options)
     except ApprovalPending:

@@ -20,14 +20,23 @@ from starlette.routing import Route
 from ..errors import UserError
 from ..replay import SpanRow, Turn, attempt_parts, entry_text, info_dict, run_dict
 from ..stores.base import RunInfo
-from ..stores.lifecycle import Attempt, build_life
+from ..stores.lifecycle import Attempt, build_life, state_of
 from ..transcript import entry_to_dict
 from ._cache import Loaded, off_loop
 from ._config import WebConfig
 from ._format import TEXT_LIMIT, path
-from ._list import run_index
+from ._list import run_index, unpriced
 from ._pages import config_of, db_of, int_param, loaded_run, render
-from ._trace import Bar, axis_ticks, run_spans, span_link, trace_link, waterfall
+from ._trace import (
+    Bar,
+    axis_ticks,
+    by_attempt,
+    minimap,
+    run_spans,
+    span_link,
+    trace_link,
+    waterfall,
+)
 
 __all__ = ["ROUTES", "lineage", "page_of_turn"]
 
@@ -59,12 +68,15 @@ async def lineage(request: Request, info: RunInfo, loaded: Loaded | None = None)
     kids = await db_of(request).list_runs(parent_run_id=info.run_id, limit=1000)
     kids.reverse()
     children_cost = sum(k.cost_usd or 0.0 for k in kids)
+    children_unpriced = sum(unpriced(k) for k in kids)
     found = {
         "ancestors": ancestors,
         "children": [info_dict(k) for k in kids],
         "child_by_call": {k.parent_call_id: k.run_id for k in kids if k.parent_call_id},
         "children_cost_usd": children_cost,
         "own_cost_usd": max(0.0, (info.cost_usd or 0.0) - children_cost),
+        "children_unpriced": children_unpriced,
+        "own_unpriced": max(0, unpriced(info) - children_unpriced),
     }
     if loaded is not None and info.status not in LIVE:  # a live run may start children
         loaded.extra["lineage"] = found
@@ -102,14 +114,15 @@ async def run_data(request: Request) -> dict[str, Any]:
     page = min(int_param(request.query_params.get("page"), "page"), pages - 1)
     shown = all_turns[page * size : (page + 1) * size]
     spans, source = await run_spans(loaded, config.store)
+    life = run.life if run.life is not None else build_life(run.info, None)
     bars: list[Bar] | None = loaded.extra.get(f"bars:{page}")
     if bars is None:  # drawn once per page of a loaded run
         window = _page_window(shown) if pages > 1 else None
-        bars = loaded.extra[f"bars:{page}"] = await off_loop(waterfall, spans, window)
+        bars = await off_loop(waterfall, spans, window, life.attempts)
+        loaded.extra[f"bars:{page}"] = bars
     pending = needs_approval(
         config, [i for t in all_turns for i in t.items if i.mark == "approval"]
     )
-    life = run.life if run.life is not None else build_life(run.info, None)
     return {
         "run": run_dict(run.info, life, full=True),
         "approvals": {a.call_id: asdict(a) for a in life.approvals},
@@ -121,6 +134,8 @@ async def run_data(request: Request) -> dict[str, Any]:
         "page": page,
         "pages": pages,
         "bars": bars,
+        "groups": by_attempt(bars, life.attempts),
+        "minimap": minimap(bars),
         "ticks": axis_ticks(bars),
         "bookkeeping": sum(1 for b in bars if b.bookkeeping),
         "span_source": source,
@@ -151,6 +166,14 @@ async def run_json(request: Request) -> Response:
     data = await run_data(request)
     data["turns"] = [t.to_dict() for t in data["turns"]]
     data["bars"] = [b.to_dict() for b in data["bars"]]
+    data["groups"] = [
+        {
+            "attempt": None if g.attempt is None else g.attempt.to_dict(),
+            "title": g.title,
+            "spans": [b.span.span_id for b in g.bars],
+        }
+        for g in data["groups"]
+    ]
     data["pending"] = [i.to_dict() for i in data["pending"]]
     data["view_turns"] = sorted(data["view_turns"])
     data.pop("ticks")
@@ -163,16 +186,19 @@ async def live_json(request: Request) -> Response:
     loaded = await loaded_run(request)
     info = loaded.run.info
     holder = await db.lease_holder(info.run_id) if info.status in LIVE else None
-    orphaned = info.status in LIVE and holder is None
-    state = loaded.run.life.state if loaded.run.life is not None else info.status
+    # the lifecycle's own derivation: no holder, or a holder whose process is gone
+    # (its lease not yet expired) is interrupted, and nothing is left to wait for
+    state, detail = state_of(info, holder)
+    orphaned = info.status in LIVE and state == "interrupted"
     return JSONResponse(
         {
-            "status": "interrupted" if orphaned else state,
+            "status": state,
+            "detail": detail,
             "turns": info.turns,
             "version": len(loaded.run.entries) + len(loaded.run.views) + len(loaded.run.states),
-            "holder": holder,
+            "holder": holder if state in LIVE else None,
             "orphaned": orphaned,
-            "live": info.status in LIVE and not orphaned,
+            "live": state in LIVE,
         }
     )
 

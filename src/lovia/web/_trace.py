@@ -4,7 +4,10 @@ Rows are depth-first with x positions in per-mille of the time shown (the page's
 window on a paged run, so the axis is rescaled to it). Each row says what it is for:
 the turn it belongs to, the purpose of a model call (main, repair, summary, eval…),
 whether it is bookkeeping (checkpoint and session writes, hidden by default) or a
-resumed attempt. The detail panel (attributes, events, tokens, cost, ids,
+resumed attempt. A run with several attempts (resumed after a crash, a lost lease or
+an approval) has its rows grouped by attempt, each under a heading that says how the
+attempt ended; a long trace gets a minimap of all its rows on the time axis. The
+detail panel (attributes, events, tokens, cost, ids,
 ``traceparent``, a link to the span in Jaeger/Grafana) is built in the browser from
 the JSON each row carries; stored strings only ever reach the page as text.
 """
@@ -12,14 +15,27 @@ the JSON each row carries; stored strings only ever reach the page as text.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..replay import SpanRow, build_tree, load_run_spans, normalize_all, spans_from_run
+from ..stores.lifecycle import Attempt
 from ..telemetry import attributes as A
 from ._cache import Loaded, off_loop
 
-__all__ = ["Bar", "axis_ticks", "run_spans", "span_link", "trace_link", "waterfall"]
+__all__ = [
+    "MINIMAP_ROWS",
+    "AttemptGroup",
+    "Bar",
+    "axis_ticks",
+    "by_attempt",
+    "minimap",
+    "run_spans",
+    "span_link",
+    "trace_link",
+    "waterfall",
+]
 
 BOOKKEEPING = ("lovia.checkpoint", "lovia.session", "lovia.lease", "lovia.plugin")
 """Span name prefixes of lovia's own bookkeeping (hidden unless asked for)."""
@@ -43,6 +59,8 @@ class Bar:
     has_children: bool
     axis: tuple[float, float]
     """The time span all rows are drawn on (seconds since the epoch)."""
+    attempt: int | None = None
+    """The attempt the span belongs to (by its trace id, else by when it started)."""
 
     @property
     def label(self) -> str:
@@ -70,6 +88,7 @@ class Bar:
             "bookkeeping": self.bookkeeping,
             "resumed": self.resumed,
             "call_id": self.call_id,
+            "attempt": self.attempt,
             "input_tokens": attributes.get(A.USAGE_INPUT),
             "output_tokens": attributes.get(A.USAGE_OUTPUT),
             "cost_usd": attributes.get(A.COST_USD),
@@ -100,11 +119,16 @@ def _resumed(span: SpanRow) -> bool:
     return bool(span.attributes.get(A.RUN_RESUMED))
 
 
-def waterfall(spans: list[SpanRow], window: tuple[float, float] | None = None) -> list[Bar]:
+def waterfall(
+    spans: list[SpanRow],
+    window: tuple[float, float] | None = None,
+    attempts: Sequence[Attempt] = (),
+) -> list[Bar]:
     """Depth-first rows positioned on the time span of the rows shown.
 
     ``window``: only spans that start inside it (and their ancestors), for paged runs;
-    the axis then spans the window, not the whole run.
+    the axis then spans the window, not the whole run. ``attempts``: the run's, to say
+    which one each row belongs to.
     """
     for span in spans:  # the rows are cached with the run: link them afresh
         span.children = []
@@ -148,9 +172,80 @@ def waterfall(spans: list[SpanRow], window: tuple[float, float] | None = None) -
                 call_id=_call_id(span),
                 has_children=bool(span.children),
                 axis=(t0, t1),
+                attempt=attempt_of(span, attempts),
             )
         )
     return bars
+
+
+def attempt_of(span: SpanRow, attempts: Sequence[Attempt]) -> int | None:
+    """The attempt whose trace the span is in; else the last one started before it (spans
+    rebuilt from the records carry no trace id); None for a run of one attempt."""
+    if len(attempts) < 2:
+        return None
+    for a in attempts:
+        if a.trace_id and a.trace_id == span.trace_id:
+            return a.attempt
+    started = [a for a in attempts if a.started_at <= span.start]
+    return started[-1].attempt if started else attempts[0].attempt
+
+
+@dataclass(slots=True, kw_only=True)
+class AttemptGroup:
+    """Consecutive rows of one attempt, under a heading saying how the attempt ended."""
+
+    attempt: Attempt | None
+    bars: list[Bar] = field(default_factory=list[Bar])
+
+    @property
+    def title(self) -> str:
+        a = self.attempt
+        if a is None:
+            return ""
+        how = a.how or "running"
+        where = f" on {a.host} (pid {a.pid})" if a.host else ""
+        return f"attempt {a.attempt} · {how}{where}"
+
+    @property
+    def left(self) -> float:
+        """Where the attempt starts on the time axis (per mille)."""
+        return min((b.left for b in self.bars), default=0.0)
+
+
+def by_attempt(bars: list[Bar], attempts: Sequence[Attempt]) -> list[AttemptGroup]:
+    """The rows in runs of one attempt (one group, without a heading, for a run of one
+    attempt)."""
+    known = {a.attempt: a for a in attempts}
+    groups: list[AttemptGroup] = []
+    for bar in bars:
+        if not groups or groups[-1].bars[-1].attempt != bar.attempt:
+            groups.append(AttemptGroup(attempt=known.get(bar.attempt or 0)))
+        groups[-1].bars.append(bar)
+    return groups
+
+
+MINIMAP_ROWS = 60
+"""A trace with more rows than this gets a minimap (every row at once, on the axis)."""
+
+
+def minimap(bars: list[Bar]) -> list[dict[str, Any]]:
+    """One mark per row that is not bookkeeping: x and width on the axis, y the row's
+    place among them (0-1000), an error flag; empty for a short trace."""
+    rows = [b for b in bars if not b.bookkeeping]
+    if len(rows) <= MINIMAP_ROWS:
+        return []
+    step = 1000.0 / len(rows)
+    return [
+        {
+            "x": round(b.left, 1),
+            "w": round(b.width, 1),
+            "y": round(i * step, 1),
+            "h": round(max(step, 1.0), 1),
+            "error": bool(b.span.error),
+            "span_id": b.span.span_id,
+        }
+        for i, b in enumerate(rows)
+    ]
 
 
 def _call_id(span: SpanRow) -> str | None:

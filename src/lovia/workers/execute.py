@@ -11,15 +11,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from typing import Any, Literal, cast
 
 from ..agent import Agent
 from ..context import CancelToken
 from ..errors import ApprovalPending, ProviderError, RunCancelled, RunError, RunLeaseHeld, UserError
+from ..events import Event
 from ..runner import Runner
 from ..stores import Store
-from ..stores.base import RunInfo, RunSnapshot
+from ..stores.base import RunInfo, RunSnapshot, RunWatch, RunWatcher
 from ..transcript import entry_from_dict, entry_to_dict, input_entries
 
 __all__ = [
@@ -60,17 +62,19 @@ async def execute_run(
     deps: Any = None,
     token: CancelToken | None = None,
     worker: str = "",
+    on_event: Callable[[Event], None] | None = None,
 ) -> Outcome:
     """Run one task (``run_id``, ``input``, ``session_id``) to its end; name the outcome.
 
     The store is the checkpointer and the session store, so a task delivered again
     resumes (or replays) its run. Errors that a later delivery could fix (another
     worker's lease, a retryable provider error) come back as ``lease_held`` / ``retry``;
-    anything unexpected propagates.
+    anything unexpected propagates. ``on_event`` sees every event of the run (a durable
+    engine's heartbeat on each checkpoint).
     """
     run_id = str(task["run_id"])
     try:
-        result = await Runner.run(
+        handle = Runner.stream(
             agent,
             decode_input(task.get("input")),
             run_id=run_id,
@@ -81,6 +85,10 @@ async def execute_run(
             cancel_token=token,
             labels=task.get("labels"),  # checked again: a task is data from the queue
         )
+        if on_event is not None:
+            async for event in handle:
+                on_event(event)
+        result = await handle.result()
     except RunLeaseHeld:
         return "lease_held"  # another worker runs it (LeaseLost too: fenced out); retried later
     except ApprovalPending:
@@ -129,19 +137,45 @@ async def wait_for_run(
     timeout_s: float = 60.0,
     poll_s: float = 0.2,
 ) -> RunSnapshot:
-    """Poll the store until the run completed, or ended and ``settled(snapshot)`` agrees.
+    """Wait until the run completed, or ended and ``settled(snapshot)`` agrees.
 
-    ``settled`` lets a queue keep waiting on a failed run it will deliver again.
-    Raises ``TimeoutError`` after ``timeout_s`` seconds.
+    A store that pushes run ends (PostgreSQL's ``LISTEN``/``NOTIFY``) wakes the waiter
+    when the run finishes, re-read then and every :data:`WATCH_RECHECK_S` seconds in
+    case a notification was lost; other stores are polled, every ``poll_s`` seconds at
+    first, backing off to :data:`MAX_POLL_S`. ``settled`` lets a queue keep waiting on a
+    failed run it will deliver again. Raises ``TimeoutError`` after ``timeout_s`` seconds.
     """
     deadline = time.monotonic() + timeout_s
-    while True:
-        snap = await db.load(run_id)
-        if snap is not None and await _settled(snap, settled):
-            return snap
-        if time.monotonic() >= deadline:
-            raise TimeoutError(f"run {run_id} did not end within {timeout_s:g} s")
-        await asyncio.sleep(poll_s)
+    delay = poll_s
+    async with _watch(db, run_id) as watch:
+        while True:
+            snap = await db.load(run_id)
+            if snap is not None and await _settled(snap, settled):
+                return snap
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"run {run_id} did not end within {timeout_s:g} s")
+            ended = snap is not None and snap.info.status in _ENDED  # waiting on settled
+            if watch is not None and not ended and await watch.listen():
+                await watch.wait(min(left, WATCH_RECHECK_S))
+                continue
+            await asyncio.sleep(min(left, delay))
+            delay = min(delay * 2, max(poll_s, MAX_POLL_S))
+
+
+WATCH_RECHECK_S = 5.0
+"""How often a waiter woken by notifications re-reads the run anyway."""
+MAX_POLL_S = 1.0
+"""The longest pause between two reads of a polled run."""
+
+
+@asynccontextmanager
+async def _watch(db: Store, run_id: str) -> AsyncGenerator[RunWatch | None]:
+    if not isinstance(db, RunWatcher):
+        yield None
+        return
+    async with db.watch_run(run_id) as watch:
+        yield watch
 
 
 async def _settled(

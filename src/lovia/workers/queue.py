@@ -13,6 +13,7 @@ from ..stores import Store
 from ..stores import store as open_store
 from ..stores.base import RunSnapshot
 from .execute import decode_input, encode_input, wait_for_run
+from .marks import request_cancel
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
@@ -100,10 +101,62 @@ class RunQueue:
             if run_id is not None:
                 key, ttl = self._done_key(run_id), int(self.done_ttl_s)
                 _ = pipe.set(key, outcome, ex=ttl)
+                _ = pipe.hdel(self.running_key, run_id)
+                _ = pipe.hdel(self.errors_key, run_id)
             await pipe.execute()
+
+    async def cancel(
+        self, run_id: str, store: str | Store, reason: str = "cancelled", *, ttl_s: float = 86400.0
+    ) -> str:
+        """Cancel the run by id, queued or running; return the state it was in.
+
+        The cancel request is stored on the run (a worker checks it before it starts a
+        delivery: a queued run never starts, even after a worker restart) and signalled
+        to the worker running it, which sets the run's cancel token within a few
+        seconds (the run ends ``cancelled``, resumable, and its task is acknowledged).
+        A finished run is left as it is (``"ended"``).
+        """
+        db = open_store(store) if isinstance(store, str) else store
+        try:
+            before = await request_cancel(db, run_id, reason)
+        finally:
+            if isinstance(store, str):
+                await db.aclose()
+        if before != "ended":
+            await self.client.set(self.cancel_key(run_id), reason, ex=int(ttl_s))
+        return before
+
+    def cancel_key(self, run_id: str) -> str:
+        """The key a cancel of ``run_id`` is signalled in (its value: the reason)."""
+        return f"{self.stream}:cancel:{run_id}"
+
+    @property
+    def running_key(self) -> str:
+        """The hash of ``run_id`` -> stream entry id of the tasks workers started."""
+        return f"{self.stream}:running"
+
+    @property
+    def errors_key(self) -> str:
+        """The hash of ``run_id`` -> last error, kept for a dead letter's record."""
+        return f"{self.stream}:errors"
+
+    @property
+    def dead_stream(self) -> str:
+        """The stream dead-lettered tasks are moved to."""
+        return f"{self.stream}:dead"
 
     def _done_key(self, run_id: str) -> str:
         return f"{self.stream}:done:{run_id}"
+
+    async def dead_letters(self) -> list[dict[str, Any]]:
+        """The dead-lettered tasks: each task's fields with ``deliveries`` and ``reason``."""
+        found: Any = await self.client.xrange(self.dead_stream)
+        out: list[dict[str, Any]] = []
+        for _, fields in found:
+            task = json.loads(fields.get("task", "{}"))
+            out.append({**task, "deliveries": int(fields.get("deliveries", 0) or 0),
+                        "reason": fields.get("reason", "")})  # fmt: skip
+        return out
 
     async def pending(self) -> int:
         """Tasks delivered to a worker and not acknowledged yet."""
@@ -132,10 +185,11 @@ class RunQueue:
 
     async def delete(self) -> None:
         """Drop the stream with its groups, tasks and done-marks (tests, demos)."""
-        keys: AsyncIterator[str] = self.client.scan_iter(match=f"{self.stream}:done:*")  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType] -- redis leaves scan_iter untyped
-        async for key in keys:
-            await self.client.delete(key)
-        await self.client.delete(self.stream, f"{self.stream}:dead")
+        for pattern in (f"{self.stream}:done:*", f"{self.stream}:cancel:*"):
+            keys: AsyncIterator[str] = self.client.scan_iter(match=pattern)  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType] -- redis leaves scan_iter untyped
+            async for key in keys:
+                await self.client.delete(key)
+        await self.client.delete(self.stream, self.dead_stream, self.running_key, self.errors_key)
 
     async def aclose(self) -> None:
         if self._client is not None:

@@ -20,7 +20,10 @@ from ..context import CancelToken
 from ..errors import UserError
 from ..stores import Store
 from ..stores import store as open_store
+from ..stores.lifecycle import list_lives
 from .execute import execute_run, record_unrunnable
+from .marks import Admission, admit, mark_dead_lettered
+from .metrics import queue_metrics
 from .queue import RunQueue
 from .registry import AgentRegistry, UnknownAgent
 
@@ -29,7 +32,13 @@ __all__ = ["Worker"]
 logger = logging.getLogger("lovia.workers")
 
 Message = tuple[str, dict[str, str]]
-_ACK = frozenset({"completed", "replayed", "failed", "paused", "unknown_agent", "malformed"})
+_ACK = frozenset(
+    {"completed", "replayed", "failed", "paused", "unknown_agent", "malformed", "refused"}
+)
+_LAST_ERROR_TTL_S = 86400
+_FRONT_IDLE_MS = 10 * 365 * 86400 * 1000
+"""The idle time given to a task handed back: any worker's next ``XAUTOCLAIM`` takes it,
+before any new task (the front of the queue)."""
 
 
 class Worker:
@@ -39,9 +48,17 @@ class Worker:
     allowed import paths: a task naming anything else is recorded as failed
     (``UnknownAgent``) and moved to ``<stream>:dead`` without importing or calling
     anything (see :class:`~lovia.workers.registry.AgentRegistry`). ``store`` (a URL or a
-    store) is the checkpointer and session store shared by all workers. ``deps(deps_key)`` (sync or
-    async) builds each run's deps. ``stats`` counts outcomes: completed, replayed,
-    failed, paused, lease_held, retry, cancelled, error, unknown_agent, malformed.
+    store) is the checkpointer and session store shared by all workers.
+    ``deps(deps_key)`` (sync or async) builds each run's deps.
+
+    Operations: ``drain_timeout_s`` bounds a shutdown (runs not finished by then are
+    cancelled at their next step, their leases released and their tasks handed back to
+    the front of the queue); ``max_kills`` dead-letters a run whose worker was lost that
+    many times (a run that lost one is run alone); ``sweep_s`` is how often the worker
+    looks in the store for interrupted runs of this queue and takes them over.
+
+    ``stats`` counts outcomes: completed, replayed, failed, paused, lease_held, retry,
+    cancelled, error, unknown_agent, malformed, refused, requeued, swept, dead_lettered.
     """
 
     def __init__(
@@ -54,24 +71,39 @@ class Worker:
         concurrency: int = 4,
         deps: Callable[[str | None], Any] | None = None,
         claim_idle_s: float | None = None,
-        drain_timeout_s: float = 30.0,
+        drain_timeout_s: float = 20.0,
         max_deliveries: int | None = 10,
+        max_kills: int | None = 3,
+        sweep_s: float = 10.0,
     ) -> None:
         if concurrency < 1:
             raise UserError("Worker(concurrency=...) must be at least 1")
+        if max_kills is not None and max_kills < 1:
+            raise UserError("Worker(max_kills=...) must be at least 1 (or None: never)")
         self.agents = AgentRegistry(agents, owner="Worker")
         self.queue, self.deps = queue, deps
         self.name = name or f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
         self.concurrency, self.drain_timeout_s = concurrency, drain_timeout_s
         self.claim_idle_s = claim_idle_s if claim_idle_s is not None else lease_ttl() + 10
-        self.max_deliveries = max_deliveries
+        self.max_deliveries, self.max_kills, self.sweep_s = max_deliveries, max_kills, sweep_s
         self.stats: Counter[str] = Counter()
         self._store_arg = store
         self._db: Store | None = None
         self._inflight: dict[str, CancelToken] = {}
+        self._runs: dict[str, str] = {}
+        """``msg_id`` -> ``run_id`` of the tasks in flight here."""
+        self._alone: str | None = None
+        """The ``msg_id`` of a suspect run: while set, this worker takes no other task."""
+        self._alone_lock = asyncio.Lock()
+        self._waiting: set[str] = set()
+        """Suspect runs waiting for their turn to run alone."""
+        self._held: set[str] = set()
+        """Runs held back while a suspect runs (or waits to run) alone."""
         self._stopping = False
         self._next_tick = 0.0
+        self._next_sweep = 0.0
         self._cursor = "0-0"
+        self._metrics = queue_metrics("redis", queue.stream)
 
     async def run(self, stop_event: asyncio.Event | None = None) -> None:
         """Read, run and acknowledge tasks; on ``stop_event``, drain and return."""
@@ -83,10 +115,13 @@ class Worker:
         tasks: set[asyncio.Task[None]] = set()
         try:
             while not stop.is_set():
-                free = self.concurrency - len(self._inflight)
+                free = 0 if self._alone else self.concurrency - len(self._inflight)
                 if free <= 0:
                     await self._next_batch(0)  # keeps our in-flight tasks fresh
-                    await asyncio.wait(tasks, timeout=0.5, return_when=asyncio.FIRST_COMPLETED)
+                    if tasks:
+                        await asyncio.wait(tasks, timeout=0.5, return_when=asyncio.FIRST_COMPLETED)
+                    else:
+                        await asyncio.sleep(0.1)
                     continue
                 for msg_id, fields in await self._next_batch(free):
                     if msg_id not in self._inflight:
@@ -112,7 +147,8 @@ class Worker:
             return []
 
     async def _maintain(self, free: int) -> list[Message]:
-        """Every few seconds: refresh our in-flight tasks, take over abandoned ones."""
+        """Every few seconds: refresh our in-flight tasks, deliver cancels, sweep the
+        store for interrupted runs, take over abandoned tasks."""
         now = time.monotonic()
         if now < self._next_tick:
             return []
@@ -122,6 +158,11 @@ class Worker:
             await q.client.xclaim(
                 q.stream, q.group, self.name, 0, list(self._inflight), justid=True
             )
+            await self._deliver_cancels()
+        if now >= self._next_sweep:
+            self._next_sweep = now + self.sweep_s
+            await self._sweep()
+        await self._observe_depth()
         if free <= 0:
             return []
         idle_ms = int(self.claim_idle_s * 1000)
@@ -134,35 +175,120 @@ class Worker:
             logger.info("worker %s took over task %s", self.name, msg_id)
         return await self._dead_letter(claimed)
 
+    async def _deliver_cancels(self) -> None:
+        """Cancel the runs in flight here that ``RunQueue.cancel`` asked to stop."""
+        pairs = [(m, r) for m, r in self._runs.items() if m in self._inflight]
+        if not pairs:
+            return
+        reasons: list[Any] = await self.queue.client.mget(
+            [self.queue.cancel_key(r) for _, r in pairs]
+        )
+        for (msg_id, run_id), reason in zip(pairs, reasons, strict=True):
+            token = self._inflight.get(msg_id)
+            if reason is not None and token is not None and not token.cancelled:
+                logger.info("worker %s: cancelling run %s (%s)", self.name, run_id, reason)
+                token.cancel(str(reason))
+
+    async def _sweep(self) -> None:
+        """Interrupted runs of this queue (lease expired, task still pending) go to the
+        front: one worker claims each (a store lease on ``<run_id>:requeue``)."""
+        assert self._db is not None
+        for run_id in await interrupted_runs(self._db):
+            msg_id: Any = await self.queue.client.hget(self.queue.running_key, run_id)
+            if msg_id is None or msg_id in self._inflight:
+                continue
+            gate = await admit(self._db, run_id, max_kills=self.max_kills)
+            if await self._db.acquire(f"{run_id}:requeue", self.name, self.claim_idle_s) is None:
+                continue  # another worker re-queued it
+            if gate.verdict == "poison":  # its last worker died too: no new attempt
+                await self._give_up_pending(str(msg_id), run_id, gate)
+                continue
+            await self._to_front(str(msg_id))
+            self.stats["swept"] += 1
+            logger.info("worker %s: run %s was interrupted; re-queued first", self.name, run_id)
+
+    async def _give_up_pending(self, msg_id: str, run_id: str, gate: Admission) -> None:
+        """Dead-letter a pending task the sweep found poison (another consumer holds it)."""
+        q = self.queue
+        found: Any = await q.client.xrange(q.stream, msg_id, msg_id)
+        if not found:
+            return
+        await self._note_error(run_id, gate.detail)
+        await self._give_up(msg_id, found[0][1], gate.attempts, "poison", gate.kills)
+
+    async def _to_front(self, msg_id: str) -> None:
+        """Make a pending task look long abandoned: the next ``XAUTOCLAIM`` takes it."""
+        q = self.queue
+        await q.client.xclaim(
+            q.stream, q.group, self.name, 0, [msg_id], idle=_FRONT_IDLE_MS, justid=True
+        )
+        self._cursor = "0-0"
+
+    async def _observe_depth(self) -> None:
+        q = self.queue
+        length, pending = await q.client.xlen(q.stream), await q.pending()
+        info: Any = await q.client.xinfo_groups(q.stream)
+        lag = next((g.get("lag") for g in info if g.get("name") == q.group), None)
+        waiting = int(lag) if lag is not None else max(0, int(length) - pending)
+        self._metrics.depth(waiting, pending, await q.client.xlen(q.dead_stream))
+
     async def _dead_letter(self, claimed: list[Message]) -> list[Message]:
         """Move tasks delivered more than ``max_deliveries`` times to ``<stream>:dead``.
 
         A run that keeps failing for retryable reasons would otherwise be resumed
         forever; its checkpoint stays in the store, so it can still be resumed by hand.
         """
-        if self.max_deliveries is None or not claimed:
+        if not claimed:
             return claimed
         q = self.queue
         keep: list[Message] = []
         for msg_id, fields in claimed:
             info: Any = await q.client.xpending_range(q.stream, q.group, msg_id, msg_id, 1)
             delivered = int(info[0]["times_delivered"]) if info else 0
-            if delivered <= self.max_deliveries:
+            self._metrics.delivered(redelivery=True)
+            if self.max_deliveries is None or delivered <= self.max_deliveries:
                 keep.append((msg_id, fields))
                 continue
             logger.error(
                 "worker %s: task %s delivered %d times; dead-lettered", self.name, msg_id, delivered
             )
-            await self._to_dead(msg_id, fields, {"deliveries": str(delivered)})
-            self.stats["dead_lettered"] += 1
+            await self._give_up(msg_id, fields, delivered, "max_deliveries")
         return keep
+
+    async def _give_up(
+        self, msg_id: str, fields: dict[str, str], deliveries: int, reason: str, kills: int = 0
+    ) -> None:
+        """Dead-letter a task: to ``<stream>:dead``, and its run marked in the store
+        (an unknown agent's run is already stored as failed with ``UnknownAgent``)."""
+        assert self._db is not None
+        q = self.queue
+        await self._to_dead(msg_id, fields, {"deliveries": str(deliveries), "reason": reason})
+        self.stats["dead_lettered"] += 1
+        self._metrics.dead_lettered(reason)
+        try:
+            task: dict[str, Any] = json.loads(fields["task"])
+            run_id = str(task["run_id"])
+        except (KeyError, TypeError, ValueError):
+            return  # a malformed task has no run to mark
+        last: Any = await q.client.hget(q.errors_key, run_id)
+        if reason != "unknown_agent":
+            await mark_dead_lettered(
+                self._db,
+                task,
+                deliveries=deliveries,
+                reason=reason,
+                last_error=last,
+                queue=q.stream,
+                kills=kills,
+            )
+        await q.ack(msg_id, run_id, "dead_lettered")  # done with it: result() stops waiting
 
     async def _to_dead(self, msg_id: str, fields: dict[str, str], extra: dict[str, str]) -> None:
         """Move a task to ``<stream>:dead`` (with ``extra`` fields) and acknowledge it."""
         q = self.queue
         # commands are queued on the pipeline (`_ =`: not coroutines) and run by execute()
         async with q.client.pipeline(transaction=True) as pipe:
-            _ = pipe.xadd(f"{q.stream}:dead", {**fields, **extra})
+            _ = pipe.xadd(q.dead_stream, {**fields, **extra})
             _ = pipe.xack(q.stream, q.group, msg_id)
             await pipe.execute()
 
@@ -173,33 +299,124 @@ class Worker:
         )
         if not reply:
             return []
-        return [(i, f) for _, messages in reply for i, f in messages]  # RESP2 shape
+        messages = [(i, f) for _, messages in reply for i, f in messages]  # RESP2 shape
+        for _ in messages:
+            self._metrics.delivered(redelivery=False)
+        return messages
 
     async def _handle(self, msg_id: str, fields: dict[str, str]) -> None:
         token, run_id = self._inflight[msg_id], None
+        self._metrics.busy(+1)
         try:
             task = json.loads(fields["task"])
-            run_id = str(task["run_id"])
-            outcome = await self._execute(task, run_id, token)
+            run_id = self._runs[msg_id] = str(task["run_id"])
+            await self.queue.client.hset(self.queue.running_key, run_id, msg_id)
+            outcome = await self._admitted(msg_id, fields, task, run_id, token)
         except (KeyError, TypeError, ValueError):
             logger.error("worker %s: malformed task %s: %r", self.name, msg_id, fields)
             outcome = "malformed"
-        except Exception:
+        except Exception as exc:
             logger.exception("worker %s: task %s failed; left pending", self.name, msg_id)
+            await self._note_error(run_id, f"{type(exc).__name__}: {exc}")
             outcome = "error"
+        finally:
+            self._metrics.busy(-1)
+            if self._alone == msg_id:
+                self._alone = None
         self.stats[outcome] += 1
+        await self._settle(msg_id, fields, run_id, outcome, token)
+
+    async def _settle(
+        self,
+        msg_id: str,
+        fields: dict[str, str],
+        run_id: str | None,
+        outcome: str,
+        token: CancelToken,
+    ) -> None:
+        """Acknowledge, dead-letter, hand back or leave pending, as the outcome says."""
         try:
             if outcome == "unknown_agent":
-                await self._to_dead(msg_id, fields, {"reason": outcome})
-                self.stats["dead_lettered"] += 1
+                await self._give_up(msg_id, fields, 1, outcome)
+            if outcome == "cancelled" and not (self._stopping and token.reason == _SHUTDOWN):
+                outcome = "refused"  # cancelled by request: the task is done with
             if outcome in _ACK:
                 await self.queue.ack(msg_id, run_id, outcome)
-            elif outcome == "cancelled" and self._stopping:
-                await self._hand_back(msg_id, fields)
+            elif outcome == "cancelled":
+                await self._hand_back(msg_id)
+            elif outcome in ("retry", "lease_held") and run_id is not None:
+                await self._note_error(run_id, outcome)
         except Exception:
             logger.exception("worker %s: could not acknowledge task %s", self.name, msg_id)
         finally:
             self._inflight.pop(msg_id, None)
+            self._runs.pop(msg_id, None)
+
+    async def _note_error(self, run_id: str | None, text: str) -> None:
+        """Keep the run's last error for its dead-letter mark (best effort)."""
+        if run_id is None:
+            return
+        try:
+            q = self.queue
+            await q.client.hset(q.errors_key, run_id, text[:500])
+            await q.client.expire(q.errors_key, _LAST_ERROR_TTL_S)
+        except Exception:
+            logger.warning("worker %s: could not note the error of run %s", self.name, run_id)
+
+    async def _admitted(
+        self,
+        msg_id: str,
+        fields: dict[str, str],
+        task: dict[str, Any],
+        run_id: str,
+        token: CancelToken,
+    ) -> str:
+        """Check the store first: a cancel request, a dead letter, a poison run."""
+        assert self._db is not None
+        gate: Admission = await admit(self._db, run_id, max_kills=self.max_kills)
+        if gate.verdict in ("cancelled", "ended"):
+            logger.info("worker %s: run %s not started: %s", self.name, run_id, gate.detail)
+            return "refused"
+        if gate.verdict == "poison":
+            logger.error("worker %s: run %s is poison: %s", self.name, run_id, gate.detail)
+            await self._note_error(run_id, gate.detail)
+            delivered = await self._deliveries(msg_id)
+            await self._give_up(msg_id, fields, delivered, "poison", gate.kills)
+            return "poison"
+        if gate.suspect:  # it took a worker down before: run it with nothing else here
+            return await self._run_alone(msg_id, task, run_id, token)
+        if self._alone is not None or self._waiting:  # a suspect goes first, alone
+            self._held.add(msg_id)
+            try:
+                while (self._alone is not None or self._waiting) and not token.cancelled:  # noqa: ASYNC110 -- polls a dict
+                    await asyncio.sleep(0.1)
+            finally:
+                self._held.discard(msg_id)
+        return await self._execute(task, run_id, token)
+
+    async def _run_alone(
+        self, msg_id: str, task: dict[str, Any], run_id: str, token: CancelToken
+    ) -> str:
+        """Run a suspect once the other runs here ended; no other run starts meanwhile."""
+        self._waiting.add(msg_id)
+        try:
+            async with self._alone_lock:
+                self._waiting.discard(msg_id)
+                self._alone = msg_id
+                while self._others_running() and not token.cancelled:  # noqa: ASYNC110 -- polls a dict
+                    await asyncio.sleep(0.1)
+                return await self._execute(task, run_id, token)
+        finally:
+            self._waiting.discard(msg_id)
+
+    def _others_running(self) -> bool:
+        """Whether runs other than the suspect (and runs waiting for their turn) run."""
+        return len(self._inflight) - len(self._waiting) - len(self._held) > 1
+
+    async def _deliveries(self, msg_id: str) -> int:
+        q = self.queue
+        info: Any = await q.client.xpending_range(q.stream, q.group, msg_id, msg_id, 1)
+        return int(info[0]["times_delivered"]) if info else 1
 
     async def _execute(self, task: dict[str, Any], run_id: str, token: CancelToken) -> str:
         assert self._db is not None
@@ -214,24 +431,27 @@ class Worker:
         deps = await deps if inspect.isawaitable(deps) else deps
         return await execute_run(agent, task, self._db, deps=deps, token=token, worker=self.name)
 
-    async def _hand_back(self, msg_id: str, fields: dict[str, str]) -> None:
-        """Requeue a task cancelled by shutdown, so any worker resumes it right away."""
-        q = self.queue
-        # commands are queued on the pipeline (`_ =`: not coroutines) and run by execute()
-        async with q.client.pipeline(transaction=True) as pipe:
-            _ = pipe.xadd(q.stream, {**fields})  # a dict literal: xadd's invariant Dict type
-            _ = pipe.xack(q.stream, q.group, msg_id)
-            await pipe.execute()
+    async def _hand_back(self, msg_id: str) -> None:
+        """A run stopped by shutdown (its lease released): to the front of the queue."""
+        await self._to_front(msg_id)
         self.stats["requeued"] += 1
 
     async def _drain(self, tasks: set[asyncio.Task[None]]) -> None:
-        """Let in-flight runs finish; after ``drain_timeout_s`` cancel them (resumable)."""
+        """Let in-flight runs finish; after ``drain_timeout_s`` stop them (resumable)."""
         self._stopping = True
         if not tasks:
             return
         _, pending = await asyncio.wait(tasks, timeout=self.drain_timeout_s)
         if pending:
-            logger.warning("worker %s: cancelling %d run(s) at shutdown", self.name, len(pending))
+            logger.warning("worker %s: handing back %d run(s) at shutdown", self.name, len(pending))
             for token in self._inflight.values():
-                token.cancel("worker shutting down")
+                token.cancel(_SHUTDOWN)
             await asyncio.wait(pending)
+
+
+_SHUTDOWN = "worker shutting down"
+
+
+async def interrupted_runs(db: Store, limit: int = 100) -> list[str]:
+    """The ids of interrupted runs in the store (lease expired or holder gone)."""
+    return [info.run_id for info, _ in await list_lives(db, state="interrupted", limit=limit)]

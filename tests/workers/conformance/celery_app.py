@@ -1,12 +1,15 @@
 """The Celery app a conformance ``celery worker`` process loads (``celery -A celery_app``).
 
 Configured by environment: ``LOVIA_CONFORMANCE_{BROKER,STORE,QUEUE,MAX_DELIVERIES,
-RETRY_S}``; the submitter in the test builds the same ``CeleryRunQueue``. The worker
+RETRY_S,SWEEP_S}`` and ``LOVIA_CONFORMANCE_CELERY_CONF`` (JSON: Celery settings the app
+makes itself, e.g. to measure a broker drop with Celery's own defaults); the submitter
+in the test builds the same ``CeleryRunQueue``. The worker
 has an OpenTelemetry SDK tracer (no exporter), so each stored run carries its trace id.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any
 
@@ -22,6 +25,7 @@ def make(
     app.conf.worker_prefetch_multiplier = 1
     app.conf.broker_connection_retry_on_startup = True
     app.conf.worker_hijack_root_logger = False
+    app.conf.update(json.loads(os.environ.get("LOVIA_CONFORMANCE_CELERY_CONF", "{}")))
     runs = CeleryRunQueue(
         app,
         store,
@@ -29,6 +33,7 @@ def make(
         queue=queue,
         max_deliveries=max_deliveries,
         retry_delay_s=retry_s,
+        sweep_s=float(os.environ.get("LOVIA_CONFORMANCE_SWEEP_S", "1")),
     )
     return app, runs
 

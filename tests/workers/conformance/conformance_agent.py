@@ -13,7 +13,8 @@ Traps, each firing once per test (a marker file made with ``O_EXCL``):
 - a run whose id starts with ``die-in-tool`` SIGKILLs its worker inside ``add``, after
   the side effect;
 - a run whose id starts with ``slow-`` notes it in ``started.log`` and waits a minute
-  in ``add`` (something to cancel);
+  in ``add`` (something to cancel); one whose id starts with ``stall-`` does so once
+  per test (the first ``add`` call: something to stall a worker in);
 - a run whose input contains ``die-in-model`` SIGKILLs its worker in the middle of its
   first model call (the response headers arrived, the body was not read); one whose
   input contains ``always-die`` does so in every model call (a poison run).
@@ -63,7 +64,7 @@ async def add(ctx: RunContext[Any], a: int, b: int) -> int:
     _append("tools.log", f"{ctx.run_id} {a} {b}")
     if ctx.run_id.startswith("die-in-tool") and _trap("tool"):
         _die()
-    if ctx.run_id.startswith("slow-"):
+    if ctx.run_id.startswith("slow-") or (ctx.run_id.startswith("stall-") and _trap("stall")):
         _append("started.log", ctx.run_id)
         await asyncio.sleep(60)
     return a + b

@@ -4,7 +4,10 @@ the submitter's trace context carried into the run, and clear errors for bad set
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import sys
+import time
 from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
@@ -59,10 +62,14 @@ async def test_cancel_reaches_the_worker_running_the_run_and_drops_a_queued_one(
     assert (snap.info.status, snap.info.finish_reason) == ("cancelled", "cancelled")
     assert snap.info.extra["cancelled_by"] == "user pressed stop"
 
-    # the freed worker takes slow-c and drops it: cancelled before it started
+    # the freed worker takes slow-c and drops it: cancelled before it started; the cancel
+    # is stored on the run, so no worker (even one started later) ever starts it
     await asyncio.sleep(1.0)
     assert "slow-c" not in harness.lines("started.log")
-    assert await harness.db.load("slow-c") is None
+    queued = await harness.db.load("slow-c")
+    assert queued is not None and queued.records == []
+    assert (queued.info.status, queued.info.extra["cancelled_by"]) == ("cancelled", "not needed")
+    assert queued.info.extra["cancel_requested"]["reason"] == "not needed"
     assert await harness.db.load("slow-b") is not None  # the other worker's run goes on
     assert (await harness.db.load("slow-b")).info.status == "running"  # type: ignore[union-attr]
     assert len(await asyncio.to_thread(runs.cancel, "slow-b")) == 1  # so the workers stop now
@@ -173,7 +180,8 @@ def test_a_run_held_by_a_lost_worker_is_retried_after_the_lease_ttl(
     process_loop().call(db.acquire("held-run", "otherhost:1:abcd", 45))  # died elsewhere
     countdowns: list[float] = []
 
-    def retry(countdown: float, max_retries: Any) -> _Retry:
+    def retry(countdown: float, max_retries: Any, **options: Any) -> _Retry:
+        assert options == {"kwargs": {**kwargs, "last_error": "lease_held"}, "queue": None}
         countdowns.append(countdown)
         return _Retry()
 
@@ -182,3 +190,29 @@ def test_a_run_held_by_a_lost_worker_is_retried_after_the_lease_ttl(
     with pytest.raises(_Retry):
         run_delivery(task, queue.settings, kwargs)
     assert countdowns == [55.0]
+
+
+@CELERY_ONLY
+@pytest.mark.slow
+async def test_a_stalled_workers_run_is_taken_over_by_an_idle_worker(harness: Harness) -> None:
+    """SIGSTOP a worker in the middle of a run: once its lease expired (5 s here), the idle
+    worker's sweep finds the run interrupted in the store and re-queues it first; it
+    completes there, the stalled worker's tool call is not run again, and the woken
+    worker is fenced out (the run completes once)."""
+    backend: Any = await harness.backend()
+    stalled = backend.start_worker("stalled", concurrency=1)
+    await backend.submit("stall-run", "add them up", "s-stall-run")
+    await _eventually(lambda: harness.lines("started.log") == ["stall-run"])
+    os.kill(stalled.pid, signal.SIGSTOP)
+    stopped_at = time.monotonic()
+    backend.start_worker("idle", concurrency=1)
+    try:
+        snap = await backend.result("stall-run", 40)
+        took = time.monotonic() - stopped_at
+    finally:
+        os.kill(stalled.pid, signal.SIGCONT)
+    assert snap.info.status == "completed"
+    assert harness.lines("started.log") == ["stall-run"], "the stalled call is not run again"
+    assert harness.lines("completed.log") == ["stall-run"]
+    assert took < 25, f"taken over {took:.1f} s after the stall"
+    print(f"\nstalled Celery worker's run completed by another worker {took:.1f} s after SIGSTOP")

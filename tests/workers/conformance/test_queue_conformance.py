@@ -19,11 +19,15 @@ import secrets
 import signal
 import subprocess
 import sys
+import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conformance_harness import Harness
+
+from lovia.stores.lifecycle import life_of
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "bench" / "drivers"))
 from _common import expected_answer
@@ -115,24 +119,57 @@ async def test_a_poison_run_is_dead_lettered_after_max_deliveries(harness: Harne
     assert list(await backend.dead_letters()) == [poison]
 
 
-async def test_a_run_that_kills_every_worker_it_reaches_is_dead_lettered(
-    harness: Harness,
-) -> None:
-    backend = await harness.backend(max_deliveries=2, retry_s=0.3)
-    poison = f"crasher-{secrets.token_hex(3)}"
-    await backend.submit(poison, "always-die: add them up", f"s-{poison}")
+async def _deaths_until_dead_lettered(
+    backend: Any, poison: str, *, concurrency: int, most: int
+) -> int:
+    """Start a fresh worker each time the poison run SIGKILLs one (at most ``most``) until
+    it is dead-lettered; the number of workers it killed."""
     deaths = 0
-    for n in range(5):  # each delivery SIGKILLs its worker; a fresh one takes the next
-        worker = backend.start_worker(f"w{n}", concurrency=1)
+    for n in range(most):
+        worker = backend.start_worker(f"w{n}", concurrency=concurrency)
         while worker.poll() is None and poison not in await backend.dead_letters():
             await asyncio.sleep(0.2)
         if worker.poll() is None:
             break
         assert worker.returncode == -signal.SIGKILL, harness_logs(backend)
         deaths += 1
+    return deaths
+
+
+async def test_a_run_that_kills_every_worker_it_reaches_is_dead_lettered(
+    harness: Harness,
+) -> None:
+    backend = await harness.backend(max_deliveries=2, retry_s=0.3)
+    poison = f"crasher-{secrets.token_hex(3)}"
+    await backend.submit(poison, "always-die: add them up", f"s-{poison}")
+    deaths = await _deaths_until_dead_lettered(backend, poison, concurrency=1, most=5)
     assert poison in await backend.dead_letters(), f"never dead-lettered{harness_logs(backend)}"
     assert deaths == 2, "dead-lettered after max_deliveries deliveries, not before or later"
     assert harness.lines("tools.log") == []
+
+
+async def test_a_run_that_kills_three_workers_is_dead_lettered_as_poison(
+    harness: Harness,
+) -> None:
+    """Lost workers are counted from the store's attempts, not from deliveries: the third
+    lost worker dead-letters the run (reason ``poison``), however many deliveries its
+    lease made it wait, and the store shows it ``dead_lettered`` with the count."""
+    backend = await harness.backend(max_deliveries=100, retry_s=0.5)
+    poison = f"crasher-{secrets.token_hex(3)}"
+    await backend.submit(poison, "always-die: add them up", f"s-{poison}")
+    started = time.monotonic()
+    deaths = await _deaths_until_dead_lettered(backend, poison, concurrency=2, most=6)
+    took = time.monotonic() - started
+    assert deaths == 3, f"dead-lettered at the third lost worker{harness_logs(backend)}"
+    snap = await harness.db.load(poison)
+    assert snap is not None
+    life = await life_of(harness.db, snap.info, snap)
+    dead = snap.info.extra["dead_letter"]
+    assert (life.state, snap.info.error_type) == ("dead_lettered", "DeadLettered")
+    assert (dead["kills"], dead["reason"]) == (3, "poison")
+    assert "lost (killed or stalled) in 3 attempts" in dead["last_error"]
+    assert harness.lines("tools.log") == []
+    print(f"\n{backend.name}: poison run dead-lettered {took:.1f} s after submit (TTL 5 s)")
 
 
 async def test_a_duplicate_submit_of_a_run_id_is_a_no_op(harness: Harness) -> None:

@@ -16,7 +16,12 @@ returns the stored result without a model call.
 - One event loop per worker process (``_process``): run the worker with
   ``--pool threads --concurrency N`` and one process carries N runs on one loop.
 - Results are read from lovia's store (``result``/``get``), never from a Celery result
-  backend; ``cancel(run_id)`` is a broadcast that reaches the worker running it.
+  backend; ``cancel(run_id)`` stores the cancel on the run (a queued run never starts)
+  and broadcasts it to the worker running it.
+- Operations (``_ops``): the app gets settings that survive a broker connection drop
+  (:data:`CELERY_DEFAULTS`); a warm shutdown waits ``drain_timeout_s`` for runs, then
+  hands the rest back to the front queue; every worker sweeps the store for
+  interrupted runs of its agents (a stalled worker's runs) and re-queues them first.
 - The submitter's OpenTelemetry context travels in the task, so the run's
   ``invoke_agent`` span is a child of the span that submitted it.
 """
@@ -34,7 +39,10 @@ from ...agent import Agent
 from ...errors import UserError
 from ...stores.base import RunSnapshot
 from ...workers.execute import encode_input, wait_for_run
+from ...workers.marks import request_cancel
+from ...workers.metrics import queue_metrics
 from ...workers.registry import AgentRegistry
+from ._ops import CELERY_DEFAULTS, apply_defaults, start_operations
 from ._process import process_loop, shutdown
 from ._task import Settings, dead_letter_queue, run_delivery
 
@@ -46,7 +54,7 @@ except ImportError as exc:
         "lovia.integrations.celery needs the celery package", hint="pip install 'lovia[celery]'"
     ) from exc
 
-__all__ = ["CeleryRunQueue"]
+__all__ = ["CELERY_DEFAULTS", "CeleryRunQueue", "apply_defaults"]
 
 CANCEL_COMMAND = "lovia_cancel"
 
@@ -61,6 +69,12 @@ class CeleryRunQueue:
     countdown of a retry, by default the lease TTL + 10 s (``LOVIA_LEASE_TTL_S``), so the
     lease of a worker lost on another host has expired when the run is tried again.
     ``deps`` is the import path of a ``deps(deps_key)`` factory.
+
+    Operations: ``max_kills`` dead-letters a run whose worker was lost that many times
+    (one that lost a worker runs alone in its process); ``drain_timeout_s`` bounds a
+    warm shutdown (the default fits Kubernetes' 30 s grace period); ``sweep_s`` is how
+    often a worker looks for interrupted runs to re-queue. The app's settings are
+    completed with :data:`CELERY_DEFAULTS` (a setting you made is kept).
 
     ``agents`` is the registry of the agents workers run: ``{"support": support_agent}``
     (names to agents or to their import paths) or a list of allowed import paths. A
@@ -80,6 +94,9 @@ class CeleryRunQueue:
         retry_delay_s: float | None = None,
         cancel_memory_s: float = 300.0,
         deps: str | None = None,
+        max_kills: int | None = 3,
+        drain_timeout_s: float = 20.0,
+        sweep_s: float = 10.0,
     ) -> None:
         if not isinstance(store, str):
             raise UserError(
@@ -94,7 +111,10 @@ class CeleryRunQueue:
                 hint='Pass agents={"support": support_agent} (or a list of import paths such '
                 'as ["myapp.agents:support"]); a task naming anything else is refused.',
             )
+        if max_kills is not None and max_kills < 1:
+            raise UserError("CeleryRunQueue(max_kills=...) must be at least 1 (or None: never)")
         self.app = app
+        apply_defaults(app)
         self.settings = Settings(
             store=store,
             agents=AgentRegistry(agents, owner="CeleryRunQueue"),
@@ -104,6 +124,11 @@ class CeleryRunQueue:
             retry_delay_s=retry_delay_s,
             deps=deps,
             cancel_memory_s=cancel_memory_s,
+            front_queue=f"{queue}.front",
+            max_kills=max_kills,
+            drain_timeout_s=drain_timeout_s,
+            sweep_s=sweep_s,
+            metrics=queue_metrics("celery", queue),
         )
         settings = self.settings
 
@@ -119,6 +144,7 @@ class CeleryRunQueue:
             ignore_result=True,
             max_retries=None,
         )(run)
+        start_operations(self)
 
     def submit(
         self,
@@ -178,10 +204,13 @@ class CeleryRunQueue:
     ) -> list[str]:
         """Cancel the run wherever it runs; return the workers that were running it.
 
-        A broadcast to every worker: the one executing the run cancels its token (the
+        The cancel is stored on the run first (a worker reads it before it starts any
+        delivery, so a queued run never starts, even after a worker restart), then
+        broadcast to every worker: the one executing the run cancels its token (the
         run ends as cancelled and stays resumable); the others hold the cancel for
-        ``cancel_memory_s`` so a delivery still in the queue is dropped when it starts.
+        ``cancel_memory_s``.
         """
+        process_loop().call(self._store_cancel(run_id, reason))
         remember_s = self.settings.cancel_memory_s
         arguments = {"run_id": run_id, "reason": reason, "remember_s": remember_s}
         replies: list[dict[str, dict[str, Any]]] = self.app.control.broadcast(
@@ -191,6 +220,9 @@ class CeleryRunQueue:
         for reply in replies:
             running += [name for name, answer in reply.items() if answer.get("running")]
         return sorted(running)
+
+    async def _store_cancel(self, run_id: str, reason: str) -> str:
+        return await request_cancel(process_loop().store(self.settings.store), run_id, reason)
 
     def dead_letters(self) -> list[dict[str, Any]]:
         """The tasks in the dead-letter queue (left there): their kwargs and deliveries."""

@@ -24,7 +24,10 @@ from ...context import CancelToken
 from ...stores import Store
 from ...stores import store as open_store
 
-__all__ = ["ProcessLoop", "process_loop"]
+__all__ = ["SHUTDOWN", "ProcessLoop", "process_loop"]
+
+SHUTDOWN = "worker shutting down"
+"""The cancel reason of runs stopped by a bounded shutdown (handed back, not ended)."""
 
 T = TypeVar("T")
 
@@ -45,6 +48,9 @@ class ProcessLoop:
         self.inflight: dict[str, CancelToken] = {}
         """``run_id`` -> the token of the run this process is executing."""
         self._cancelled: dict[str, tuple[float, str]] = {}
+        self.alone: str | None = None
+        """A suspect run (it lost a worker before) running alone in this process."""
+        self.stopping = threading.Event()
 
     def call(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run ``coro`` on the loop and wait for it (from any thread but the loop's)."""
@@ -90,6 +96,21 @@ class ProcessLoop:
         with self._lock:
             held = self._cancelled.pop(run_id, None)
         return held[1] if held is not None and held[0] >= time.monotonic() else None
+
+    def stop_runs_after(self, drain_s: float) -> None:
+        """Shutdown: after ``drain_s`` seconds, stop the runs still in flight here (each
+        ends at its next step, releases its lease and is handed back)."""
+        if self.stopping.is_set():
+            return
+        self.stopping.set()
+
+        def stop() -> None:
+            for token in list(self.inflight.values()):
+                token.cancel(SHUTDOWN)
+
+        timer = threading.Timer(drain_s, lambda: self.loop.call_soon_threadsafe(stop))
+        timer.daemon = True
+        timer.start()
 
     def close(self) -> None:
         """Close the stores and stop the loop (worker shutdown)."""

@@ -8,10 +8,17 @@ run delivered ``max_deliveries`` times goes to the dead-letter queue instead. A
 redelivery after a lost worker (``redelivered`` from the broker) is counted too: it is
 re-published as a retry first, so a run that kills its worker every time still ends in
 the dead-letter queue.
+
+Before a delivery starts its run it reads the store (``lovia.workers.marks.admit``): a
+stored cancel request ends it unstarted; a run that lost ``max_kills`` workers is
+dead-lettered (poison); one that lost a worker runs alone in its process. Redeliveries,
+runs handed back at shutdown and runs the sweep found interrupted go to the front
+queue ``<queue>.front``, which every worker of the queue also consumes.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import socket
@@ -25,10 +32,12 @@ from ... import lease_ttl
 from ...context import CancelToken
 from ...errors import UserError
 from ...workers.execute import execute_run, record_unrunnable
+from ...workers.marks import admit, mark_dead_lettered, poison_error
+from ...workers.metrics import QueueMetrics
 from ...workers.registry import AgentRegistry, UnknownAgent
-from ._process import ProcessLoop, maybe_await, process_loop
+from ._process import SHUTDOWN, ProcessLoop, maybe_await, process_loop
 
-__all__ = ["RETRIED", "Settings", "dead_letter_queue", "run_delivery"]
+__all__ = ["RETRIED", "Settings", "dead_letter", "dead_letter_queue", "run_delivery"]
 
 logger = logging.getLogger("lovia.integrations.celery")
 
@@ -49,6 +58,12 @@ class Settings:
     retry_delay_s: float | None
     deps: str | None
     cancel_memory_s: float
+    front_queue: str = ""
+    """Where redeliveries, hand-backs and swept runs go: consumed before the backlog."""
+    max_kills: int | None = 3
+    drain_timeout_s: float = 20.0
+    sweep_s: float = 10.0
+    metrics: QueueMetrics | None = None
 
 
 def dead_letter_queue(name: str) -> Any:
@@ -65,15 +80,27 @@ def worker_name() -> str:
 def run_delivery(task: Any, settings: Settings, kwargs: dict[str, Any]) -> str:
     """Run one delivery of a ``lovia.run`` task; return its outcome, or raise ``Retry``."""
     request = task.request
-    deliveries = int(request.retries or 0) + 1
+    deliveries = int(request.retries or 0) + 1 - int(kwargs.get("deferred") or 0)
     info: dict[str, Any] = request.delivery_info or {}
     redelivered = bool(info.get("redelivered"))
+    if settings.metrics is not None:
+        settings.metrics.delivered(redelivery=redelivered or deliveries > 1)
     if redelivered:  # its worker was lost: count that delivery, then go on as a retry
-        return _again(task, settings, kwargs, deliveries, "redelivered", countdown=0.0)
+        return _again(task, settings, kwargs, deliveries, "its worker was lost", countdown=0.0)
     proc = process_loop()
     outcome = proc.call(_execute(proc, settings, kwargs))
     if outcome == "unknown_agent":  # no delivery fixes it: refused, kept for the operator
-        return _dead_letter(task, settings, kwargs, deliveries, outcome)
+        return dead_letter(task.app, settings, kwargs, deliveries, outcome)
+    if outcome.startswith("poison:"):
+        kills = int(outcome[7:])
+        last = poison_error(kills)
+        again = {**kwargs, "last_error": last}
+        return dead_letter(task.app, settings, again, deliveries, "poison", kills)
+    if outcome == "deferred":  # a suspect runs alone here: another worker takes it
+        again = {**kwargs, "deferred": int(kwargs.get("deferred") or 0) + 1}
+        raise task.retry(kwargs=again, countdown=1.0, max_retries=None)
+    if outcome == "handed_back":  # stopped by shutdown, lease released: first in line
+        raise task.retry(countdown=0, max_retries=None, queue=settings.front_queue or None)
     if outcome in RETRIED:
         delay = settings.retry_delay_s
         delay = lease_ttl() + 10 if delay is None else delay  # a dead holder's lease expired
@@ -89,23 +116,29 @@ def _again(
     why: str,
     countdown: float,
 ) -> str:
-    """Retry the task, or dead-letter it once it was delivered ``max_deliveries`` times."""
+    """Retry the task, or dead-letter it once it was delivered ``max_deliveries`` times.
+
+    A redelivery after a lost worker goes to the front queue (not behind the backlog).
+    """
     if deliveries < settings.max_deliveries:
-        raise task.retry(countdown=countdown, max_retries=None)
-    return _dead_letter(task, settings, kwargs, deliveries, why)
+        again = {**kwargs, "last_error": why}
+        front = settings.front_queue if countdown == 0 and settings.front_queue else None
+        raise task.retry(kwargs=again, countdown=countdown, max_retries=None, queue=front)
+    return dead_letter(task.app, settings, {**kwargs, "last_error": why}, deliveries, why)
 
 
-def _dead_letter(
-    task: Any, settings: Settings, kwargs: dict[str, Any], deliveries: int, why: str
+def dead_letter(
+    app: Any, settings: Settings, kwargs: dict[str, Any], deliveries: int, why: str, kills: int = 0
 ) -> str:
-    """Publish the task to the dead-letter queue (its delivery is then acknowledged)."""
+    """Publish the task to the dead-letter queue (its delivery is then acknowledged) and
+    mark its run ``dead_lettered`` in the store."""
     logger.error(
         "run %s: dead-lettered after %d deliveries (%s)", kwargs.get("run_id"), deliveries, why
     )
     queue = dead_letter_queue(settings.dead_letter_queue)
     body = {**kwargs, "deliveries": deliveries, "reason": why}
     body.pop("otel", None)
-    with task.app.producer_or_acquire() as producer:
+    with app.producer_or_acquire() as producer:
         producer.publish(
             body,
             exchange=queue.exchange,
@@ -114,7 +147,36 @@ def _dead_letter(
             serializer="json",
             retry=True,
         )
+    if settings.metrics is not None:
+        settings.metrics.dead_lettered("max_deliveries" if why in RETRIED else why)
+    if why != "unknown_agent":  # an unknown agent's run is stored failed (UnknownAgent)
+        last = kwargs.get("last_error")
+        proc = process_loop()
+        proc.call(
+            _mark(proc, settings, kwargs, deliveries, why, str(last) if last else None, kills)
+        )
     return "dead_lettered"
+
+
+async def _mark(
+    proc: ProcessLoop,
+    settings: Settings,
+    kwargs: dict[str, Any],
+    deliveries: int,
+    why: str,
+    last_error: str | None,
+    kills: int,
+) -> None:
+    db = proc.store(settings.store)
+    await mark_dead_lettered(
+        db,
+        kwargs,
+        deliveries=deliveries,
+        reason=why,
+        last_error=last_error,
+        queue=settings.queue,
+        kills=kills,
+    )
 
 
 async def _execute(proc: ProcessLoop, settings: Settings, kwargs: dict[str, Any]) -> str:
@@ -123,18 +185,38 @@ async def _execute(proc: ProcessLoop, settings: Settings, kwargs: dict[str, Any]
     if proc.take_cancel(run_id) is not None:
         logger.info("run %s: cancelled before this delivery started", run_id)
         return "cancelled"
+    gate = await admit(proc.store(settings.store), run_id, max_kills=settings.max_kills)
+    if gate.verdict in ("cancelled", "ended"):
+        logger.info("run %s: not started: %s", run_id, gate.detail)
+        return "cancelled" if gate.verdict == "cancelled" else "refused"
+    if gate.verdict == "poison":
+        logger.error("run %s is poison: %s", run_id, gate.detail)
+        return f"poison:{gate.kills}"
+    if proc.alone is not None and proc.alone != run_id:
+        return "deferred"  # a suspect runs alone in this process
     token = CancelToken()
     if run_id not in proc.inflight:  # a duplicate delivery here ends at once (lease held)
         proc.inflight[run_id] = token
     carrier: dict[str, str] = kwargs.get("otel") or {}
     attached = otel_context.attach(propagate.extract(carrier))
+    if settings.metrics is not None:
+        settings.metrics.busy(+1)
     try:
-        return await _run(proc, settings, kwargs, token)
+        if gate.suspect:  # it took a worker down before: wait until it is alone here
+            proc.alone = run_id
+            while len(proc.inflight) > 1 and not token.cancelled:  # noqa: ASYNC110 -- polls a dict
+                await asyncio.sleep(0.1)
+        outcome = await _run(proc, settings, kwargs, token)
+        return "handed_back" if outcome == "cancelled" and token.reason == SHUTDOWN else outcome
     except Exception:
         logger.exception("run %s: unexpected error; delivering it again", run_id)
         return "error"
     finally:
         otel_context.detach(attached)
+        if settings.metrics is not None:
+            settings.metrics.busy(-1)
+        if proc.alone == run_id:
+            proc.alone = None
         if proc.inflight.get(run_id) is token:
             del proc.inflight[run_id]
 

@@ -74,7 +74,7 @@
       await swapParts(["run-head", "transcript", "trace"]);
       const note = document.getElementById("live-note");
       if (note) note.textContent = data.orphaned
-        ? "interrupted: the process running it is gone (no live lease); updates stopped"
+        ? "interrupted: " + (data.detail || "its worker is gone") + "; updates stopped"
         : "run " + data.status + "; updates stopped";
       const badge = document.getElementById("run-status");
       if (badge && data.orphaned) { badge.textContent = "interrupted"; badge.className = "badge status-interrupted"; }
@@ -255,6 +255,22 @@
       });
     }
     if (zoom) drawZoom();
+    // the minimap: every row of a long trace at once; a click goes to the row there
+    const map = $("#minimap", root);
+    if (map) {
+      const marks = $$("rect", map);
+      map.addEventListener("click", (event) => {
+        const box = map.getBoundingClientRect();
+        const at = Math.min(0.999, Math.max(0, (event.clientY - box.top) / Math.max(1, box.height)));
+        const mark = event.target.closest("rect") || marks[Math.floor(at * marks.length)];
+        const row = mark && $$("#waterfall tr.span").find((r) => r.dataset.spanId === mark.dataset.spanId);
+        if (!row) return;
+        if (row.hidden) { row.hidden = false; }
+        $$("#waterfall tr.selected").forEach((r) => r.classList.remove("selected"));
+        row.classList.add("selected");
+        row.scrollIntoView({ block: "center" });
+      });
+    }
   }
 
   // -- long texts: the rest on demand --------------------------------------------------
