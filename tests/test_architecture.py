@@ -33,6 +33,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "usage",
             "_price_file",
             "pricing",
+            "labels",
+            "spend",
         ),
     ),
     ("core types", ("transcript", "events", "_observers", "_display", "model")),

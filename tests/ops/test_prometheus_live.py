@@ -43,6 +43,7 @@ WORKLOAD = Path(__file__).with_name("workload.py")
 QUIET_ALERTS = {  # alert -> why it is silent against the workload
     "LoviaRunsMetricAbsent": "lovia_runs_total is present",
     "LoviaCostSpike": "no one-day spend baseline exists yet",
+    "LoviaTenantSpendHigh": "no tenant spends 50 USD in the workload's minutes",
 }
 SELECTOR = re.compile(r"\b([a-zA-Z_]\w*:[\w:]+|lovia_\w+|gen_ai_\w+|target_info)\b")
 LABELS = re.compile(r"\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)|\{[^}]*\}")

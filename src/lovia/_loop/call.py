@@ -46,6 +46,7 @@ from ..transcript import DeltaCleaner, TranscriptEntry, clean_text
 from .lease import confirm_lease
 from .limits import cancelled_error, check_budget
 from .share import reserve
+from .spend import check_spend, note_usage, settle
 from .state import EventBase, RunState
 from .watch import Armed, RunWatch
 
@@ -99,7 +100,9 @@ async def call_model(
         await confirm_lease(state)  # a worker fenced out while stalled stops unpaid
         hold = await reserve(state, call.request, call.provider)  # parallel children share
     provider = call.provider
+    spend = None
     try:
+        spend = await check_spend(state, call.request, provider) if state is not None else None
         yield _started(call)
         t0 = time.perf_counter()
         try:
@@ -118,9 +121,11 @@ async def call_model(
         usage.cost_usd, usage.unpriced = (0.0, 1) if cost is None else (cost, 0)
         if state is not None:
             state.usage.add(usage)
+            note_usage(state, call.purpose, provider.name, response.model or provider.model, usage)
     finally:
         if hold is not None:
             hold.release()  # the usage is counted: calls waiting for room check again
+        await settle(spend, call.response)  # spend limits: the real cost replaces the estimate
     entries = record(response) if record is not None else response.entries
     done = ev.SummaryCompleted if call.purpose == "summary" else ev.MessageCompleted
     yield done(

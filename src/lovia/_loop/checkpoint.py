@@ -13,7 +13,14 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from .. import events as ev
-from ..stores.base import UNPRICED_KEY, USAGE_MISSING_KEY, RunInfo, RunSnapshot, RunStatus
+from ..stores.base import (
+    LABELS_KEY,
+    UNPRICED_KEY,
+    USAGE_MISSING_KEY,
+    RunInfo,
+    RunSnapshot,
+    RunStatus,
+)
 from ..stores.records import LedgerRecord, LedgerStatus, Record, StateRecord, read_records
 from ..transcript import ToolCallEntry, ToolResultEntry, TranscriptEntry
 from ..usage import Usage
@@ -122,17 +129,19 @@ def run_info(state: RunState, status: RunStatus = "running") -> RunInfo:
         trace_id=trace[0] if trace else None,
         span_id=trace[1] if trace else None,
         history_len=len(state.history),
-        extra=_usage_extra(state.params.agent.name, usage),
+        extra=_usage_extra(state.params.agent.name, usage, state.params.labels),
         parent_run_id=link.run_id if link is not None else None,
         parent_call_id=link.call_id if link is not None else None,
     )
 
 
-def _usage_extra(first_agent: str, usage: Usage) -> dict[str, Any]:
-    """``RunInfo.extra``: the first agent, and what of the usage is unknown (unknown is
-    not zero: ``unpriced`` calls make ``cost_usd`` a lower bound, ``usage_missing`` says
-    a provider reported no tokens)."""
+def _usage_extra(first_agent: str, usage: Usage, labels: dict[str, str]) -> dict[str, Any]:
+    """``RunInfo.extra``: the first agent, the labels, and what of the usage is unknown
+    (unknown is not zero: ``unpriced`` calls make ``cost_usd`` a lower bound,
+    ``usage_missing`` says a provider reported no tokens)."""
     extra: dict[str, Any] = {"first_agent": first_agent}
+    if labels:
+        extra[LABELS_KEY] = dict(labels)
     if usage.unpriced:
         extra[UNPRICED_KEY] = usage.unpriced
     if usage.missing:

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, cast
 
 from .. import events as ev
 from ..agent import Agent
 from ..errors import LoviaError, UserError
-from ..stores.base import PRUNED_KEY, RunSnapshot
+from ..stores.base import LABELS_KEY, PRUNED_KEY, RunSnapshot
 from ..transcript import InputEntry, SystemEntry, TranscriptEntry, input_entries
 from ..view.record import ViewRecord, resolve_records, view_records
 from .activate import activate, resolve_provider
@@ -73,6 +73,9 @@ async def load_snapshot(state: RunState) -> RunSnapshot | None:
                 hint="Resume a run with the agent that started it, or use a new run_id.",
             )
         adopt_snapshot(state, snapshot)
+        stored = snapshot.info.extra.get(LABELS_KEY)
+        if not state.params.labels and isinstance(stored, dict):
+            state.params.labels = cast("dict[str, str]", stored)  # a resume keeps them
     return snapshot
 
 
@@ -136,6 +139,7 @@ def run_started(state: RunState, resumed: bool) -> ev.RunStarted:
         parent_call_id=state.params.parent.call_id if state.params.parent else None,
         root_agent=_root_agent(state),
         description=state.params.agent.description,
+        labels=tuple(state.params.labels.items()),
     )
 
 

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from ..model import ModelRequest, Provider
     from .state import RunState
 
-__all__ = ["BudgetShare", "Hold", "reserve"]
+__all__ = ["BudgetShare", "Hold", "estimate", "reserve"]
 
 _LIMITS = ("max_input_tokens", "max_output_tokens", "max_total_tokens", "max_cost_usd")
 
@@ -147,3 +147,7 @@ async def _wait(state: RunState, returned: asyncio.Event) -> None:
     assert state.watch is not None
     async with state.watch.armed():
         await returned.wait()
+
+
+estimate = _estimate
+"""A call's estimated usage and cost (spend limits reserve it too: ``_loop/spend.py``)."""

@@ -97,6 +97,8 @@ class RunParams:
     """Child runs' events appear on this run's stream as ``ChildRunEvent`` wrappers."""
     parent: ParentLink | None = None
     """Set when this run is a child run started by a tool call of another run."""
+    labels: dict[str, str] = field(default_factory=dict[str, str])
+    """Attribution labels (checked by ``lovia.labels``); a child run gets its parent's."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
