@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import AsyncIterator
 from typing import Any, cast
@@ -75,7 +76,8 @@ async def load_snapshot(state: RunState) -> RunSnapshot | None:
         adopt_snapshot(state, snapshot)
         stored = snapshot.info.extra.get(LABELS_KEY)
         if not state.params.labels and isinstance(stored, dict):
-            state.params.labels = cast("dict[str, str]", stored)  # a resume keeps them
+            labels = cast("dict[str, str]", stored)  # a resume keeps them
+            state.params = dataclasses.replace(state.params, labels=labels)
     return snapshot
 
 
