@@ -535,19 +535,21 @@ the span export thread), HTTP 20%, lovia's loop 5%. lovia[fast] at 50 in flight:
   only fewer spans or attributes would cut it (e.g. `execute_tool` spans only for tools
   that are slow or fail, or the view span folded into the turn span), which takes away
   spans the docs promise for phases that can be slow or fail. Not done.
-- *lovia+otel+sqlite*: a run of the workload makes 22 appends (3.7 per round-trip, was
-  27): start, each model turn written together with the ledger of the calls it asks for,
-  one per tool result, the final answer. The bench's `add` is not marked
-  `concurrency_safe`, so its two calls run one after the other and each result is its own
-  write (a result must be stored before the next call starts, or a crash re-runs it);
-  concurrency-safe tools' results that finish together go out in one append. Each append
-  is ~390 thousand instructions of record encoding, the commit on the loop thread and the
-  `CheckpointSaved` event. What would meet it: a cheaper record encoding (each entry is encoded to
-  JSON twice: canonically for the view hash, and for the record) and one write for a
-  sequential result together with the next call's `started` ledger (the result is
-  then stored only once the next call's start has been handled, the trade the model-turn
-  fold already makes; not done: a crash in that
-  window would turn a completed call into one of unknown outcome).
+- *lovia+otel+sqlite*: a run of the workload makes 17 appends (2.8 per round-trip; was
+  22, and 27 before that) and 24 store calls in all (4.0 per round-trip, was 4.8). The
+  loop's phases only note records; its drivers write them at fixed commit points, one
+  append each: start, each model turn together with the ledger of the first call it asks
+  for, each later call's ledger together with the result before it, the last result of
+  the turn, the final answer. The bench's `add` is not marked `concurrency_safe`, so its
+  two calls run one after the other: three appends per tool round-trip (the second
+  call's ledger must be durable before it starts); calls that run as one group
+  (parallel-safe, or one call a turn) make two (`tests/core/test_commit_points.py`
+  counts them). A completed result now waits for the next call's `ToolCallStarted`
+  event before it is stored (the trade the model-turn fold already makes: a crash in
+  that window reports the call's outcome as unknown; it is never re-run). Each append
+  is ~390 thousand instructions of record encoding, the commit on the loop thread and
+  the `CheckpointSaved` event; what is left is a cheaper record encoding (each entry is
+  encoded to JSON twice: canonically for the view hash, and for the record).
 
 **10,000 runs in flight** (targets met in this run: 1.08× and 1.1× the 1,000-run CPU per
 round-trip, 0 errors): requests beyond a provider's pool wait in lovia's FIFO, the garbage

@@ -65,6 +65,7 @@ CONTENDERS = (
     *_lovia("lovia+sqlite", "--store", "sqlite"),
     *_lovia("lovia+otel+sqlite", "--otel", "--store", "sqlite"),
     *_lovia("lovia+postgres", "--store", "postgres"),
+    *_lovia("lovia+otel+postgres", "--otel", "--store", "postgres"),
     Contender("lovia[fast]", "lovia_driver.py", ("--contender", "lovia[fast]"), "floor-httpx2"),
     Contender("openai-agents", "openai_agents_driver.py", peer=True),
     Contender("pydantic-ai", "pydantic_ai_driver.py", peer=True),

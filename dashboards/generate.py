@@ -654,6 +654,31 @@ def cost() -> dict:
         w=24,
         unit="currencyUSD",
     )
+    for label, who in (("tenant", "tenant"), ("user", "user")):
+        key = f"lovia_label_{label}"
+        has = f'{AGENT_MODEL}, {key}!=""'
+        b.add(
+            "timeseries",
+            f"USD per day (rolling 24 h) by {who}",
+            [
+                (
+                    f"topk(10, sum by ({key}) ({env(f'increase({c}{{{has}}}[1d])')}))",
+                    f"{{{{{key}}}}}",
+                )
+            ],
+            description=f"Runs labelled {label}=... (Runner.run(labels=...)). Past the "
+            "label cap (LOVIA_LABEL_VALUES_MAX values per key and process) values read "
+            "'other'. Costs corrected later by lovia reprice are not rewritten here.",
+            unit="currencyUSD",
+        )
+        b.add(
+            "table",
+            f"Spend by {who} in time range",
+            [(f"topk(20, sum by ({key}) ({env(f'increase({c}{{{has}}}[$__range])')}))", "")],
+            description=f"The top {who}s by spend; runs without a {label} label are left out.",
+            unit="currencyUSD",
+            table=True,
+        )
     return b.json()
 
 

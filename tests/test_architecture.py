@@ -26,7 +26,6 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         (
             "_version",
             "_lazy",
-            "_slots",
             "errors",
             "_redact",
             "_files",
@@ -34,6 +33,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "usage",
             "_price_file",
             "pricing",
+            "labels",
+            "spend",
         ),
     ),
     ("core types", ("transcript", "events", "_observers", "_display", "model")),

@@ -27,6 +27,7 @@ from .errors import (
     ProviderError,
     RunCancelled,
     RunError,
+    SpendLimitExceeded,
     ToolError,
     TooManyToolCalls,
     UserError,
@@ -38,6 +39,7 @@ from .plugins import Plugin, PluginInstance
 from .pricing import load_prices, set_price
 from .result import RunResult
 from .runner import Runner, RunStream
+from .spend import SpendLimit
 from .tools import Tool, tool
 from .transcript import InputEntry, TranscriptEntry
 from .usage import RunBudget, Usage
@@ -116,6 +118,8 @@ __all__ = [
     "RunStream",
     "Runner",
     "Skills",
+    "SpendLimit",
+    "SpendLimitExceeded",
     "Todo",
     "TooManyToolCalls",
     "Tool",

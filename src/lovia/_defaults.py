@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import gc
 import os
+from collections.abc import Sequence
 from enum import Enum
 from typing import TYPE_CHECKING, Final
 
 from .errors import UserError
+from .spend import SpendLimit, set_spend_limits
 
 if TYPE_CHECKING:
     from .stores.base import Store
@@ -58,7 +60,11 @@ DEFAULT: Final = Default.DEFAULT
 _configured: Store | str | None | Default = DEFAULT
 
 
-def configure(*, store: Store | str | None | Default = DEFAULT) -> None:
+def configure(
+    *,
+    store: Store | str | None | Default = DEFAULT,
+    spend_limits: Sequence[SpendLimit] | Default = DEFAULT,
+) -> None:
     """Set process-wide defaults for every run.
 
     - ``store``: a store URL (``sqlite:///.lovia/lovia.db``, ``postgresql://…``) or a
@@ -66,6 +72,9 @@ def configure(*, store: Store | str | None | Default = DEFAULT) -> None:
       ``session_id`` is given) unless the call passes its own. ``None`` turns the
       default off, also ignoring ``$LOVIA_STORE``; ``DEFAULT`` goes back to
       ``$LOVIA_STORE``.
+    - ``spend_limits``: :class:`~lovia.SpendLimit` s every run's model calls check
+      (replacing those set before; ``[]`` removes them; ``DEFAULT`` keeps them). Given
+      without ``store``, the store setting is left as it is.
 
     Telemetry is configured separately: ``lovia.telemetry.configure(...)``.
     """
@@ -75,6 +84,10 @@ def configure(*, store: Store | str | None | Default = DEFAULT) -> None:
             f"configure(store=...) needs a store URL or a store, got {store!r}",
             hint='e.g. lovia.configure(store="sqlite:///.lovia/lovia.db")',
         )
+    if not isinstance(spend_limits, Default):
+        set_spend_limits(spend_limits)
+        if isinstance(store, Default):
+            return  # configure(spend_limits=...) alone leaves the store as it is
     _configured = store
 
 

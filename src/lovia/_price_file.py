@@ -70,12 +70,14 @@ def read_price_file(path: str | os.PathLike[str]) -> list[PriceEntry]:
             f"the price file {str(file)!r} holds no list of prices",
             hint=f"Write a list (or 'prices:' followed by a list) of entries, {_EXAMPLE}.",
         )
-    entries = [_entry(file, i, item) for i, item in enumerate(cast("Sequence[Any]", data))]
+    items = cast("Sequence[Any]", data)
+    entries = [check_entry(_where(file, i), item) for i, item in enumerate(items)]
     seen: set[tuple[str, str]] = set()
     for i, e in enumerate(entries):
         key = (e.provider.lower(), e.model.lower())
         if key in seen:
-            raise _bad(file, i, f"{e.provider}:{e.model} is priced twice", "Keep one entry.")
+            what = f"{e.provider}:{e.model} is priced twice"
+            raise _bad(_where(file, i), what, "Keep one entry.")
         seen.add(key)
     return entries
 
@@ -84,41 +86,42 @@ def _kind(file: Path) -> str:
     return "JSON" if file.suffix.lower() == ".json" else "YAML"
 
 
-def _bad(file: Path, index: int, what: str, hint: str) -> UserError:
-    return UserError(f"the price file {str(file)!r}, entry {index + 1}: {what}", hint=hint)
+def _where(file: Path, index: int) -> str:
+    return f"the price file {str(file)!r}, entry {index + 1}"
 
 
-def _entry(file: Path, index: int, item: Any) -> PriceEntry:
+def _bad(where: str, what: str, hint: str) -> UserError:
+    return UserError(f"{where}: {what}", hint=hint)
+
+
+def check_entry(where: str, item: Any) -> PriceEntry:
+    """Check one entry (a mapping of the keys above); ``where`` names it in the error
+    (``the price file 'p.yaml', entry 2`` or ``set_price()``)."""
     if not isinstance(item, Mapping):
-        raise _bad(file, index, f"expected a mapping, got {item!r:.80}", f"Write {_EXAMPLE}.")
+        raise _bad(where, f"expected a mapping, got {item!r:.80}", f"Write {_EXAMPLE}.")
     raw = cast("Mapping[Any, Any]", item)
     unknown = sorted(str(k) for k in raw if k not in _KEYS)
     if unknown:
-        raise _bad(
-            file, index, f"unknown key(s) {unknown}", f"Allowed keys: {', '.join(sorted(_KEYS))}."
-        )
+        raise _bad(where, f"unknown key(s) {unknown}", f"Allowed keys: {', '.join(sorted(_KEYS))}.")
     names: dict[str, str] = {}
     for key in ("provider", "model"):
         value = raw.get(key)
         if not isinstance(value, str) or not value.strip():
-            raise _bad(file, index, f"{key!r} must be a non-empty string", f"Write {_EXAMPLE}.")
+            raise _bad(where, f"{key!r} must be a non-empty string", f"Write {_EXAMPLE}.")
         names[key] = value.strip()
     label = f"{names['provider']}:{names['model']}"
     free = raw.get("free", False)
     if not isinstance(free, bool):
-        raise _bad(file, index, f"{label}: 'free' must be true or false", "Write free: true.")
-    rates = {k: _rate(file, index, label, k, raw.get(k)) for k in _RATES}
+        raise _bad(where, f"{label}: 'free' must be true or false", "Write free: true.")
+    rates = {k: _rate(where, label, k, raw.get(k)) for k in _RATES}
     if free:
         if any(v not in (None, 0.0) for v in rates.values()):
-            raise _bad(
-                file, index, f"{label} is 'free' and has non-zero prices", "Keep one of the two."
-            )
+            raise _bad(where, f"{label} is 'free' and has non-zero prices", "Keep one of the two.")
         return PriceEntry(names["provider"], names["model"], 0.0, 0.0, 0.0, 0.0)
     missing = [k for k in _RATES[:2] if rates[k] is None]
     if missing:
         raise _bad(
-            file,
-            index,
+            where,
             f"{label} has no {' or '.join(missing)}",
             "Give both input_per_mtok and output_per_mtok (USD per million tokens), "
             "or free: true for a model that costs nothing.",
@@ -133,14 +136,12 @@ def _entry(file: Path, index: int, item: Any) -> PriceEntry:
     )
 
 
-def _rate(file: Path, index: int, label: str, key: str, value: Any) -> float | None:
+def _rate(where: str, label: str, key: str, value: Any) -> float | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise _bad(file, index, f"{label}: {key} must be a number, got {value!r:.40}", _EXAMPLE)
+        raise _bad(where, f"{label}: {key} must be a number, got {value!r:.40}", _EXAMPLE)
     number = float(value)
     if not math.isfinite(number) or number < 0:
-        raise _bad(
-            file, index, f"{label}: {key} is {value!r}", "Prices are finite and never negative."
-        )
+        raise _bad(where, f"{label}: {key} is {value!r}", "Prices are finite and never negative.")
     return number

@@ -132,6 +132,7 @@ class _AgentCall:
                 meter_provider=parent.params.meter_provider,
                 nested=parent.params.nested,
                 parent=ParentLink(state=parent, call_id=call_id),
+                labels=parent.params.labels,
             )
         )
         parent_token.add_listener(forward)

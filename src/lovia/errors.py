@@ -10,6 +10,7 @@ LoviaError                      base: .message, .hint
 ├── RunError                    a run ended without an answer; .run_id, .turn
 │   ├── MaxTurnsExceeded        the model kept calling tools past max_turns
 │   ├── BudgetExceeded          a RunBudget limit (.limit) was hit
+│   ├── SpendLimitExceeded      a SpendLimit shared by runs (.limit) was reached
 │   ├── RunCancelled            the cancel token was set
 │   ├── GuardrailTripped        an input/output guardrail said no (.guardrail, .reason)
 │   ├── ApprovalPending         tool calls wait for approval (.pending); resumable
@@ -64,6 +65,7 @@ __all__ = [
     "RunLeaseHeld",
     "RunNotFound",
     "SchemaVersionError",
+    "SpendLimitExceeded",
     "StoreError",
     "StreamInterrupted",
     "TooManyToolCalls",
@@ -121,6 +123,30 @@ class BudgetExceeded(RunError):
         self.used = used
         self.budget_run_id: str | None = None
         """The run whose budget was hit: this run's or, in a child run, a parent's."""
+
+
+class SpendLimitExceeded(RunError):
+    """A :class:`~lovia.SpendLimit` (spend per label value and window, shared by every
+    run on the store) was reached before a model call."""
+
+    finish_reason = "spend_limit"
+
+    def __init__(
+        self,
+        message: str,
+        hint: str | None = None,
+        *,
+        limit: Any = None,
+        spent_usd: float = 0.0,
+        window_start: float = 0.0,
+    ) -> None:
+        super().__init__(message, hint)
+        self.limit = limit
+        """The :class:`~lovia.SpendLimit` that was reached."""
+        self.spent_usd = spent_usd
+        """Spent plus reserved by calls in flight, in the window, when it was refused."""
+        self.window_start = window_start
+        """Unix time the limit's window began (UTC-aligned)."""
 
 
 class NestingLimitExceeded(RunError):

@@ -91,6 +91,8 @@ class RunStarted(Event):
     name it, so a top-level run's cost includes its children's)."""
     description: str = ""
     """The agent's ``description`` (``gen_ai.agent.description`` on the run span)."""
+    labels: tuple[tuple[str, str], ...] = ()
+    """The run's attribution labels (``lovia.label.<key>`` on the run span)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)

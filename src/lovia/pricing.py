@@ -12,6 +12,9 @@ of them: ``load_prices(path)``, or ``LOVIA_PRICES=path`` (read once, on first pr
 model priced at 0 (``free: true``, a self-hosted model) is *priced*: its calls cost $0 and
 are not counted as unpriced. Model ``*`` prices every model of a provider.
 
+``auto_update_prices()`` (or ``LOVIA_PRICES_AUTO_UPDATE=1``) opts in to genai-prices' own
+background table updates; off by default (no network).
+
 ``price_source`` names what priced a call (``genai-prices==X`` or ``overrides@<hash>``, the
 hash of the whole override set), recorded on each ``chat`` span as ``lovia.cost.source``.
 
@@ -29,16 +32,19 @@ from __future__ import annotations
 import functools
 import hashlib
 import logging
+import math
 import os
 import threading
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Never
 
-from ._price_file import read_price_file
+from ._price_file import PriceEntry, check_entry, read_price_file
+from .errors import UserError
 from .usage import Usage
 
 __all__ = [
+    "auto_update_prices",
     "clear_prices",
     "has_price",
     "load_prices",
@@ -47,6 +53,7 @@ __all__ = [
     "price_table_version",
     "price_usage",
     "set_price",
+    "stop_auto_update",
 ]
 
 logger = logging.getLogger("lovia.telemetry")
@@ -82,6 +89,11 @@ _overrides: dict[tuple[str, str], _Price] = {}
 _cache: dict[tuple[str, str], _Price | None] = {}
 _lock = threading.Lock()
 _ENV = "LOVIA_PRICES"
+_ENV_AUTO = "LOVIA_PRICES_AUTO_UPDATE"
+_updater: Any = None
+"""genai-prices' ``UpdatePrices`` once auto-update is on (None: the bundled table only)."""
+_snapshot: Any = None
+"""The genai-prices snapshot ``_cache`` was filled from (checked only with auto-update)."""
 _env_read = False
 _override_tag: str | None = None
 """``overrides@<hash>`` of the current override set (None = not computed yet)."""
@@ -96,18 +108,43 @@ def set_price(
     output_per_mtok: float,
     cache_read_per_mtok: float | None = None,
     cache_write_per_mtok: float | None = None,
+    **unknown: Never,
 ) -> None:
-    """Use these prices (USD per million tokens) for ``provider``/``model``."""
-    price = _Price(
-        input=input_per_mtok / _MTOK,
-        output=output_per_mtok / _MTOK,
-        cache_read=None if cache_read_per_mtok is None else cache_read_per_mtok / _MTOK,
-        cache_write=None if cache_write_per_mtok is None else cache_write_per_mtok / _MTOK,
+    """Use these prices (USD per million tokens) for ``provider``/``model``.
+
+    Checked like a price file's entry: a negative, NaN, infinite or non-number rate, an
+    empty name or an unknown keyword (a typo type checkers flag too) raises
+    :class:`~lovia.UserError` and changes nothing."""
+    entry = check_entry(
+        "set_price()",
+        {
+            "provider": provider,
+            "model": model,
+            "input_per_mtok": input_per_mtok,
+            "output_per_mtok": output_per_mtok,
+            "cache_read_per_mtok": cache_read_per_mtok,
+            "cache_write_per_mtok": cache_write_per_mtok,
+            **unknown,
+        },
     )
+    _apply([entry])
+
+
+def _apply(entries: list[PriceEntry]) -> None:
     global _override_tag
     with _lock:
-        _overrides[(provider.lower(), model.lower())] = price
+        for e in entries:
+            _overrides[(e.provider.lower(), e.model.lower())] = _Price(
+                input=e.input_per_mtok / _MTOK,
+                output=e.output_per_mtok / _MTOK,
+                cache_read=_per_token(e.cache_read_per_mtok),
+                cache_write=_per_token(e.cache_write_per_mtok),
+            )
         _override_tag = None
+
+
+def _per_token(per_mtok: float | None) -> float | None:
+    return None if per_mtok is None else per_mtok / _MTOK
 
 
 def load_prices(path: str | os.PathLike[str]) -> int:
@@ -115,15 +152,7 @@ def load_prices(path: str | os.PathLike[str]) -> int:
     many. The whole file is checked first: a bad one raises :class:`~lovia.UserError`
     naming the file and the entry, and changes nothing."""
     entries = read_price_file(path)
-    for e in entries:
-        set_price(
-            e.provider,
-            e.model,
-            input_per_mtok=e.input_per_mtok,
-            output_per_mtok=e.output_per_mtok,
-            cache_read_per_mtok=e.cache_read_per_mtok,
-            cache_write_per_mtok=e.cache_write_per_mtok,
-        )
+    _apply(entries)
     return len(entries)
 
 
@@ -138,6 +167,46 @@ def clear_prices() -> None:
         _env_read = False
 
 
+def auto_update_prices(*, interval_s: float = 3600.0, wait: bool | float = False) -> None:
+    """Opt in to ``genai-prices``' own background update: its table is fetched from the
+    genai-prices project now and every ``interval_s`` seconds (a daemon thread), and calls
+    are priced from the newest table fetched (overrides still win). Off by default: the
+    bundled snapshot needs no network. ``LOVIA_PRICES_AUTO_UPDATE=1`` (or a number of
+    seconds) turns it on at the first pricing. ``wait``: block until the first fetch
+    (seconds, or True for 30 s); a failed fetch then raises, otherwise it is logged and
+    the table in use stays. Calls priced from a fetched table record the source
+    ``genai-prices==<version>+update@<fetched at>``."""
+    if not (math.isfinite(interval_s) and interval_s > 0):
+        raise UserError(
+            f"auto_update_prices(interval_s={interval_s!r}): expected seconds > 0",
+            hint="e.g. interval_s=3600 (the genai-prices default: hourly).",
+        )
+    try:
+        from genai_prices import UpdatePrices
+    except ImportError:
+        raise UserError(
+            "auto_update_prices() needs the genai-prices package",
+            hint="pip install 'lovia[otel]'",
+        ) from None
+    global _updater
+    with _lock:
+        if _updater is None:
+            _updater = UpdatePrices(update_interval=float(interval_s))
+            _updater.start()
+        updater = _updater
+    if wait:
+        updater.wait(30.0 if wait is True else float(wait))
+
+
+def stop_auto_update() -> None:
+    """Stop the background update (the table fetched last stays in use)."""
+    global _updater
+    with _lock:
+        updater, _updater = _updater, None
+    if updater is not None:
+        updater.stop()
+
+
 def _read_env() -> None:
     """Load ``LOVIA_PRICES`` once. A bad file raises on every pricing until it is fixed:
     a run never goes on silently priced from the wrong table."""
@@ -145,7 +214,21 @@ def _read_env() -> None:
     path = os.environ.get(_ENV, "").strip()
     if path:
         load_prices(path)
+    auto = os.environ.get(_ENV_AUTO, "").strip().lower()
+    if auto and auto not in ("0", "false", "no", "off"):
+        interval = 3600.0 if auto in ("1", "true", "yes", "on") else _seconds(auto)
+        auto_update_prices(interval_s=interval)
     _env_read = True
+
+
+def _seconds(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise UserError(
+            f"{_ENV_AUTO}={text!r} is neither 1/0 nor a number of seconds",
+            hint=f"Set {_ENV_AUTO}=1 (hourly) or e.g. {_ENV_AUTO}=600.",
+        ) from None
 
 
 def _tag() -> str:
@@ -223,8 +306,25 @@ def price_table_version() -> str:
     return _table_version() + (f"+{_tag()}" if _overrides else "")
 
 
-@functools.cache
 def _table_version() -> str:
+    """``genai-prices==<version>``, ``+update@<when>`` when priced from a fetched table."""
+    base = _package_version()
+    if _updater is None or base == "none":
+        return base
+    snapshot: Any = _current_snapshot()
+    if snapshot is None or not snapshot.from_auto_update:
+        return base
+    return f"{base}+update@{snapshot.timestamp:%Y%m%dT%H%M%S}"
+
+
+def _current_snapshot() -> Any:
+    from genai_prices import data_snapshot
+
+    return data_snapshot.get_snapshot()
+
+
+@functools.cache
+def _package_version() -> str:
     """Read once: package metadata lookups cost ~1 ms, and this is on every run span."""
     try:
         from importlib.metadata import version
@@ -246,6 +346,8 @@ def _lookup(provider: str, model: str) -> _Price | None:
     found = _override(*key)
     if found is not None:
         return found
+    if _updater is not None:
+        _follow_updates()
     try:
         return _cache[key]
     except KeyError:
@@ -254,6 +356,16 @@ def _lookup(provider: str, model: str) -> _Price | None:
     with _lock:
         _cache[key] = price
     return price
+
+
+def _follow_updates() -> None:
+    """With auto-update on: forget the looked-up prices when a newer table was fetched."""
+    global _snapshot
+    snapshot = _current_snapshot()
+    if snapshot is not _snapshot:
+        with _lock:
+            _cache.clear()
+            _snapshot = snapshot
 
 
 def _from_table(provider: str, model: str) -> _Price | None:

@@ -19,6 +19,7 @@ from .agent import Agent
 from .context import CancelToken, Mailbox
 from .errors import UserError
 from .events import Event
+from .labels import check_labels, text_problem
 from .result import RunResult
 
 if TYPE_CHECKING:
@@ -60,18 +61,8 @@ def check_id(name: str, value: str | None) -> None:
         return
     if not isinstance(value, str):
         raise UserError(f"{name} must be a str, got {type(value).__name__}")
-    problem = ""
-    if not value:
-        problem = "is empty"
-    elif len(value) > MAX_ID_CHARS:
-        problem = f"is {len(value)} characters long (at most {MAX_ID_CHARS})"
-    elif _CONTROL.search(value):
-        problem = "contains a control character (e.g. NUL)"
-    else:
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            problem = "is not valid Unicode (it holds a lone surrogate)"
+    what = "contains a control character (e.g. NUL)"
+    problem = text_problem(value, MAX_ID_CHARS, _CONTROL, what)
     if problem:
         hint = "Pass printable text, e.g. a UUID or your own stable key"
         if name == "run_id":
@@ -114,6 +105,7 @@ class RunOptions(TypedDict, total=False):
     tracer_provider: TracerProvider | None
     meter_provider: MeterProvider | None
     nested: bool
+    labels: Mapping[str, str] | None
 
 
 def resume_options(
@@ -208,6 +200,7 @@ class Runner:
         tracer_provider: TracerProvider | None = None,
         meter_provider: MeterProvider | None = None,
         nested: bool = False,
+        labels: Mapping[str, str] | None = None,
     ) -> RunStream[OutputT]:
         """Start a run and return its event stream (see :class:`RunStream`).
 
@@ -218,7 +211,9 @@ class Runner:
         ``approved_by``: who decided ``approvals`` (``cli:alice``, ``web:ops``; default
         ``api``), recorded with each decision. ``nested=True``: events of child runs
         (agents run as tools, see :meth:`Agent.as_tool`) are yielded too, each wrapped in
-        a ``ChildRunEvent``.
+        a ``ChildRunEvent``. ``labels``: who the run is for (``{"tenant": "acme"}``):
+        on its span, its stored row, the cost metrics and spend limits (see
+        :mod:`lovia.labels`).
         """
         if not isinstance(agent, Agent):
             raise UserError(f"Runner needs an Agent, got {agent!r}")
@@ -267,6 +262,7 @@ class Runner:
             tracer_provider=tracer_provider,
             meter_provider=meter_provider,
             nested=nested,
+            labels=check_labels(labels),
         )
         return RunStream(params)
 

@@ -136,24 +136,11 @@ class _Entry(BaseModel):
 
 
 _E = TypeVar("_E", bound=_Entry)
-_STAMP_FIELDS = frozenset({"run_id", "turn", "agent"})
 
 
 def stamped(entry: _E, run_id: str, turn: int, agent: str) -> _E:
-    """``entry.model_copy(update={"run_id": ..., "turn": ..., "agent": ...})``, the
-    same copy (``__dict__``, fields set) without pydantic's generic copy path: the loop
-    stamps every entry it appends."""
-    data = entry.__dict__.copy()
-    data["run_id"] = run_id
-    data["turn"] = turn
-    data["agent"] = agent
-    copy = type(entry).__new__(type(entry))
-    _set = object.__setattr__
-    _set(copy, "__dict__", data)
-    _set(copy, "__pydantic_fields_set__", entry.__pydantic_fields_set__ | _STAMP_FIELDS)
-    _set(copy, "__pydantic_extra__", None)  # extra="forbid": never any
-    _set(copy, "__pydantic_private__", None)  # no private attributes
-    return copy
+    """A copy of ``entry`` with this run's id, turn and agent (entries are frozen)."""
+    return entry.model_copy(update={"run_id": run_id, "turn": turn, "agent": agent})
 
 
 _SCALARS = frozenset({int, float, bool, type(None)})

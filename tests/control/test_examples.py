@@ -44,6 +44,14 @@ EXPECT = {
         "span chat in-house-7b: source=unknown",
         "bad file: the price file 'bad.yaml', entry 1: openai:tuned: input_per_mtok is -1",
     ],
+    "45_spend_limits.py": [
+        "run 3 for globex: ok",
+        "run 4 for acme: ok",
+        "run 5 for acme: stopped: spend limit $0.5 per day for tenant=acme reached ($0.6000",
+        "acme completed runs: 3, cost $0.60",
+        "total for tenant=acme: 4 runs, 600 tokens, $0.6000",
+        "changed 4 of 5 runs; total change -$0.4000",
+    ],
     "44_content_by_reference.py": [
         "EVENT_ONLY: content keys on spans: []",
         "log event gen_ai.client.inference.operation.details",

@@ -168,7 +168,8 @@ async def test_a_tool_turn_is_written_with_the_ledger_of_its_calls() -> None:
     entries = [e["type"] for r in turn if r.kind == "entries" for e in r.data["entries"]]
     assert entries == ["tool_call", "tool_call"]
     assert _ledger(turn) == [("c1", "started"), ("c2", "started")]
-    assert [r.kind for r in turn] == ["view", "entries", "state", "ledger", "ledger"]
+    # the call's usage record (what lovia reprice prices again) rides with its view
+    assert [r.kind for r in turn] == ["view", "usage", "entries", "state", "ledger", "ledger"]
 
 
 class YieldingStore(CountingStore):

@@ -11,15 +11,25 @@ from typing import Any
 import pytest
 
 from lovia import events as ev
-from lovia._loop.call import Relay, Slot
+from lovia._loop.call import Done, Relay
 
 
 def _event(n: int) -> ev.Event:
     return ev.TurnStarted(run_id="r", agent="a", turn=n)
 
 
-async def _drain(it: AsyncIterator[ev.Event]) -> list[int]:
-    return [e.turn async for e in it]
+async def _drain(
+    it: AsyncIterator[ev.Event | Done[Any]], out: list[Any] | None = None
+) -> list[int]:
+    """The events' turns; the step's result (the stream's last item) goes into ``out``."""
+    turns: list[int] = []
+    async for item in it:
+        if isinstance(item, Done):
+            if out is not None:
+                out.append(item.value)
+        else:
+            turns.append(item.turn)
+    return turns
 
 
 async def test_a_build_that_never_suspends_runs_in_the_callers_task() -> None:
@@ -30,9 +40,9 @@ async def test_a_build_that_never_suspends_runs_in_the_callers_task() -> None:
         seen.append(asyncio.current_task())
         return "view"
 
-    out: Slot[str] = Slot()
-    assert await _drain(relay.run_inline(build(), out)) == []
-    assert out.value == "view"
+    out: list[Any] = []
+    assert await _drain(relay.run_inline(build()), out) == []
+    assert out == ["view"]
     assert seen == [asyncio.current_task()]
 
 
@@ -54,9 +64,9 @@ async def test_a_summarizing_build_moves_to_its_own_task_before_its_model_call()
         second = await summarize(3)
         return first + second
 
-    out: Slot[int] = Slot()
-    assert await _drain(relay.run_inline(build(), out)) == [1, 2, 3, 4]
-    assert out.value == 40
+    out: list[Any] = []
+    assert await _drain(relay.run_inline(build()), out) == [1, 2, 3, 4]
+    assert out == [40]
     me = asyncio.current_task()
     assert tasks[0] is me  # the inline first step
     assert tasks[1] is not me and tasks[2] is tasks[1]  # the rest: one task of its own
@@ -69,7 +79,7 @@ async def test_errors_reach_the_loop_inline_and_after_the_hand_off() -> None:
         raise ValueError("inline")
 
     with pytest.raises(ValueError, match="inline"):
-        await _drain(relay.run_inline(fails_inline(), Slot()))
+        await _drain(relay.run_inline(fails_inline()))
 
     relay = Relay()
 
@@ -80,7 +90,8 @@ async def test_errors_reach_the_loop_inline_and_after_the_hand_off() -> None:
 
     got: list[int] = []
     with pytest.raises(KeyError, match="later"):
-        async for e in relay.run_inline(fails_later(), Slot()):
+        async for e in relay.run_inline(fails_later()):
+            assert not isinstance(e, Done)
             got.append(e.turn)
     assert got == [1]
 
@@ -98,7 +109,8 @@ async def test_closing_the_stream_cancels_the_moved_build() -> None:
             cancelled.set()
             raise
 
-    it = relay.run_inline(stalls(), Slot())
-    assert (await anext(it)).turn == 1
+    it = relay.run_inline(stalls())
+    first = await anext(it)
+    assert not isinstance(first, Done) and first.turn == 1
     await it.aclose()
     await asyncio.wait_for(cancelled.wait(), 5)

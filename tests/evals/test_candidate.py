@@ -18,7 +18,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def lovia(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1"}
+    path = os.pathsep.join([str(ROOT / "src"), str(ROOT)])  # this checkout's lovia
+    env = {**os.environ, "PYTHONPATH": path, "NO_COLOR": "1"}
     return subprocess.run(
         [sys.executable, "-m", "lovia.cli", *args],
         capture_output=True,

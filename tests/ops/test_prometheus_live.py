@@ -47,6 +47,7 @@ QUIET_ALERTS = {  # alert -> why it is silent against the workload
     "LoviaRunsMetricAbsent": "lovia_runs_total is present",
     "LoviaCostSpike": "no one-day spend baseline exists yet",
     "LoviaQueueStuck": "the workload's worker takes every queued task",
+    "LoviaTenantSpendHigh": "no tenant spends 50 USD in the workload's minutes",
 }
 SELECTOR = re.compile(r"\b([a-zA-Z_]\w*:[\w:]+|lovia_\w+|gen_ai_\w+|target_info)\b")
 LABELS = re.compile(r"\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)|\{[^}]*\}")

@@ -97,5 +97,13 @@ def test_queue_alerts_watch_dead_letters_and_a_stuck_backlog() -> None:
 
 def test_rule_queries_are_collected() -> None:
     kinds = [q.kind for q in rule_queries()]
-    assert kinds.count("record") == 1 + 2 * len(WINDOWS) + 1
-    assert kinds.count("alert") == len(BURN_PAIRS) + 4
+    assert kinds.count("record") == 1 + 2 * len(WINDOWS) + 1 + 1  # + spend per tenant
+    assert kinds.count("alert") == len(BURN_PAIRS) + 4 + 2  # + tenant spend, unpriced calls
+
+
+def test_spend_rules_watch_labelled_spend_and_unpriced_calls() -> None:
+    rules = _rules("lovia-spend.yml")
+    assert 'lovia_label_tenant!=""' in rules["lovia:cost_usd:tenant_24h"]["expr"]
+    assert "[1d]" in rules["lovia:cost_usd:tenant_24h"]["expr"]
+    assert "lovia:cost_usd:tenant_24h > 50" in rules["LoviaTenantSpendHigh"]["expr"]
+    assert "lovia_cost_unpriced_total" in rules["LoviaUnpricedCalls"]["expr"]

@@ -151,7 +151,14 @@ def make_instruments(meter: Meter) -> Instruments:
     )
 
 
-def _model_call(ins: Instruments, agent: str, provider: str, model: str, rnd) -> None:
+def _labels(index: int) -> dict[str, str]:
+    """Attribution labels of run ``index`` (lovia.label.*: the spend-by-tenant panels)."""
+    return {"tenant": ("acme", "globex", "initech")[index % 3], "user": f"u{index % 5}"}
+
+
+def _model_call(
+    ins: Instruments, agent: str, provider: str, model: str, rnd, who: dict[str, str]
+) -> None:
     base = {
         "gen_ai.operation.name": "chat",
         "gen_ai.provider.name": provider,
@@ -166,6 +173,7 @@ def _model_call(ins: Instruments, agent: str, provider: str, model: str, rnd) ->
     ins.first_chunk.record(rnd.uniform(0.05, 0.8), base)
     short = {"gen_ai.agent.name": agent, "gen_ai.provider.name": provider}
     short["gen_ai.request.model"] = model
+    short.update({f"lovia.label.{k}": v for k, v in who.items()})
     split = {
         "input": input_tokens,
         "output": output_tokens,
@@ -231,7 +239,7 @@ def one_run(ins: Instruments, index: int, rnd: random.Random) -> None:
         _queue_task(ins, index)
     turns = rnd.randint(1, 6)
     for turn in range(turns):
-        _model_call(ins, agent, provider, model, rnd)
+        _model_call(ins, agent, provider, model, rnd, _labels(index))
         _tool_call(ins, agent, TOOLS[turn % len(TOOLS)], fail=(index + turn) % 7 == 0, rnd=rnd)
     if index % 3 == 0:
         _retry_and_failed_call(ins, provider, model, agent)
@@ -463,7 +471,7 @@ def emit_with_lovia(port: int, runs_per_second: float, stop: Callable[[], bool])
             text, max_turns = _lovia_input(index)
             agent = agents[index % len(agents)]
             try:
-                await Runner.run(agent, text, max_turns=max_turns)
+                await Runner.run(agent, text, max_turns=max_turns, labels=_labels(index))
             except LoviaError:
                 pass  # failures and pauses are part of the workload
             else:  # online evaluation of the completed run, as lovia.evals.online records it

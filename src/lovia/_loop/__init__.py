@@ -14,6 +14,7 @@ import logging
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Literal
 
 from .. import events as ev
@@ -30,9 +31,11 @@ from .engine import host_stop, record_host_stop
 from .finish import call_close, close_plugins, finish, result_of, write_session
 from .lease import stop_heartbeat
 from .limits import cancelled_error, out_of_time
+from .outcomes import Final
 from .prepare import find_agent, load_snapshot, prepare, run_started
-from .state import CHILD_EVENT_BUFFER, CancelGuard, RunParams, RunState
+from .state import CHILD_EVENT_BUFFER, RunParams, RunState
 from .turn import finalize, resume_turn, turn
+from .watch import RunWatch
 
 __all__ = ["Outcome", "RunParams", "run_events"]
 
@@ -114,7 +117,8 @@ def new_state(params: RunParams) -> RunState:
     )
     budget = params.budget
     seconds = budget.max_seconds if budget is not None else None
-    state.guard = CancelGuard(token, None if seconds is None else state.started + seconds)
+    deadline = None if seconds is None else state.started + seconds
+    state.watch = RunWatch(token, deadline, partial(_stop_error, state))
     if params.nested:
         state.child_events = asyncio.Queue(CHILD_EVENT_BUFFER)  # backpressure, no drops
     if params.parent is not None:  # the parent's budget and usage see this run live
@@ -122,8 +126,9 @@ def new_state(params: RunParams) -> RunState:
     return state
 
 
-async def _phases(state: RunState, emitter: Emitter) -> AsyncIterator[ev.Event]:
-    """The run, phase by phase, in the documented order. Reason for length: it is the whole map."""
+async def _phases(state: RunState) -> AsyncIterator[ev.Event | Final]:
+    """The run, phase by phase, in the documented order; ends with the :class:`Final`
+    output (nothing for a run completed before). Reason for length: it is the whole map."""
     snapshot = await load_snapshot(state)
     if snapshot is not None and snapshot.info.status == "completed":
         state.completed_result = RunResult.from_stored(snapshot, state.params.agent, find_agent)
@@ -142,16 +147,32 @@ async def _phases(state: RunState, emitter: Emitter) -> AsyncIterator[ev.Event]:
             state.trace_ids = (f"{sc.trace_id:032x}", f"{sc.span_id:016x}")
     async for event in prepare(state, snapshot):
         yield event
+    async for item in _turns(state):
+        yield item
+
+
+async def _turns(state: RunState) -> AsyncIterator[ev.Event | Final]:
+    """Turns until one ends with the final output (a resumed run first finishes the turn
+    it stopped in); then the run's end, and the :class:`Final` last."""
+    final: Final | None = None
     if state.resume_calls:
-        async for event in resume_turn(state, state.resume_calls):
-            yield event
+        async for item in resume_turn(state, state.resume_calls):
+            if isinstance(item, Final):
+                final = item
+            else:
+                yield item
     elif state.resumed and _ends_with_answer(state):
-        finalize(state, _last_response(state))
-    while not state.done:
-        async for event in turn(state):
-            yield event
-    async for event in finish(state):
+        step = finalize(state, _last_response(state), None)
+        final = step if isinstance(step, Final) else None
+    while final is None:
+        async for item in turn(state):
+            if isinstance(item, Final):
+                final = item
+            else:
+                yield item
+    async for event in finish(state, final):
         yield event
+    yield final
 
 
 def _last_response(state: RunState) -> list[Any]:
@@ -171,24 +192,15 @@ def _ends_with_answer(state: RunState) -> bool:
     return bool(entries) and entries[-1].type == "text" and state.turn > 0
 
 
+def _stop_error(state: RunState) -> BaseException:
+    """The run's error when its token or deadline stopped one of its awaits."""
+    if state.lease.lost is not None:
+        return state.lease.lost
+    return cancelled_error(state) if state.ctx.cancel_token.cancelled else out_of_time(state)
+
+
 def _run_error(state: RunState, exc: BaseException) -> BaseException:
-    """Turn an exception into the run's error (our own cancellation → RunCancelled)."""
-    if isinstance(exc, asyncio.CancelledError):
-        task = asyncio.current_task()
-        guard = state.guard
-        token = state.ctx.cancel_token
-        if guard is not None and task is not None and (token.cancelled or guard.expired):
-            for _ in range(min(guard.fired, task.cancelling())):
-                task.uncancel()  # undo only our own cancellations
-            guard.fired = 0
-            if task.cancelling():
-                return exc  # the caller cancelled too: let that propagate
-            if state.lease_lost is not None:
-                exc = state.lease_lost
-            else:
-                exc = cancelled_error(state) if token.cancelled else out_of_time(state)
-        else:
-            return exc
+    """The run's error for an exception that ended it (stamped with run id and turn)."""
     if isinstance(exc, RunError):
         exc.run_id = exc.run_id or state.run_id
         exc.turn = exc.turn if exc.turn is not None else state.turn
@@ -221,8 +233,11 @@ def _children_total(usages: Iterable[Usage]) -> Usage | None:
     return total
 
 
-def _completed(state: RunState) -> tuple[ev.RunCompleted, RunResult[Any]]:
-    result = state.completed_result or result_of(state)
+def _completed(state: RunState, final: Final | None) -> tuple[ev.RunCompleted, RunResult[Any]]:
+    result = state.completed_result
+    if result is None:
+        assert final is not None
+        result = result_of(state, final)
     agent = result.final_agent.name
     event = ev.RunCompleted(
         run_id=state.run_id,
@@ -250,11 +265,11 @@ async def _mark_failed(state: RunState, error: BaseException) -> None:
     cp = state.checkpointer
     if cp is None or state.completed_result is not None or state.active is None:
         return
-    if isinstance(error, LeaseLost) or state.lease_lost is not None:
+    if isinstance(error, LeaseLost) or state.lease.lost is not None:
         return  # the run belongs to the worker that took it over: write nothing
     status = _stored_status(error)
     try:
-        await cp.append(state.run_id, state.pending, fence=state.lease_token)
+        await cp.append(state.run_id, state.pending, fence=state.lease.token)
         state.pending = []
         info = finish_info(
             state, status, getattr(error, "finish_reason", "error"), type(error).__name__
@@ -263,7 +278,7 @@ async def _mark_failed(state: RunState, error: BaseException) -> None:
         info.extra["error"] = error.message if isinstance(error, LoviaError) else str(error)
         info.extra["hint"] = getattr(error, "hint", None)
         lifecycle_extra(state, error, info.extra)
-        await cp.finish(info, None, fence=state.lease_token)
+        await cp.finish(info, None, fence=state.lease.token)
     except LeaseLost:
         logger.warning("run %s: lease lost; its failure is not recorded", state.run_id)
     except Exception:
@@ -272,9 +287,9 @@ async def _mark_failed(state: RunState, error: BaseException) -> None:
 
 async def _release(state: RunState) -> None:
     await stop_heartbeat(state)
-    if state.checkpointer is not None and state.lease_owner is not None:
+    if state.checkpointer is not None and state.lease.owner is not None:
         try:
-            await state.checkpointer.release(state.run_id, state.lease_owner)
+            await state.checkpointer.release(state.run_id, state.lease.owner)
         except Exception:
             logger.exception("could not release the lease of run %s", state.run_id)
 
@@ -284,15 +299,19 @@ async def run_events(params: RunParams, outcome: Outcome) -> AsyncGenerator[ev.E
     state = new_state(params)
     tracer = make_run_tracer(params.tracer_provider, params.meter_provider)
     emitter = Emitter(state, tracer)
-    guard = state.guard
-    assert guard is not None  # new_state arms every run with a guard
-    guard.token.add_listener(guard.fire)
+    watch = state.watch
+    assert watch is not None  # new_state gives every run its watch
+    watch.token.add_listener(watch.fire)
     error: BaseException | None = None
+    final: Final | None = None
     finished = False
     try:
         try:
-            async for event in _phases(state, emitter):
-                yield event if emitter.idle() else await emitter.emit(event)
+            async for item in _phases(state):
+                if isinstance(item, Final):
+                    final = item
+                else:
+                    yield item if emitter.idle() else await emitter.emit(item)
         except GeneratorExit:
             raise
         except BaseException as exc:
@@ -304,7 +323,7 @@ async def run_events(params: RunParams, outcome: Outcome) -> AsyncGenerator[ev.E
                 raise
         async for event in _closing(state, emitter, error):
             yield event
-        terminal, error = await _terminal(state, error, outcome)
+        terminal, error = await _terminal(state, error, final, outcome)
         try:
             await emitter.emit(terminal)
         except Exception:
@@ -314,8 +333,7 @@ async def run_events(params: RunParams, outcome: Outcome) -> AsyncGenerator[ev.E
     finally:
         if not finished and tracer is not None:
             tracer.abandon()
-        guard.token.remove_listener(guard.fire)
-        guard.stop()
+        watch.token.remove_listener(watch.fire)
         await _cleanup(state)
         outcome.done = True
 
@@ -333,11 +351,11 @@ async def _closing(
 
 
 async def _terminal(
-    state: RunState, error: BaseException | None, outcome: Outcome
+    state: RunState, error: BaseException | None, final: Final | None, outcome: Outcome
 ) -> tuple[ev.Event, BaseException | None]:
     if error is None:
         try:
-            terminal, result = _completed(state)
+            terminal, result = _completed(state, final)
             outcome.result = result
             return terminal, None
         except Exception as exc:  # building the result failed: report it as the run's error

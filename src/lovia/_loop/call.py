@@ -1,7 +1,7 @@
 """ONE path for every model call lovia makes: main, repair, summary and what-if.
 
 :func:`call_model` checks the run budget and the lease, emits ``ModelCallStarted``, streams the
-provider (the cancel guard armed around each read), prices the response, adds it to
+provider (the run's watch armed around each read), prices the response, adds it to
 the run's usage and emits ``MessageCompleted`` — or ``ModelCallFailed`` and re-raises.
 Tracing, metrics, hooks and budgets therefore see every call the same way; only
 ``purpose`` (``lovia.call.purpose`` on the ``chat`` span) tells them apart.
@@ -17,9 +17,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Generator, Sequence
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Coroutine,
+    Generator,
+    Sequence,
+)
 from dataclasses import dataclass
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, Generic, Literal, TypeVar, cast
 
 from .. import events as ev
 from ..errors import StreamInterrupted
@@ -38,9 +46,11 @@ from ..transcript import DeltaCleaner, TranscriptEntry, clean_text
 from .lease import confirm_lease
 from .limits import cancelled_error, check_budget
 from .share import reserve
-from .state import CancelGuard, EventBase, RunState
+from .spend import check_spend, note_usage, settle
+from .state import EventBase, RunState
+from .watch import Armed, RunWatch
 
-__all__ = ["ModelCall", "Purpose", "Relay", "Slot", "call_model"]
+__all__ = ["Done", "ModelCall", "Purpose", "Relay", "call_model"]
 
 logger = logging.getLogger("lovia.loop")
 
@@ -48,24 +58,11 @@ Purpose = Literal["main", "repair", "summary", "what_if", "eval"]
 T = TypeVar("T")
 
 
-class Slot(Generic[T]):
-    """The value a phase generator produces besides its events (a generator yields
-    events and cannot return a value): set once by the phase, read by its caller."""
+@dataclass(slots=True, frozen=True)
+class Done(Generic[T]):
+    """The last item of a :class:`Relay` stream: the step's own result."""
 
-    __slots__ = ("_box",)
-
-    def __init__(self) -> None:
-        self._box: tuple[T] | None = None
-
-    def set(self, value: T) -> None:
-        self._box = (value,)
-
-    @property
-    def value(self) -> T:
-        """The value; ``RuntimeError`` when the phase ended without setting it."""
-        if self._box is None:
-            raise RuntimeError("the phase ended without producing its value")
-        return self._box[0]
+    value: T
 
 
 @dataclass(slots=True, kw_only=True)
@@ -103,11 +100,13 @@ async def call_model(
         await confirm_lease(state)  # a worker fenced out while stalled stops unpaid
         hold = await reserve(state, call.request, call.provider)  # parallel children share
     provider = call.provider
+    spend = None
     try:
+        spend = await check_spend(state, call.request, provider) if state is not None else None
         yield _started(call)
         t0 = time.perf_counter()
         try:
-            async for event in _stream(call, state.guard if state is not None else None):
+            async for event in _stream(call, state.watch if state is not None else None):
                 yield event
         except (Exception, asyncio.CancelledError) as exc:
             yield _failed(call, _reported(state, exc), t0)
@@ -122,9 +121,11 @@ async def call_model(
         usage.cost_usd, usage.unpriced = (0.0, 1) if cost is None else (cost, 0)
         if state is not None:
             state.usage.add(usage)
+            note_usage(state, call.purpose, provider.name, response.model or provider.model, usage)
     finally:
         if hold is not None:
             hold.release()  # the usage is counted: calls waiting for room check again
+        await settle(spend, call.response)  # spend limits: the real cost replaces the estimate
     entries = record(response) if record is not None else response.entries
     done = ev.SummaryCompleted if call.purpose == "summary" else ev.MessageCompleted
     yield done(
@@ -143,36 +144,46 @@ async def call_model(
     )
 
 
-async def _stream(call: ModelCall, guard: CancelGuard | None) -> AsyncIterator[ev.Event]:
-    """The provider's stream as events; sets ``call.response`` and ``call.ttfc``."""
+async def _stream(call: ModelCall, watch: RunWatch | None) -> AsyncIterator[ev.Event]:
+    """The provider's stream as events; sets ``call.response`` and ``call.ttfc``. The
+    run's watch is armed while the provider is read, paused while an event is out."""
+    if watch is None:
+        async for event in _items(call, None):
+            yield event
+        return
+    async with watch.armed() as armed:
+        async for event in _items(call, armed):
+            yield event
+
+
+async def _items(call: ModelCall, armed: Armed | None) -> AsyncIterator[ev.Event]:
     t0 = time.perf_counter()
     stream = call.provider.stream(call.request)
     first = False
     clean = DeltaCleaner()  # a surrogate pair split across chunks reaches consumers whole
     try:
-        while True:
-            if guard is not None:
-                guard.arm()
-            try:
-                item = await anext(stream)
-            except StopAsyncIteration:
-                break
-            finally:
-                if guard is not None:
-                    guard.disarm()
+        async for item in stream:
             event = _delta(call.base, item, clean)
             if event is None:
                 assert isinstance(item, ModelResponse)  # _delta maps every other item
                 call.response = item
                 if call.deltas:
                     for held in _held_back(call.base, clean):
+                        if armed is not None:
+                            armed.pause()
                         yield held
+                        if armed is not None:
+                            armed.resume()
                 continue
             if not first and not isinstance(item, RetryNotice):
                 first = True
                 call.ttfc = time.perf_counter() - t0
             if call.deltas or isinstance(item, RetryNotice):
+                if armed is not None:
+                    armed.pause()
                 yield event
+                if armed is not None:
+                    armed.resume()
     except (Exception, asyncio.CancelledError) as exc:
         await _close_quietly(stream)
         if first:
@@ -302,31 +313,30 @@ class Relay:
         self._queue.put_nowait((event, emitted))
         await emitted
 
-    def step_inline(self, step: Coroutine[Any, Any, T], out: Slot[T]) -> Awaitable[T] | None:
-        """Step ``step`` here until it finishes (its result in ``out``; returns None) or
-        detaches (returns the rest of it, for :meth:`run`). No generator: the common
-        case costs the loop no async generator at all."""
+    def step_inline(self, step: Coroutine[Any, Any, T]) -> Done[T] | Awaitable[T]:
+        """Step ``step`` here until it finishes (returns its :class:`Done`) or detaches
+        (returns the rest of it, for :meth:`run`). No generator: the common case costs
+        the loop no async generator at all."""
         self._inline = True
         try:
             first = step.send(None)
         except StopIteration as stop:
-            out.set(stop.value)
-            return None
+            return Done(cast("T", stop.value))
         finally:
             self._inline = False
         return _resume(step, first)
 
-    async def run_inline(
-        self, step: Coroutine[Any, Any, T], out: Slot[T]
-    ) -> AsyncIterator[ev.Event]:
+    async def run_inline(self, step: Coroutine[Any, Any, T]) -> AsyncGenerator[ev.Event | Done[T]]:
         """:meth:`run`, first stepping ``step`` here until it finishes or detaches."""
-        rest = self.step_inline(step, out)
-        if rest is not None:
-            async for event in self.run(rest, out):
-                yield event
+        rest = self.step_inline(step)
+        if isinstance(rest, Done):
+            yield rest
+            return
+        async for item in self.run(rest):
+            yield item
 
-    async def run(self, step: Awaitable[T], out: Slot[T]) -> AsyncIterator[ev.Event]:
-        """Yield the events sent while ``step`` runs; then put its result in ``out``."""
+    async def run(self, step: Awaitable[T]) -> AsyncGenerator[ev.Event | Done[T]]:
+        """Yield the events sent while ``step`` runs; then its result (:class:`Done`)."""
         task = asyncio.ensure_future(step)
         task.add_done_callback(lambda _: self._queue.put_nowait(None))
         try:
@@ -340,7 +350,7 @@ class Relay:
         finally:
             if not task.done():
                 task.cancel()
-        out.set(task.result())
+        yield Done(task.result())
 
 
 class _Continue(Generic[T]):

@@ -1,18 +1,26 @@
 """Checkpoint writes and resume: the loop's only contact with the checkpointer.
 
-Progress is written as small append-only records after each model turn and each tool
-result. Resuming rebuilds the transcript, usage, turn counter and tool ledger from
-those records; what the crashed worker had completed is never redone.
+Phases note small append-only records; the drivers write them at fixed commit points
+(:func:`commit`), everything a phase boundary produced in one append. Resuming rebuilds
+the transcript, usage, turn counter and tool ledger from those records; what the crashed
+worker had completed is never redone.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from .. import events as ev
-from ..stores.base import UNPRICED_KEY, USAGE_MISSING_KEY, RunInfo, RunSnapshot, RunStatus
+from ..stores.base import (
+    LABELS_KEY,
+    UNPRICED_KEY,
+    USAGE_MISSING_KEY,
+    RunInfo,
+    RunSnapshot,
+    RunStatus,
+)
 from ..stores.records import LedgerRecord, LedgerStatus, Record, StateRecord, read_records
 from ..transcript import ToolCallEntry, ToolResultEntry, TranscriptEntry
 from ..usage import Usage
@@ -20,12 +28,11 @@ from .state import RunState
 
 __all__ = [
     "ResumePoint",
+    "commit",
     "finish_info",
     "restore",
+    "rides_with_tools",
     "run_info",
-    "save_progress",
-    "raise_failed",
-    "turn_rides_with_tools",
     "write_progress",
 ]
 
@@ -36,28 +43,28 @@ def _store_name(state: RunState) -> str:
     return str(url).split(":", 1)[0]
 
 
-async def save_progress(state: RunState, kind: str = "progress") -> AsyncIterator[ev.Event]:
-    """Write queued records (if a checkpointer is configured) and emit CheckpointSaved."""
+async def commit(state: RunState, kind: str = "progress") -> AsyncIterator[ev.Event]:
+    """A commit point: write every record noted since the last one in ONE append, emit
+    ``CheckpointSaved``, and end the run with the store's error if the write failed.
+
+    Only the drivers call it, at fixed points (see ``docs/sessions.md``): after the run's
+    start, after a model answer, before a tool that is not idempotent starts, at the end
+    of the tool phase, and before a pause or a stop. Phases only note records.
+    """
     if state.checkpointer is None or not state.pending:
         state.pending.clear()
         return
     saved = await write_progress(state, kind)
     yield saved
-    raise_failed(saved)
-
-
-def raise_failed(saved: ev.CheckpointSaved) -> None:
-    """Once ``saved`` is emitted: a failed write ends the run with the store's error."""
     if saved.error is not None:
         raise saved.error
 
 
 async def write_progress(state: RunState, kind: str) -> ev.CheckpointSaved:
-    """Write the queued records (``state.pending`` is not empty) in one append.
+    """Write the noted records (``state.pending`` is not empty) in one append.
 
-    Returns the ``CheckpointSaved`` to emit; when its ``error`` is set the write failed,
-    and the caller raises that error once it emitted the event. A coroutine, not a
-    generator: the loop's hot paths write this way (``save_progress`` wraps it).
+    Returns the ``CheckpointSaved`` to emit; when its ``error`` is set the write failed
+    (:func:`commit` raises it once the event is out).
     """
     cp = state.checkpointer
     assert cp is not None
@@ -69,7 +76,7 @@ async def write_progress(state: RunState, kind: str) -> ev.CheckpointSaved:
     t0 = time.perf_counter()
     written, error = 0, None
     try:
-        written = await cp.append(state.run_id, records, fence=state.lease_token)
+        written = await cp.append(state.run_id, records, fence=state.lease.token)
     except Exception as exc:  # the failed write is still reported (its own span), then raised
         error = exc
     return ev.CheckpointSaved(
@@ -83,28 +90,25 @@ async def write_progress(state: RunState, kind: str) -> ev.CheckpointSaved:
     )
 
 
-def turn_rides_with_tools(state: RunState) -> bool:
-    """True when the model turn just recorded may go out with the tool phase's first write
-    (one append instead of two).
+def rides_with_tools(state: RunState, calls: Sequence[ToolCallEntry]) -> bool:
+    """True when the model answer just noted may go out with the tool phase's first
+    commit (one append instead of two).
 
-    That write comes before any tool starts and before anything that depends on the turn
-    being stored (the ledger of the first call to start, a refused call's result, the
-    stop at a budget), and nothing between the two waits on user code: every call is to
-    a known tool that needs no approval (an approval policy may take long, and a pause
-    for approval writes the turn anyway). A crash before that write is then a crash
-    during the model turn's own write: resume asks the model again, and no tool had run.
+    That commit comes before any tool starts and before anything that depends on the
+    answer being stored (the ledger of the first call to start, a refused call's result,
+    the stop at a budget), and nothing between the two waits on user code: every call is
+    to a known tool that needs no approval (an approval policy may take long, and a pause
+    for approval commits the answer anyway). A crash before that commit is then a crash
+    during the answer's own write: resume asks the model again, and no tool had run.
     """
-    response, active = state.response, state.active
-    if response is None or active is None:
+    active = state.active
+    if not calls or active is None:
         return False
-    calls = 0
-    for entry in response.entries:
-        if isinstance(entry, ToolCallEntry):
-            t = active.tools.get(entry.name)
-            if t is None or t.requires_approval:
-                return False
-            calls += 1
-    return calls > 0
+    for call in calls:
+        t = active.tools.get(call.name)
+        if t is None or t.requires_approval:
+            return False
+    return True
 
 
 def run_info(state: RunState, status: RunStatus = "running") -> RunInfo:
@@ -125,17 +129,19 @@ def run_info(state: RunState, status: RunStatus = "running") -> RunInfo:
         trace_id=trace[0] if trace else None,
         span_id=trace[1] if trace else None,
         history_len=len(state.history),
-        extra=_usage_extra(state.params.agent.name, usage),
+        extra=_usage_extra(state.params.agent.name, usage, state.params.labels),
         parent_run_id=link.run_id if link is not None else None,
         parent_call_id=link.call_id if link is not None else None,
     )
 
 
-def _usage_extra(first_agent: str, usage: Usage) -> dict[str, Any]:
-    """``RunInfo.extra``: the first agent, and what of the usage is unknown (unknown is
-    not zero: ``unpriced`` calls make ``cost_usd`` a lower bound, ``usage_missing`` says
-    a provider reported no tokens)."""
+def _usage_extra(first_agent: str, usage: Usage, labels: dict[str, str]) -> dict[str, Any]:
+    """``RunInfo.extra``: the first agent, the labels, and what of the usage is unknown
+    (unknown is not zero: ``unpriced`` calls make ``cost_usd`` a lower bound,
+    ``usage_missing`` says a provider reported no tokens)."""
     extra: dict[str, Any] = {"first_agent": first_agent}
+    if labels:
+        extra[LABELS_KEY] = dict(labels)
     if usage.unpriced:
         extra[UNPRICED_KEY] = usage.unpriced
     if usage.missing:

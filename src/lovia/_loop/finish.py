@@ -17,7 +17,8 @@ from .. import errors
 from .. import events as ev
 from ..guardrails import Guardrail
 from ..result import RunResult
-from .checkpoint import finish_info, save_progress
+from .checkpoint import commit, finish_info
+from .outcomes import Final
 from .state import RunState
 
 __all__ = [
@@ -63,14 +64,14 @@ async def run_guardrails(
             )
 
 
-def result_payload(state: RunState) -> dict[str, Any]:
+def result_payload(state: RunState, final: Final) -> dict[str, Any]:
     assert state.active is not None and state.active.output is not None
     return {
-        "output": state.active.output.dump(state.output),
-        "output_raw": state.output_raw,
+        "output": state.active.output.dump(final.output),
+        "output_raw": final.raw,
         "usage": state.total_usage().to_dict(),
         "turns": state.turn,
-        "finish_reason": state.finish_reason,
+        "finish_reason": final.finish_reason,
         "final_agent": state.active.agent.name,
         **_child_payload(state),
     }
@@ -86,23 +87,23 @@ def _child_payload(state: RunState) -> dict[str, Any]:
     }
 
 
-async def finish(state: RunState) -> AsyncIterator[ev.Event]:
+async def finish(state: RunState, final: Final) -> AsyncIterator[ev.Event]:
     assert state.active is not None
     async for event in run_guardrails(
-        state, "output", state.active.output_guardrails, state.output
+        state, "output", state.active.output_guardrails, final.output
     ):
         yield event
     state.undelivered = list(state.ctx.mailbox.drain())
     cp = state.checkpointer
     if cp is not None:
-        async for event in save_progress(state):
+        async for event in commit(state):
             yield event
         t0 = time.perf_counter()
-        info = finish_info(state, "completed", state.finish_reason)
+        info = finish_info(state, "completed", final.finish_reason)
         info.extra["attempts"] = state.attempt  # its end is the row's: status, ended_at
         store = str(getattr(cp, "url", "")).split(":", 1)[0]
         try:
-            await cp.finish(info, result_payload(state), fence=state.lease_token)
+            await cp.finish(info, result_payload(state, final), fence=state.lease.token)
         except Exception as exc:  # the failed write is still reported (its own span)
             duration = time.perf_counter() - t0
             yield ev.CheckpointSaved(
@@ -124,7 +125,7 @@ async def write_session(state: RunState, entries: Sequence[Any]) -> AsyncIterato
         return
     t0 = time.perf_counter()
     # fenced when the session lives in the checkpointer's store (its leases are there)
-    fence = state.lease_token if _same(session, state.checkpointer) else None
+    fence = state.lease.token if _same(session, state.checkpointer) else None
     await session.append_segment(session_id, state.run_id, entries, fence=fence)
     yield ev.SessionWritten(
         **state.base(),
@@ -166,16 +167,16 @@ async def close_plugins(state: RunState) -> AsyncIterator[ev.Event]:
         )
 
 
-def result_of(state: RunState) -> RunResult[Any]:
-    """The finished run's :class:`RunResult`, read off its state."""
+def result_of(state: RunState, final: Final) -> RunResult[Any]:
+    """The finished run's :class:`RunResult`: its final output and its state."""
     assert state.active is not None
     return RunResult(
-        output=state.output,
+        output=final.output,
         usage=state.total_usage(),
         own_usage=state.usage.copy(),
         child_usage=state.child_usage(),
         turns=state.turn,
-        finish_reason=state.finish_reason,
+        finish_reason=final.finish_reason,
         final_agent=state.active.agent,
         entries=tuple(state.new_entries()),
         run_id=state.run_id,

@@ -12,11 +12,11 @@ import inspect
 import logging
 import reprlib
 from collections.abc import AsyncIterator, Awaitable, Sequence
+from dataclasses import dataclass
 from functools import partial
 from typing import Any, cast, get_args
 
 from .. import events as ev
-from .._slots import slot_inits, slotted
 from ..errors import ContextOverflow
 from ..model import ModelRequest, ModelResponse, Provider
 from ..stores.records import ViewNote
@@ -24,9 +24,9 @@ from ..transcript import InputEntry, TextEntry, ToolCallEntry, TranscriptEntry, 
 from ..view.base import BuiltView, FullView, ViewInput, ViewRecord
 from ..view.compaction import Compaction
 from ..view.record import ViewHasher, view_parts
-from .call import ModelCall, Purpose, Relay, Slot, call_model
-from .checkpoint import raise_failed, turn_rides_with_tools, write_progress
+from .call import Done, ModelCall, Purpose, Relay, call_model
 from .lifelog import note_failed_call
+from .outcomes import Answer
 from .state import ActiveAgent, RunState
 
 __all__ = ["MAX_OVERFLOW_RETRIES", "model_step", "stamp"]
@@ -42,18 +42,26 @@ def stamp(state: RunState, entry: Any) -> Any:
     return stamped(entry, state.run_id, state.turn, state.active.agent.name)
 
 
-async def model_step(state: RunState) -> AsyncIterator[ev.Event]:
-    """Build the view and call the model; on overflow compact harder and retry once."""
+async def model_step(state: RunState) -> AsyncIterator[ev.Event | Answer]:
+    """Build the view and call the model; on overflow compact harder and retry once.
+
+    Ends with the :class:`Answer` (its entries appended and noted, not yet written: the
+    driver commits them)."""
     attempt = 1
     purpose = _purpose(state)
     while True:
-        view: Slot[PreparedView] = Slot()
-        async for event in _build_view(state, attempt, view):
-            yield event
-        call = _main_call(state, view.value, attempt, purpose)
+        view: PreparedView | None = None
+        async for item in _build_view(state, attempt):
+            if isinstance(item, PreparedView):
+                view = item
+            else:
+                yield item
+        assert view is not None
+        call = _main_call(state, view, attempt, purpose)
+        appended: list[TranscriptEntry] = []
         retries = 0
         try:  # phases 4-5: stream the answer; record() appends it to the transcript
-            async for event in call_model(call, state, partial(_record_response, state, call)):
+            async for event in call_model(call, state, partial(_append_answer, state, appended)):
                 if isinstance(event, ev.ProviderRetry):
                     retries += 1
                 elif isinstance(event, ev.ModelCallFailed):  # beside its view record
@@ -66,14 +74,9 @@ async def model_step(state: RunState) -> AsyncIterator[ev.Event]:
                 raise _overflow_error(exc, attempt) from exc
             attempt += 1
             continue
-        state.response = call.response
-        break
-    # no generator when there is nothing to write; a turn that asks for tools is written
-    # with the tool phase's first write (before any tool starts)
-    if state.pending and not turn_rides_with_tools(state):
-        saved = await write_progress(state, "progress")
-        yield saved
-        raise_failed(saved)
+        assert call.response is not None
+        yield Answer(call.response, tuple(appended))
+        return
 
 
 def _purpose(state: RunState) -> Purpose:
@@ -215,7 +218,7 @@ _INLINE: frozenset[type] = frozenset({Compaction, FullView})
 """Strategies whose ``build`` suspends only in ``summarize`` (see ``Relay.run_inline``)."""
 
 
-@slotted(frozen=True, slots=True)
+@dataclass(slots=True, frozen=True)
 class PreparedView:
     """Phase 3's product: the request to send and the hash of its view."""
 
@@ -223,12 +226,8 @@ class PreparedView:
     view_hash: str
 
 
-slot_inits([PreparedView])
-
-
-async def _build_view(
-    state: RunState, attempt: int, out: Slot[PreparedView]
-) -> AsyncIterator[ev.Event]:
+async def _build_view(state: RunState, attempt: int) -> AsyncIterator[ev.Event | PreparedView]:
+    """Phase 3: the view for this attempt; ends with the :class:`PreparedView`."""
     active = state.active
     assert active is not None and active.strategy is not None
     name = active.agent.name
@@ -254,16 +253,20 @@ async def _build_view(
         await relay.detach()
         return await _summarize(state, relay, entries, prompt, provider, summaries)
 
-    done: Slot[BuiltView] = Slot()
     strategy = active.strategy
-    step: Awaitable[BuiltView] | None = strategy.build(inp, active.strategy_state, summarize)
+    step: Awaitable[BuiltView] | Done[BuiltView]
+    step = strategy.build(inp, active.strategy_state, summarize)
     # lovia's own strategies await nothing but summarize: their build runs inline
     if type(strategy) in _INLINE and inspect.iscoroutine(step):
-        step = relay.step_inline(step, done)
-    if step is not None:  # it awaits more than it did inline: events may come
-        async for event in relay.run(step, done):
-            yield event
-    built = done.value
+        step = relay.step_inline(step)
+    if not isinstance(step, Done):  # it awaits more than it did inline: events may come
+        async for item in relay.run(step):
+            if isinstance(item, Done):
+                step = item
+            else:
+                yield item
+    assert isinstance(step, Done)
+    built = step.value
     for kind, ids in built.compactions:
         yield ev.CompactionApplied(**state.base(), kind=kind, entry_ids=ids)
     injected = await _run_injectors(state, active)
@@ -272,7 +275,6 @@ async def _build_view(
     request = _request(active, built, injected)
     record = _record(state, active, built, injected, request, attempt, summaries)
     state.last_view_size = len(request.messages)
-    out.set(PreparedView(request, record.hash))
     yield ev.ViewBuilt(
         **state.base(),
         view_hash=record.hash,
@@ -282,6 +284,7 @@ async def _build_view(
         record=record,
         attempt=attempt,
     )
+    yield PreparedView(request, record.hash)
 
 
 def _result_caps(active: ActiveAgent) -> dict[str, int]:
@@ -392,10 +395,11 @@ def _unique_call_ids(state: RunState, entries: Sequence[Any]) -> list[Any]:
     return out
 
 
-def _record_response(
-    state: RunState, call: ModelCall, response: ModelResponse
+def _append_answer(
+    state: RunState, appended: list[TranscriptEntry], response: ModelResponse
 ) -> list[TranscriptEntry]:
-    """Phase 5: append the answer to the transcript (checkpointed after the event)."""
+    """Phase 5: append the answer to the transcript and note it (the driver commits it);
+    the entries go into ``MessageCompleted`` and, through ``appended``, the Answer."""
     active = state.active
     assert active is not None
     entries = [stamp(state, e) for e in _unique_call_ids(state, response.entries)]
@@ -404,4 +408,5 @@ def _record_response(
         state.last_input_tokens = response.usage.input_tokens
     state.note_entries(entries)
     state.note_state(active.agent.name)
+    appended.extend(entries)
     return entries

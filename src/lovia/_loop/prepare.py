@@ -3,19 +3,20 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, cast
 
 from .. import events as ev
 from ..agent import Agent
 from ..errors import LoviaError, UserError
-from ..stores.base import PRUNED_KEY, RunSnapshot
+from ..stores.base import LABELS_KEY, PRUNED_KEY, RunSnapshot
 from ..transcript import InputEntry, SystemEntry, TranscriptEntry, input_entries
 from ..view.record import ViewRecord, resolve_records, view_records
 from .activate import activate, resolve_provider
 from .attempts import adopt_snapshot, note_attempt_start
-from .checkpoint import ResumePoint, open_calls, restore, run_info, save_progress
+from .checkpoint import ResumePoint, commit, open_calls, restore, run_info
 from .finish import run_guardrails
 from .lease import lease_held, start_heartbeat, take_lease
 from .model_call import stamp
@@ -73,6 +74,10 @@ async def load_snapshot(state: RunState) -> RunSnapshot | None:
                 hint="Resume a run with the agent that started it, or use a new run_id.",
             )
         adopt_snapshot(state, snapshot)
+        stored = snapshot.info.extra.get(LABELS_KEY)
+        if not state.params.labels and isinstance(stored, dict):
+            labels = cast("dict[str, str]", stored)  # a resume keeps them
+            state.params = dataclasses.replace(state.params, labels=labels)
     return snapshot
 
 
@@ -136,6 +141,7 @@ def run_started(state: RunState, resumed: bool) -> ev.RunStarted:
         parent_call_id=state.params.parent.call_id if state.params.parent else None,
         root_agent=_root_agent(state),
         description=state.params.agent.description,
+        labels=tuple(state.params.labels.items()),
     )
 
 
@@ -161,7 +167,7 @@ async def prepare(state: RunState, snapshot: RunSnapshot | None) -> AsyncIterato
     state.run_start = len(state.transcript)
     note_attempt_start(state, snapshot)
     if snapshot is not None:
-        async for event in save_progress(state, "attempt"):  # at once: it may die soon
+        async for event in commit(state, "attempt"):  # at once: it may die soon
             yield event
         async for event in _resume(state, snapshot):
             yield event
@@ -178,7 +184,7 @@ async def prepare(state: RunState, snapshot: RunSnapshot | None) -> AsyncIterato
     if state.checkpointer is not None:
         await state.checkpointer.begin(run_info(state))
     state.note_entries(new)
-    async for event in save_progress(state, "start"):
+    async for event in commit(state, "start"):
         yield event
     async for event in run_guardrails(state, "input", state.active.input_guardrails, inputs):
         yield event

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from ..model import ModelRequest, Provider
     from .state import RunState
 
-__all__ = ["BudgetShare", "Hold", "reserve"]
+__all__ = ["BudgetShare", "Hold", "estimate", "reserve"]
 
 _LIMITS = ("max_input_tokens", "max_output_tokens", "max_total_tokens", "max_cost_usd")
 
@@ -144,11 +144,10 @@ def _share(run: RunState) -> BudgetShare:
 
 async def _wait(state: RunState, returned: asyncio.Event) -> None:
     """Wait for ``returned``; cancelling the run (or its deadline) interrupts the wait."""
-    guard = state.guard
-    if guard is not None:
-        guard.arm()
-    try:
+    assert state.watch is not None
+    async with state.watch.armed():
         await returned.wait()
-    finally:
-        if guard is not None:
-            guard.disarm()
+
+
+estimate = _estimate
+"""A call's estimated usage and cost (spend limits reserve it too: ``_loop/spend.py``)."""

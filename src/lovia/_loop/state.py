@@ -18,7 +18,7 @@ from ..agent import Agent, Handoff
 from ..context import CancelToken, Mailbox, RunContext
 from ..guardrails import Guardrail
 from ..hooks import AgentHooks
-from ..model import ModelResponse, ModelSettings, Provider, ToolSpec
+from ..model import ModelSettings, Provider, ToolSpec
 from ..output import OutputMode
 from ..plugins.base import ViewInjector
 from ..stores.base import Checkpointer, CheckpointRecord, SessionStore
@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 
     from ..result import RunResult
     from .share import BudgetShare
+    from .watch import RunWatch
 
 CHILD_EVENT_BUFFER = 256
 """Child-run events a ``nested=True`` stream holds before the children wait for it."""
@@ -46,9 +47,9 @@ CHILD_EVENT_BUFFER = 256
 __all__ = [
     "CHILD_EVENT_BUFFER",
     "ActiveAgent",
-    "CancelGuard",
     "EndRun",
     "EventBase",
+    "LeaseHold",
     "ParentLink",
     "RunParams",
     "RunState",
@@ -64,9 +65,9 @@ class EventBase(TypedDict):
     turn: int
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RunParams:
-    """Everything ``Runner.run`` / ``stream`` was called with."""
+    """Everything ``Runner.run`` / ``stream`` was called with: set once, never changed."""
 
     agent: Agent[Any, Any]
     input: Any
@@ -96,6 +97,8 @@ class RunParams:
     """Child runs' events appear on this run's stream as ``ChildRunEvent`` wrappers."""
     parent: ParentLink | None = None
     """Set when this run is a child run started by a tool call of another run."""
+    labels: dict[str, str] = field(default_factory=dict[str, str])
+    """Attribution labels (checked by ``lovia.labels``); a child run gets its parent's."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -149,66 +152,21 @@ class ActiveAgent:
     handoff_filter: Callable[[Sequence[Any]], Sequence[Any]] | None = None
 
 
-class CancelGuard:
-    """Turns a cancel token — or the run's ``max_seconds`` deadline — into ``task.cancel()``,
-    only while the loop awaits its own I/O.
+@dataclass(slots=True)
+class LeaseHold:
+    """This worker's lease on its run: runtime state, never persisted."""
 
-    Armed around provider reads and tool waits; never while user code (a stream
-    consumer) runs, so cancelling never interrupts the caller's own code. The deadline
-    (a ``time.monotonic()`` instant) is one timer for the whole run, set at the first arm;
-    when it passes while disarmed, the next arm acts at once.
-    """
-
-    MESSAGE = "lovia-cancel"
-
-    __slots__ = ("_loop", "_task", "_timer", "deadline", "expired", "fired", "token")
-
-    def __init__(self, token: Any, deadline: float | None = None) -> None:
-        self.token = token
-        self.deadline = deadline
-        self.expired = False
-        """The deadline passed: the run ends with BudgetExceeded(max_seconds)."""
-        self._task: asyncio.Task[Any] | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._timer: asyncio.TimerHandle | None = None
-        self.fired = 0
-        """How many cancellations this guard requested (so only those are undone)."""
-
-    def arm(self) -> None:
-        self._task = asyncio.current_task()
-        self._loop = loop = asyncio.get_running_loop()
-        if self.token.cancelled or self.expired:  # while the consumer's code ran: act now
-            self.fire()
-        elif self.deadline is not None and self._timer is None:
-            delay = self.deadline - time.monotonic()
-            self._timer = loop.call_at(loop.time() + delay, self._expire)
-
-    def _expire(self) -> None:
-        self.expired = True
-        if self._task is not None:  # on the loop already: cancel now, at the awaited point
-            self.fired += 1
-            self._task.cancel(self.MESSAGE)
-
-    def stop(self) -> None:
-        """The run ended: drop the deadline timer."""
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-
-    def disarm(self) -> None:
-        self._task = None
-
-    def fire(self) -> None:
-        task, loop = self._task, self._loop
-        if task is not None and loop is not None and not loop.is_closed():
-            loop.call_soon_threadsafe(self._cancel, task)
-
-    def _cancel(self, task: asyncio.Task[Any]) -> None:
-        # only if still armed on that task: a cancel landing after the await ended (or
-        # after the run ended) would hit unrelated code of the caller's task
-        if self._task is task:
-            self.fired += 1
-            task.cancel(self.MESSAGE)
+    owner: str | None = None
+    token: int | None = None
+    """The fencing token of this run's lease: every checkpoint write carries it."""
+    ttl_s: float = 0.0
+    """The TTL the lease was granted with (read once: renewals and checks use it)."""
+    renewed: float = 0.0
+    """``time.monotonic()`` when the lease was last granted or renewed (sent)."""
+    lost: Exception | None = None
+    """Set (a LeaseLost) when the heartbeat found the lease taken over."""
+    took_over: str | None = None
+    """The lease owner this worker took the run from at once (its process was gone)."""
 
 
 @dataclass(slots=True, kw_only=True)
@@ -239,41 +197,25 @@ class RunState:
     """Checkpoint records waiting for the next write."""
     last_input_tokens: int | None = None
     last_view_size: int = 0
-    pending_handoff: Handoff | None = None
     repairs_left: int = 0
-    done: bool = False
-    output: Any = None
-    """The parsed final output: of the agent's ``output_type``, unknown to the loop."""
-    output_raw: str = ""
-    finish_reason: str = "stop"
     resumed: bool = False
     resume_calls: Sequence[ToolCallEntry] = ()
     """Resuming inside a turn's tool phase: the stored calls that have no result yet."""
-    guard: CancelGuard | None = None
+    watch: RunWatch | None = None
+    """The cancel token and ``max_seconds`` deadline around the loop's own awaits."""
     trace_ids: tuple[str, str] | None = None
     trace_links: tuple[str, ...] = ()
     history: Sequence[TranscriptEntry] = ()
     undelivered: Sequence[InputEntry] = ()
     """Mailbox messages left when the run ended (set by the finish phase)."""
-    lease_owner: str | None = None
-    lease_token: int | None = None
-    """The fencing token of this run's lease: every checkpoint write carries it."""
-    lease_ttl_s: float = 0.0
-    """The TTL this run's lease was granted with (read once: renewals and checks use it)."""
-    lease_renewed: float = 0.0
-    """``time.monotonic()`` when the lease was last granted or renewed (sent)."""
-    lease_lost: Exception | None = None
-    """Set (a LeaseLost) when the heartbeat found the lease taken over."""
-    took_over: str | None = None
-    """The lease owner this worker took the run from at once (its process was gone)."""
+    lease: LeaseHold = field(default_factory=LeaseHold)
+    """This worker's lease on the run (runtime: never persisted)."""
     attempt: int = 1
     """This lease grant's number among the run's attempts (1: the first)."""
     first_trace: tuple[str, str] | None = None
     """The first attempt's ``(trace_id, span_id)``: the run's row keeps them on resume."""
     completed_result: RunResult[Any] | None = None
     """Set when the run_id was already completed: the stored RunResult."""
-    response: ModelResponse | None = None
-    """The latest model response (set by the model-call phase)."""
     children: dict[str, RunState | Usage] = field(default_factory=dict[str, "RunState | Usage"])
     """Child runs by the tool call that started them: live while running, then usage."""
     budget_share: BudgetShare | None = None

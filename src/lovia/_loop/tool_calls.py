@@ -16,7 +16,7 @@ import inspect
 import logging
 import time
 from collections.abc import AsyncIterator, Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 from opentelemetry import context as otel_context
@@ -32,12 +32,13 @@ from ..tools import Tool, ToolArgumentsError, serialize_result
 from ..tools.tool import ResultNotSerializable
 from ..transcript import HandoffEntry, ToolCallEntry, ToolResultEntry
 from ..usage import Usage
-from .checkpoint import raise_failed, save_progress, write_progress
+from .checkpoint import commit, write_progress
 from .engine import host_stop
 from .lease import confirm_lease
 from .lifelog import approval_event, note_approval
 from .limits import check_budget
 from .model_call import stamp
+from .outcomes import Transfer
 from .state import EndRun, RunState, current_run
 
 __all__ = ["tool_phase"]
@@ -134,51 +135,79 @@ def check_call_count(state: RunState, calls: Sequence[ToolCallEntry]) -> None:
         )
 
 
-async def tool_phase(state: RunState, calls: Sequence[ToolCallEntry]) -> AsyncIterator[ev.Event]:
+@dataclass(slots=True)
+class Checked:
+    """The pre-checks' product: a plan per call, what waits for a human, what was decided."""
+
+    plans: list[Plan] = field(default_factory=list[Plan])
+    waiting: list[ToolCallEntry] = field(default_factory=list[ToolCallEntry])
+    decided: list[ApprovalRecord] = field(default_factory=list[ApprovalRecord])
+    handoff: Handoff | None = None
+    """The handoff called in this turn (at most one)."""
+
+
+async def tool_phase(
+    state: RunState, calls: Sequence[ToolCallEntry], *, rides: bool = False
+) -> AsyncIterator[ev.Event | Transfer]:
+    """Phase 6, with its commit points; ends with a :class:`Transfer` when a handoff was
+    called. ``rides``: the model's answer is not written yet (it goes with the first
+    commit, before any tool starts)."""
     check_call_count(state, calls)
-    plans: list[Plan] = []
-    waiting: list[ToolCallEntry] = []
-    decided: list[ApprovalRecord] = []
+    checked = await _prechecks(state, calls)
+    for record in checked.decided:
+        yield approval_event(state, record)
+    if checked.waiting:
+        async for event in commit(state, "progress"):
+            yield event
+        raise _pending(checked.waiting)
+    carried = False  # results of earlier groups are noted, not yet written
+    for group in _groups(state, checked.plans):
+        stop = group[0].over_budget
+        if stop is not None:  # the answer (and the results so far) are kept, then it ends
+            async for event in commit(state, "tool_result" if carried else "progress"):
+                yield event
+            check_budget(state, extra_tool_calls=0)  # the same limit, with the usage of now
+            raise stop
+        if _parallel(state, group):
+            async for event in _run_parallel(state, group, carried):
+                yield event
+        else:
+            async for event in _run_one(state, group[0], carried):
+                yield event
+        carried = True
+    # commit point: every result is durable before the next model call
+    async for event in commit(state, "tool_result" if carried or not rides else "ledger"):
+        yield event
+    if checked.handoff is not None:
+        yield Transfer(checked.handoff)
+
+
+def _pending(waiting: Sequence[ToolCallEntry]) -> ApprovalPending:
+    return ApprovalPending(
+        f"{len(waiting)} tool call(s) wait for approval: "
+        + ", ".join(f"{c.name} ({c.call_id})" for c in waiting),
+        hint="Resume with Runner.run(agent, None, run_id=..., approvals={call_id: True "
+        "or False or 'reason to deny'}), or pass an approval policy.",
+        pending=tuple(waiting),
+    )
+
+
+async def _prechecks(state: RunState, calls: Sequence[ToolCallEntry]) -> Checked:
+    """Every call's pre-checks, in the model's order (calls the ledger has an outcome
+    for are skipped: a resumed turn answers only the open ones)."""
+    checked = Checked()
     for call in calls:
         if state.ledger.get(call.call_id) in ("completed", "failed"):
             continue
-        planned = sum(1 for p in plans if p.will_run)
-        plans.append(await _precheck(state, call, planned, waiting, decided))
-    for record in decided:
-        yield approval_event(state, record)
-    if waiting:
-        if state.pending:  # no generator when there is nothing to write
-            saved = await write_progress(state, "progress")
-            yield saved
-            raise_failed(saved)
-        raise ApprovalPending(
-            f"{len(waiting)} tool call(s) wait for approval: "
-            + ", ".join(f"{c.name} ({c.call_id})" for c in waiting),
-            hint="Resume with Runner.run(agent, None, run_id=..., approvals={call_id: True "
-            "or False or 'reason to deny'}), or pass an approval policy.",
-            pending=tuple(waiting),
-        )
-    for group in _groups(state, plans):
-        # a nested stream waits on tasks, so child runs' events surface while tools run
-        if len(group) == 1 and (state.child_events is None or not group[0].will_run):
-            async for event in _run_one(state, group[0]):
-                yield event
-        else:
-            async for event in _run_parallel(state, group):
-                yield event
-    if state.pending:  # the model turn, when no call ran or was answered (none left)
-        saved = await write_progress(state, "progress")
-        yield saved
-        raise_failed(saved)
+        planned = sum(1 for p in checked.plans if p.will_run)
+        plan = await _precheck(state, call, planned, checked)
+        if plan.handoff is not None:
+            checked.handoff = plan.handoff
+        checked.plans.append(plan)
+    return checked
 
 
-async def _precheck(
-    state: RunState,
-    call: ToolCallEntry,
-    planned: int,
-    waiting: list[ToolCallEntry],
-    decided: list[ApprovalRecord],
-) -> Plan:
+async def _precheck(state: RunState, call: ToolCallEntry, planned: int, checked: Checked) -> Plan:
     """``planned``: earlier calls of this turn that will run (they count for the budget)."""
     active = state.active
     assert active is not None
@@ -188,13 +217,12 @@ async def _precheck(
         return Plan(call, over_budget=exc)
     handoff = active.handoffs.get(call.name)
     if handoff is not None:
-        if state.pending_handoff is not None:
+        if checked.handoff is not None:
             return Plan(
                 call,
                 refusal="Only one handoff per turn; the conversation is already "
-                f"being transferred to {state.pending_handoff.agent.name}.",
+                f"being transferred to {checked.handoff.agent.name}.",
             )
-        state.pending_handoff = handoff
         return Plan(call, handoff=handoff)
     t = active.tools.get(call.name)
     if t is None:
@@ -206,9 +234,9 @@ async def _precheck(
         return Plan(call, t, refusal=str(exc))
     if state.ledger.get(call.call_id) == "started" and not t.idempotent:
         return Plan(call, t, refusal=UNKNOWN_OUTCOME, recovered=True)
-    decision = await _approval(state, t, call, decided)
+    decision = await _approval(state, t, call, checked.decided)
     if isinstance(decision, Wait):
-        waiting.append(call)
+        checked.waiting.append(call)
     elif isinstance(decision, Deny):
         return Plan(call, t, refusal=f"The call was denied: {decision.reason}")
     return Plan(call, t, kwargs)
@@ -297,55 +325,53 @@ def _ledger(state: RunState, plan: Plan, status: LedgerStatus) -> None:
     state.note(LedgerRecord(call_id=call_id, status=status, key=key, child_usage=total))
 
 
-async def _run_one(state: RunState, plan: Plan) -> AsyncIterator[ev.Event]:
-    if plan.over_budget is not None:
-        if state.pending:  # the model turn (it rides with the tool phase's first write)
-            saved = await write_progress(state, "progress")
-            yield saved
-            raise_failed(saved)
-        check_budget(state, extra_tool_calls=0)  # the same limit, with the usage of now
-        raise plan.over_budget
-    if plan.refusal is not None or plan.handoff is not None:
-        async for event in _complete(state, plan, _decided(plan), 0.0, started=False):
-            yield event
+async def _run_one(state: RunState, plan: Plan, carried: bool) -> AsyncIterator[ev.Event]:
+    """One call that runs alone (or is answered without running: refused, a handoff);
+    its ledger entry is committed first (``carried``: with earlier groups' results)."""
+    if not plan.will_run:
+        yield _complete(state, plan, _decided(plan), 0.0, started=False)
         return
     await confirm_lease(state)
     started = _started(state, plan)
     yield started
     _ledger(state, plan, "started")
-    if state.pending:  # no generator when there is nothing to write
-        saved = await write_progress(state, "ledger")
-        yield saved
-        raise_failed(saved)
-    assert state.guard is not None
-    t0 = time.perf_counter()
-    state.guard.arm()
-    try:
-        outcome = await _execute(state, plan, started.span)
-    finally:
-        state.guard.disarm()
-    async for event in _complete(state, plan, outcome, time.perf_counter() - t0):
+    # commit point: no tool starts before its ledger entry is durable
+    async for event in commit(state, "tool_result" if carried else "ledger"):
         yield event
+    watch = state.watch
+    assert watch is not None
+    t0 = time.perf_counter()
+    async with watch.armed():
+        outcome = await _execute(state, plan, started.span)
+    yield _complete(state, plan, outcome, time.perf_counter() - t0)
     if outcome.interrupted is not None:  # recorded: now the run ends
-        raise outcome.interrupted
+        raise watch.stopped or outcome.interrupted
 
 
-async def _run_parallel(state: RunState, group: list[Plan]) -> AsyncIterator[ev.Event]:
+def _parallel(state: RunState, group: list[Plan]) -> bool:
+    """A group of several calls runs in parallel; so does one call under a nested stream
+    (it waits on tasks, so child runs' events surface while tools run)."""
+    return group[0].will_run and (len(group) > 1 or state.child_events is not None)
+
+
+async def _run_parallel(
+    state: RunState, group: list[Plan], carried: bool
+) -> AsyncIterator[ev.Event]:
     """At most ``max_parallel_tools`` calls run at once. A call's "started" is recorded
-    only when it gets its slot (with the results that freed it, in one write), so a
-    crash never leaves a call that was still waiting for a slot with an unknown outcome."""
-    assert state.active is not None and state.guard is not None
+    only when it gets its slot (with the results that freed it, in one commit), so a
+    crash never leaves a call that was still waiting for a slot with an unknown outcome.
+    ``carried``: results of earlier groups ride with the first commit."""
+    assert state.active is not None
     tasks: dict[asyncio.Task[Outcome], tuple[Plan, float]] = {}
     queue = list(group)
     await confirm_lease(state)
     starting = _take_slots(state, queue, max(1, state.active.agent.max_parallel_tools))
     for _, started in starting:
         yield started
-    if state.pending:  # no generator when there is nothing to write
-        saved = await write_progress(state, "ledger")
-        yield saved
-        raise_failed(saved)
-    _launch(state, starting, tasks)  # no tool starts before its ledger
+    # commit point: no tool starts before its ledger entry is durable
+    async for event in commit(state, "tool_result" if carried else "ledger"):
+        yield event
+    _launch(state, starting, tasks)
     order = {id(p): i for i, p in enumerate(group)}
     try:
         while tasks:
@@ -355,9 +381,15 @@ async def _run_parallel(state: RunState, group: list[Plan]) -> AsyncIterator[ev.
             if state.child_events is not None:
                 async for event in _child_events(state):
                     yield event
-            starting: Starting = []
-            async for event in _complete_group(state, done, tasks, order, (queue, starting)):
-                yield event
+            for task in sorted(done, key=lambda t: order[id(tasks[t][0])]):
+                plan, t0 = tasks.pop(task)
+                yield _complete(state, plan, task.result(), time.perf_counter() - t0)
+            starting = _take_slots(state, queue, len(done))  # their slots are free
+            for _, started in starting:
+                yield started
+            if tasks or starting:  # commit point: results in while siblings still run,
+                async for event in commit(state, "tool_result"):  # with the next starts
+                    yield event
             _launch(state, starting, tasks)
     finally:
         for task in tasks:
@@ -371,15 +403,17 @@ async def _record_settled(
     state: RunState, tasks: dict[asyncio.Task[Outcome], tuple[Plan, float]]
 ) -> None:
     """The run is ending: the results of sync tools whose threads finished meanwhile are
-    recorded (ledger and result), so a resume does not run them again."""
+    recorded (ledger and result) and written with the others noted, so a resume does not
+    run them again (the events have no consumer left)."""
     for task, (plan, t0) in tasks.items():
-        if task.cancelled() or task.exception() is not None:
-            continue
-        try:
-            async for _ in _complete(state, plan, task.result(), time.perf_counter() - t0):
-                pass  # the run is ending: the events have no consumer left
-        except Exception:  # the run's own error is what the caller gets
-            logger.exception("recording tool %s of run %s failed", plan.call.name, state.run_id)
+        if not task.cancelled() and task.exception() is None:
+            _complete(state, plan, task.result(), time.perf_counter() - t0)
+    if state.pending and state.checkpointer is not None and state.lease.lost is None:
+        saved = await write_progress(state, "tool_result")
+        if saved.error is not None:  # the run's own error is what the caller gets
+            logger.error(
+                "recording the tool results of run %s failed: %s", state.run_id, saved.error
+            )
 
 
 Starting = list[tuple[Plan, ev.ToolCallStarted]]
@@ -388,7 +422,7 @@ Starting = list[tuple[Plan, ev.ToolCallStarted]]
 
 def _take_slots(state: RunState, queue: list[Plan], free: int) -> Starting:
     """The next ``free`` queued calls get a slot: their "started" is noted now (the
-    caller writes it, then launches them)."""
+    caller commits it, then launches them)."""
     starting: Starting = []
     while queue and len(starting) < free:
         plan = queue.pop(0)
@@ -400,61 +434,26 @@ def _take_slots(state: RunState, queue: list[Plan], free: int) -> Starting:
 def _launch(
     state: RunState, starting: Starting, tasks: dict[asyncio.Task[Outcome], tuple[Plan, float]]
 ) -> None:
-    """Start the calls whose "started" was just written."""
+    """Start the calls whose "started" was just committed."""
     for plan, started in starting:
         task = asyncio.ensure_future(_execute(state, plan, started.span))
         tasks[task] = (plan, time.perf_counter())
-
-
-async def _complete_group(
-    state: RunState,
-    done: list[asyncio.Task[Outcome]],
-    tasks: dict[asyncio.Task[Outcome], tuple[Plan, float]],
-    order: dict[int, int],
-    slots: tuple[list[Plan], Starting],
-) -> AsyncIterator[ev.Event]:
-    """Group commit: the results that are in go out in ONE append, in the model's order,
-    with the "started" of the queued calls that take their slots (``slots``: the queue,
-    and the list they are put in for the caller to launch), written before the caller
-    waits again (results that come in meanwhile make the next group, so each is written
-    as soon as the write before it returns)."""
-    for task in sorted(done, key=lambda t: order[id(tasks[t][0])]):
-        plan, t0 = tasks.pop(task)
-        try:
-            outcome = task.result()
-        except BaseException:  # the results before it are still made durable
-            if state.pending:
-                async for event in save_progress(state, "tool_result"):
-                    yield event
-            raise
-        duration = time.perf_counter() - t0
-        async for event in _complete(state, plan, outcome, duration, write=False):
-            yield event
-    queue, starting = slots
-    starting += _take_slots(state, queue, len(done))  # every result is in: their slots free
-    for _, started in starting:
-        yield started
-    if state.pending:  # no generator when there is nothing to write
-        saved = await write_progress(state, "tool_result")
-        yield saved
-        raise_failed(saved)
 
 
 async def _wait(
     state: RunState, tasks: Collection[asyncio.Task[Any]]
 ) -> tuple[list[asyncio.Task[Any]], ev.Event | None]:
     """Wait for the first tool to finish, or (nested stream) for a child run's event."""
-    assert state.guard is not None
+    assert state.watch is not None
     queue = state.child_events
     waiting: set[asyncio.Future[Any]] = set(tasks)
     getter = asyncio.ensure_future(queue.get()) if queue is not None else None
     if getter is not None:
         waiting.add(getter)
-    state.guard.arm()
     try:
-        done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+        async with state.watch.armed():
+            done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
     finally:
-        state.guard.disarm()
         if getter is not None:
             getter.cancel()  # an item it had not taken yet stays in the queue
     taken = getter is not None and getter.done() and not getter.cancelled()
@@ -523,8 +522,6 @@ async def _settle(
 ) -> Outcome:
     """The run is ending while a sync tool runs in its thread: wait (up to ``SETTLE_S``)
     for the thread so its outcome is recorded, then end the run (``interrupted``)."""
-    if state.guard is not None:
-        state.guard.disarm()  # nothing more to cancel: this wait is the run's end
     try:
         async with asyncio.timeout(SETTLE_S):
             value = await asyncio.shield(thread)
@@ -547,17 +544,11 @@ async def _settle(
         )
 
 
-async def _complete(
-    state: RunState,
-    plan: Plan,
-    outcome: Outcome,
-    duration: float,
-    *,
-    started: bool = True,
-    write: bool = True,
-) -> AsyncIterator[ev.Event]:
-    """Append the result (and handoff), emit ToolCallCompleted, and checkpoint it
-    (``write=False``: the caller writes it, with the other results of its group)."""
+def _complete(
+    state: RunState, plan: Plan, outcome: Outcome, duration: float, *, started: bool = True
+) -> ev.ToolCallCompleted:
+    """Append the result (and handoff) and note it with its ledger entry (the tool phase
+    commits it); returns the ToolCallCompleted to emit."""
     assert state.active is not None
     is_error = outcome.is_error
     result = ToolResultEntry(  # stamped as built (what stamp() does, without a copy)
@@ -586,7 +577,7 @@ async def _complete(
     state.note_entries(new)
     if started or plan.handoff is not None:
         _ledger(state, plan, "failed" if is_error else "completed")
-    yield ev.ToolCallCompleted(
+    return ev.ToolCallCompleted(
         **state.base(),
         call=plan.call,
         result=result,
@@ -597,7 +588,3 @@ async def _complete(
         known=plan.call.name in state.active.tools or plan.call.name in state.active.handoffs,
         recovered=plan.recovered,
     )
-    if write and state.pending:  # no generator when there is nothing to write
-        saved = await write_progress(state, "tool_result")
-        yield saved
-        raise_failed(saved)

@@ -4,15 +4,20 @@ output → TurnEnded → pending handoff. The order is fixed."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
+from typing import assert_never
 
 from .. import events as ev
 from .._redact import excerpt
+from ..agent import Handoff
 from ..errors import ModelBehaviorError, OutputValidationError
+from ..model import ModelResponse
 from ..output import OutputParseError
 from ..transcript import InputEntry, SystemEntry, TextEntry, ToolCallEntry, TranscriptEntry
 from .activate import activate
+from .checkpoint import commit, rides_with_tools
 from .limits import check_cancel, check_limits
 from .model_call import model_step, stamp
+from .outcomes import Answer, Final, Repair, Step, ToolCalls, Transfer
 from .state import RunState
 from .tool_calls import tool_phase
 
@@ -28,90 +33,105 @@ def drain_mailbox(state: RunState) -> None:
 
 async def turn(
     state: RunState, resumed: Sequence[ToolCallEntry] | None = None
-) -> AsyncIterator[ev.Event]:
-    """Run one full turn (phases 1–8); ``resumed``: finish the current turn, whose model
-    response (with these tool calls) was stored before a crash or a pause."""
+) -> AsyncIterator[ev.Event | Final]:
+    """Run one full turn (phases 1–8); ends with the :class:`Final` output when the run
+    is done. ``resumed``: finish the current turn, whose model response (with these tool
+    calls) was stored before a crash or a pause."""
     if resumed is None:
         check_limits(state)
         state.turn += 1
     state.ctx.turn = state.turn
     before = state.usage.copy()
     yield ev.TurnStarted(**state.base())
+    step: Step = ToolCalls(tuple(resumed or ()))
+    rides = False
     if resumed is None:
         drain_mailbox(state)
-        async for event in model_step(state):
-            yield event
-        response = state.response
-        assert response is not None
-        start = len(state.transcript) - len(response.entries)
-        entries = [state.transcript[i] for i in range(start, len(state.transcript))]
-        calls = [e for e in entries if isinstance(e, ToolCallEntry)]
-    else:
-        entries, calls = [], list(resumed)
-    if calls:
-        async for event in tool_phase(state, calls):
-            yield event
-    else:
-        finalize(state, entries)
+        answer: Answer | None = None
+        async for item in model_step(state):
+            if isinstance(item, Answer):
+                answer = item
+            else:
+                yield item
+        assert answer is not None
+        calls = answer.calls()
+        rides = rides_with_tools(state, calls)
+        if not rides:  # commit point: the answer is durable before anything acts on it
+            async for event in commit(state, "progress"):
+                yield event
+        step = ToolCalls(calls) if calls else finalize(state, answer.entries, answer.response)
+    transfer: Transfer | None = None
+    match step:
+        case ToolCalls(calls):
+            async for item in tool_phase(state, calls, rides=rides):
+                if isinstance(item, Transfer):
+                    transfer = item
+                else:
+                    yield item
+        case Final() | Repair():
+            calls = ()
+        case _:
+            assert_never(step)
     check_cancel(state)
     yield ev.TurnEnded(**state.base(), usage=state.usage.minus(before), tool_calls=len(calls))
-    if state.pending_handoff is not None:
-        async for event in switch_agent(state):
+    if transfer is not None:
+        async for event in switch_agent(state, transfer.handoff):
             yield event
+    if isinstance(step, Final):
+        yield step
 
 
-def resume_turn(state: RunState, calls: Sequence[ToolCallEntry]) -> AsyncIterator[ev.Event]:
+def resume_turn(state: RunState, calls: Sequence[ToolCallEntry]) -> AsyncIterator[ev.Event | Final]:
     """Finish a turn whose model response was stored before a crash or a pause."""
     return turn(state, calls)
 
 
-def finalize(state: RunState, entries: Sequence[TranscriptEntry]) -> None:
-    """Phase 7: parse the final output; an invalid structured output gets a repair turn."""
+def finalize(
+    state: RunState, entries: Sequence[TranscriptEntry], response: ModelResponse | None
+) -> Final | Repair:
+    """Phase 7: parse the final output; an invalid structured output gets a repair turn
+    (its request appended and noted)."""
     active = state.active
     assert active is not None and active.output is not None
     texts = [e for e in entries if isinstance(e, TextEntry)]
     text = "".join(e.text for e in texts)
-    response = state.response
     if any(e.refusal for e in texts) and not active.output.is_text:
         raise ModelBehaviorError(
             f"the model refused to answer: {excerpt(text, 200)}",
             hint="Rephrase the request or relax the output type.",
         )
     try:
-        state.output = active.output.parse(text)
+        output = active.output.parse(text)
     except OutputParseError as exc:
-        if state.repairs_left > 0:
-            state.repairs_left -= 1
-            repair = stamp(
-                state,
-                InputEntry(
-                    role="user",
-                    origin="repair",
-                    content=(
-                        f"Your answer did not match the required output format: {exc.errors}. "
-                        "Answer again with only the corrected JSON."
-                    ),
+        if state.repairs_left <= 0:
+            raise OutputValidationError(
+                f"the final answer does not validate as {active.output.output_type!r}: "
+                f"{exc.errors}",
+                hint="Raise Agent(output_repairs=...) or simplify the output type.",
+                raw=text,
+                errors=exc.errors,
+            ) from None
+        state.repairs_left -= 1
+        repair = stamp(
+            state,
+            InputEntry(
+                role="user",
+                origin="repair",
+                content=(
+                    f"Your answer did not match the required output format: {exc.errors}. "
+                    "Answer again with only the corrected JSON."
                 ),
-            )
-            state.transcript.append(repair)
-            state.note_entries([repair])
-            return
-        raise OutputValidationError(
-            f"the final answer does not validate as {active.output.output_type!r}: {exc.errors}",
-            hint="Raise Agent(output_repairs=...) or simplify the output type.",
-            raw=text,
-            errors=exc.errors,
-        ) from None
-    state.output_raw = text
-    state.finish_reason = response.finish_reason if response else "stop"
-    state.done = True
+            ),
+        )
+        state.transcript.append(repair)
+        state.note_entries([repair])
+        return Repair(repair)
+    return Final(output, text, response.finish_reason if response else "stop")
 
 
-async def switch_agent(state: RunState) -> AsyncIterator[ev.Event]:
-    """Phase 8: the pending handoff makes its target the active agent."""
-    handoff = state.pending_handoff
-    assert handoff is not None and state.active is not None
-    state.pending_handoff = None
+async def switch_agent(state: RunState, handoff: Handoff) -> AsyncIterator[ev.Event]:
+    """Phase 8: the handoff called in this turn makes its target the active agent."""
+    assert state.active is not None
     from_name = state.active.agent.name
     async for event in activate(state, handoff.agent):
         yield event

@@ -8,6 +8,7 @@ lovia replay RUN | REF [--turn N] [--format text|json|request] [--diff A B]
 lovia replay RUN --turn N --model M [--base-url U]     # what-if, writes nothing
 lovia replay --trace-id T
 lovia prune  --older-than 30d [--status completed|failed|cancelled] [--records-only] [--force]
+lovia reprice RUN | --since 7d [--until DATE] | --all [--dry-run]   # cost with today's prices
 lovia resume RUN --agent pkg.mod:agent [--approve CALL] [--deny CALL [--reason R]]
 lovia cancel RUN [--reason R]                        # a queued run never starts
 lovia web    [--host 127.0.0.1] [--port 8765] [--agent pkg.mod:agent]   # extra `web`
@@ -79,6 +80,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     runs.add_argument("--limit", type=int, default=20, help="at most N runs (default 20)")
     runs.add_argument("--all", action="store_true", help="include child runs (agents run as tools)")
+    runs.add_argument(
+        "--label",
+        action="append",
+        metavar="KEY=VALUE",
+        help="only runs with this attribution label (repeat: all of them); prints totals",
+    )
     show = sub.add_parser("show", parents=[common], help="print a run's transcript")
     show.add_argument(
         "run",
@@ -108,6 +115,16 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also prune failed runs that ran tools (by default they are kept: they can "
         "resume, and their tool ledger stops a resume from running a tool again)",
+    )
+    reprice = sub.add_parser(
+        "reprice", parents=[common], help="recompute stored runs' cost with the current prices"
+    )
+    reprice.add_argument("run", nargs="?", metavar="RUN", help="one run (id, prefix or `last`)")
+    reprice.add_argument("--since", metavar="WHEN", help="runs started since (date or age: 7d)")
+    reprice.add_argument("--until", metavar="WHEN", help="runs started before (date or age)")
+    reprice.add_argument("--all", action="store_true", help="every run in the store")
+    reprice.add_argument(
+        "--dry-run", action="store_true", help="show each run's change and the total; write nothing"
     )
     _web_parser(sub.add_parser("web", parents=[common], help="the postmortem in a browser"))
     cancel = sub.add_parser(

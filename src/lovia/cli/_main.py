@@ -38,6 +38,10 @@ def _command(name: str) -> Command:
         from ._prune import prune
 
         return prune
+    if name == "reprice":
+        from ._reprice import reprice
+
+        return reprice
     if name == "web":
         from ._web import web
 

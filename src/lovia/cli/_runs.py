@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import argparse
 
-from .._display import fmt_token_total
+from .._display import fmt_run_cost, fmt_token_total
+from ..labels import parse_label
 from ..replay import open_store, run_dict
-from ..stores.base import USAGE_MISSING_KEY, RunInfo
+from ..stores.base import UNPRICED_KEY, USAGE_MISSING_KEY, RunInfo
 from ..stores.lifecycle import Life, list_lives
 from ._common import store_url
 from ._out import Out, fmt_duration, fmt_time, info_cost, safe_name
@@ -26,6 +27,7 @@ STATE_COLORS = {
 
 
 async def runs(args: argparse.Namespace, out: Out) -> int:
+    labels = dict(parse_label(text) for text in args.label or ())
     async with open_store(store_url(args)) as db:
         found = await list_lives(
             db,
@@ -34,6 +36,7 @@ async def runs(args: argparse.Namespace, out: Out) -> int:
             agent=args.agent,
             limit=args.limit,
             top_level=not args.all,  # child runs are part of their parent's row
+            labels=labels,
         )
     if out.json_mode:
         out.json([run_dict(info, life) for info, life in found])
@@ -42,9 +45,22 @@ async def runs(args: argparse.Namespace, out: Out) -> int:
         out.line("no runs")
         return 0
     out.table(HEADERS, [_row(out, i, life) for i, life in found], right=(4, 5, 6, 8))
+    if labels:
+        out.line(_totals(labels, [info for info, _ in found]))
     if args.status == "interrupted":
         out.line(out.style("resume one with: lovia resume RUN --agent pkg.module:agent", "dim"))
     return 0
+
+
+def _totals(labels: dict[str, str], infos: list[RunInfo]) -> str:
+    """``total for tenant=acme: 3 runs, 1,234 tokens, $0.0123`` over the runs listed
+    (a top-level run's cost includes its child runs')."""
+    which = " ".join(f"{k}={safe_name(v)}" for k, v in labels.items())
+    tokens = sum(i.input_tokens + i.output_tokens for i in infos)
+    cost = fmt_run_cost(
+        sum(i.cost_usd for i in infos), sum(int(i.extra.get(UNPRICED_KEY, 0)) for i in infos)
+    )
+    return f"total for {which}: {len(infos)} runs, {tokens:,} tokens, {cost}"
 
 
 def state_text(out: Out, info: RunInfo, life: Life) -> str:

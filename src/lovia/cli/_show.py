@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Collection, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
-from .._display import fmt_turns
+from .._display import fmt_run_cost, fmt_turns
 from ..replay import (
     ContentRef,
     RunData,
@@ -161,6 +161,17 @@ def header(out: Out, run: RunData) -> None:
         f"{info_cost(info)} · {fmt_time(info.started_at)} · "
         f"{fmt_duration(life.wall_s)}{active}"
     )
+    repriced = info.extra.get("repriced")
+    if isinstance(repriced, dict):  # lovia reprice changed the cost: say from what, when
+        note = cast("dict[str, Any]", repriced)
+        out.line(
+            out.style(
+                f"cost repriced {fmt_time(float(note.get('at', 0)))} with "
+                f"{safe_name(str(note.get('prices', '?')))} "
+                f"(was {fmt_run_cost(float(note.get('original_usd', 0)))})",
+                "dim",
+            )
+        )
     if life.state != "completed":  # why it stopped, what it waits on, who cancelled it
         out.line(out.style(f"{life.state}: {life.detail}", STATE_COLORS.get(life.state, "dim")))
     if life.state == "interrupted":

@@ -97,6 +97,8 @@ def info_dict(info: RunInfo) -> dict[str, Any]:
         "records_pruned_at": info.extra.get("records_pruned_at"),
         "unpriced": int(info.extra.get(UNPRICED_KEY, 0)),
         "usage_missing": bool(info.extra.get(USAGE_MISSING_KEY, False)),
+        "labels": dict(info.extra.get("labels") or {}),
+        "repriced": info.extra.get("repriced"),
     }
 
 

@@ -13,7 +13,7 @@ naming the run, the record and what is wrong, never a raw ``ValueError``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast
 
 import pydantic
@@ -231,12 +231,19 @@ def info_from_row(row: Sequence[Any]) -> RunInfo:
 
 
 def run_filter(
-    placeholder: Callable[[int], str], *, top_level: bool = False, **filters: str | None
+    placeholder: Callable[[int], str],
+    *,
+    top_level: bool = False,
+    labels: Mapping[str, str] | None = None,
+    label_sql: Callable[[str], tuple[str, str]] | None = None,
+    **filters: str | None,
 ) -> tuple[str, list[Any]]:
     """``(WHERE clause, params)`` for the given column filters (None = no filter).
 
     ``placeholder(n)`` renders the n-th (1-based) parameter: ``?`` or ``$n``;
-    ``top_level`` keeps only runs that are not child runs.
+    ``top_level`` keeps only runs that are not child runs. ``labels``: runs carrying
+    every one of these labels; ``label_sql(key)`` is the store's ``(clause with {key}
+    and {value} placeholders, key parameter)``.
     """
     clauses: list[str] = ["parent_run_id IS NULL"] if top_level else []
     params: list[Any] = []
@@ -244,4 +251,10 @@ def run_filter(
         if value is not None:
             params.append(value)
             clauses.append(f"{column} = {placeholder(len(params))}")
+    for key, value in (labels or {}).items():
+        assert label_sql is not None, "a store filtering on labels passes label_sql"
+        clause, key_param = label_sql(key)
+        params.extend((key_param, value))
+        n = len(params)
+        clauses.append(clause.format(key=placeholder(n - 1), value=placeholder(n)))
     return (f"WHERE {' AND '.join(clauses)}" if clauses else ""), params

@@ -21,7 +21,7 @@ token, checked in the same transaction as the write; otherwise it raises
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, cast, runtime_checkable
@@ -62,7 +62,9 @@ RunStatus = Literal["running", "completed", "failed", "paused", "cancelled"]
 """The status a run's worker stores; ``interrupted`` is derived, never stored (see
 :mod:`lovia.stores.lifecycle`)."""
 
-RecordKind = Literal["entries", "ledger", "view", "state", "attempt", "approval", "failed_call"]
+RecordKind = Literal[
+    "entries", "ledger", "view", "state", "attempt", "approval", "failed_call", "usage", "reprice"
+]
 
 
 class CheckpointRecord(BaseModel):
@@ -75,6 +77,8 @@ class CheckpointRecord(BaseModel):
     - ``attempt``: one lease grant's start or end (see :mod:`lovia.stores.records`)
     - ``approval``: a human's (or a policy's) decision on a tool call
     - ``failed_call``: a model call that failed after its retries
+    - ``usage``: one model call's usage and price (what ``lovia reprice`` reprices)
+    - ``reprice``: ``lovia reprice`` changed the run's cost (before, after, prices)
     """
 
     model_config = ConfigDict(extra="forbid", defer_build=True)
@@ -143,6 +147,9 @@ PRUNED_KEY = "records_pruned_at"
 UNPRICED_KEY = "unpriced"
 """``RunInfo.extra`` key: model calls of the run (children included) whose cost is
 unknown; when set, ``cost_usd`` is a lower bound and surfaces show the cost as unknown."""
+LABELS_KEY = "labels"
+"""``RunInfo.extra`` key: the run's attribution labels (``{"tenant": "acme"}``);
+``list_runs(labels=...)`` filters on them."""
 USAGE_MISSING_KEY = "usage_missing"
 """``RunInfo.extra`` key, ``True`` when a provider reported no usage for a call of the run:
 its token counts are incomplete and surfaces show them as unknown."""
@@ -330,9 +337,11 @@ class RunQueries(Protocol):
         limit: int = 50,
         parent_run_id: str | None = None,
         top_level: bool = False,
+        labels: Mapping[str, str] | None = None,
     ) -> list[RunInfo]:
         """Newest first; ``parent_run_id``: the child runs of that run; ``top_level``:
-        only runs that are not child runs."""
+        only runs that are not child runs; ``labels``: runs carrying every one of these
+        attribution labels (``{"tenant": "acme"}``)."""
         ...
 
     async def find_run_by_trace(self, trace_id: str) -> RunInfo | None:

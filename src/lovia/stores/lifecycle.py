@@ -29,7 +29,7 @@ import os
 import secrets
 import socket
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal, cast, get_args
 
@@ -368,9 +368,10 @@ async def list_lives(
     agent: str | None = None,
     top_level: bool = False,
     parent_run_id: str | None = None,
+    labels: Mapping[str, str] | None = None,
 ) -> list[tuple[RunInfo, Life]]:
     """Runs newest first with their :class:`Life`; ``state`` filters on the derived state
-    (``interrupted`` lists what needs resuming)."""
+    (``interrupted`` lists what needs resuming); ``labels``: runs carrying all of them."""
     stored: tuple[str | None, ...] = (state,)
     if state in ("running", "interrupted"):
         stored = ("running",)
@@ -386,6 +387,7 @@ async def list_lives(
             limit=scan,
             top_level=top_level,
             parent_run_id=parent_run_id,
+            **({"labels": labels} if labels else {}),  # stores from before labels: no kwarg
         )
     rows.sort(key=lambda r: r.started_at, reverse=True)
     out: list[tuple[RunInfo, Life]] = []

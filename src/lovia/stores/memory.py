@@ -9,7 +9,7 @@ counts, and the same versions are refused.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -25,6 +25,7 @@ from ._codec import (
     load_result,
 )
 from .base import (
+    LABELS_KEY,
     PRUNED_KEY,
     SCHEMA_VERSION,
     CheckpointRecord,
@@ -35,6 +36,7 @@ from .base import (
     lease_lost,
     prune_statuses,
 )
+from .spend import MemorySpend
 
 __all__ = ["MemoryStore"]
 
@@ -57,6 +59,7 @@ class MemoryStore:
         self._sessions: dict[str, list[tuple[str, int, str]]] = {}
         self._tombstones: dict[str, Tombstone] = {}
         self._created = 0
+        self._spend = MemorySpend()
 
     def __repr__(self) -> str:
         return f"MemoryStore({len(self._runs)} runs, {len(self._sessions)} sessions)"
@@ -165,8 +168,10 @@ class MemoryStore:
         limit: int = 50,
         parent_run_id: str | None = None,
         top_level: bool = False,
+        labels: Mapping[str, str] | None = None,
     ) -> list[RunInfo]:
         """Runs matching every given filter, newest first."""
+        wanted = dict(labels or {}).items()
         rows = [
             r
             for r in self._runs.values()
@@ -175,11 +180,27 @@ class MemoryStore:
             and (status is None or r.status == status)
             and (parent_run_id is None or r.parent_run_id == parent_run_id)
             and not (top_level and r.parent_run_id is not None)
+            and wanted <= dict(r.extra.get(LABELS_KEY) or {}).items()
         ]
         rows.sort(key=lambda r: (r.started_at, self._order[r.run_id]), reverse=True)
         for r in rows[:limit]:
             check_version(r.version, f"run {r.run_id}")
         return [_copy(r) for r in rows[:limit]]
+
+    # -- spend ledger (spend limits: see lovia.stores.spend) ----------------------------
+
+    async def reserve_spend(
+        self, key: str, window_start: float, amount: float, limit: float
+    ) -> float | None:
+        return self._spend.reserve(key, window_start, amount, limit)
+
+    async def settle_spend(
+        self, key: str, window_start: float, reserved: float, actual: float
+    ) -> None:
+        self._spend.settle(key, window_start, reserved, actual)
+
+    async def spent(self, key: str, window_start: float) -> float:
+        return self._spend.spent(key, window_start)
 
     async def find_run_by_trace(self, trace_id: str) -> RunInfo | None:
         """The newest run recorded with this trace id, if any."""

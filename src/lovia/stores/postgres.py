@@ -44,7 +44,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import time
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, Protocol
 
@@ -76,6 +76,7 @@ from .base import (
     lease_lost,
     prune_statuses,
 )
+from .spend import PG_SPEND_DDL, pg_reserve, pg_settle, pg_spent
 
 __all__ = ["PostgresStore"]
 
@@ -126,7 +127,8 @@ CREATE TABLE IF NOT EXISTS {s}.lovia_pruned (
     run_id text PRIMARY KEY, status text NOT NULL, ended_at float8, pruned_at float8 NOT NULL
 );
 """
-_MIGRATE = """
+_MIGRATE = (
+    """
 ALTER TABLE {s}.lovia_leases ADD COLUMN IF NOT EXISTS token bigint NOT NULL DEFAULT 0;
 ALTER TABLE {s}.lovia_runs ADD COLUMN IF NOT EXISTS parent_run_id text;
 ALTER TABLE {s}.lovia_runs ADD COLUMN IF NOT EXISTS parent_call_id text;
@@ -156,6 +158,8 @@ BEGIN
 END
 $lovia$;
 """
+    + PG_SPEND_DDL
+)
 """In-place migrations, run after ``_DDL`` under the same lock (each is idempotent).
 Fencing: each lease row keeps its run's last fencing token. Agents as tools: the
 parent → child run link, on schemas made without it. ``lovia_acquire_v1``: a lease
@@ -166,13 +170,13 @@ SELECT (SELECT count(*) FROM information_schema.columns WHERE table_schema = $1 
         OR (table_name = 'lovia_runs' AND column_name IN ('parent_run_id', 'parent_call_id'))))
     + (SELECT count(*) FROM pg_indexes WHERE schemaname = $1 AND indexname = 'lovia_runs_parent')
     + (SELECT count(*) FROM information_schema.tables WHERE table_schema = $1
-       AND table_name IN ('lovia_records', 'lovia_sessions', 'lovia_pruned'))
+       AND table_name IN ('lovia_records', 'lovia_sessions', 'lovia_pruned', 'lovia_spend'))
     + (CASE WHEN to_regclass($2) IS NULL THEN 0 ELSE 1 END)
     + (SELECT count(*) FROM pg_proc AS p JOIN pg_namespace AS n ON n.oid = p.pronamespace
        WHERE n.nspname = $1 AND p.proname = 'lovia_acquire_v1')
 """
 """How many of the newest schema's parts exist (``_CURRENT_PARTS`` when nothing is missing)."""
-_CURRENT_PARTS = 9
+_CURRENT_PARTS = 10
 _PROBE = "SELECT 1 FROM (SELECT pg_notify($1, $2)) AS n"
 """A notification sent through the pool (its ``void`` column unread: no type look-up)."""
 
@@ -237,6 +241,7 @@ class _Sql:
         self.channel = f"lovia_{schema}"[:63]
         self.meta = f"{s}.lovia_meta"
         self.runs = f"{s}.lovia_runs"
+        self.spend = f"{s}.lovia_spend"
         records, leases, sessions = f"{s}.lovia_records", f"{s}.lovia_leases", f"{s}.lovia_sessions"
         self._run_writes(records, leases)
         self._reads(records, sessions)
@@ -566,11 +571,14 @@ class PostgresStore:
         limit: int = 50,
         parent_run_id: str | None = None,
         top_level: bool = False,
+        labels: Mapping[str, str] | None = None,
     ) -> list[RunInfo]:
         """Runs matching every given filter, newest first."""
         where, params = run_filter(
             lambda n: f"${n}",
             top_level=top_level,
+            labels=labels,
+            label_sql=_label_sql,
             session_id=session_id,
             agent=agent,
             status=status,
@@ -584,6 +592,24 @@ class PostgresStore:
         async with self._db() as db:
             rows = await db.fetch(sql, *params)
         return [info_from_row(row) for row in rows]
+
+    # -- spend ledger (spend limits: see lovia.stores.spend) ----------------------------
+
+    async def reserve_spend(
+        self, key: str, window_start: float, amount: float, limit: float
+    ) -> float | None:
+        async with self._db() as db:
+            return await pg_reserve(db, self._sql.spend, key, window_start, amount, limit)
+
+    async def settle_spend(
+        self, key: str, window_start: float, reserved: float, actual: float
+    ) -> None:
+        async with self._db() as db:
+            await pg_settle(db, self._sql.spend, key, window_start, reserved, actual)
+
+    async def spent(self, key: str, window_start: float) -> float:
+        async with self._db() as db:
+            return await pg_spent(db, self._sql.spend, key, window_start)
 
     async def find_run_by_trace(self, trace_id: str) -> RunInfo | None:
         """The newest run recorded with this trace id, if any."""
@@ -727,3 +753,8 @@ class PostgresStore:
             if notifier is not None:
                 notifier.terminate()
             pool.terminate()
+
+
+def _label_sql(key: str) -> tuple[str, str]:
+    """A run's label ``key`` in its ``extra`` JSON."""
+    return "(extra::jsonb -> 'labels' ->> {key}) = {value}", key

@@ -13,6 +13,8 @@ the one place that knows what ``data`` holds for each kind:
 | ``attempt`` | :class:`AttemptRecord` | a lease grant (and how the one before ended) |
 | ``approval`` | :class:`ApprovalRecord` | a decision on a tool call that needed approval |
 | ``failed_call`` | :class:`FailedCallRecord` | a model call that failed after its retries |
+| ``usage`` | :class:`CallUsageRecord` | a model call that returned: usage, cost, price source |
+| ``reprice`` | :class:`RepriceRecord` | ``lovia reprice`` changed the run's cost |
 
 Each kind is described once, in :data:`RECORD_TYPES`: its stored name, its typed class,
 and how it is encoded and decoded (validation included). :func:`to_checkpoint` builds
@@ -41,6 +43,7 @@ __all__ = [
     "ApprovalRecord",
     "AttemptEnd",
     "AttemptRecord",
+    "CallUsageRecord",
     "EntriesRecord",
     "FailedCallRecord",
     "LedgerRecord",
@@ -49,6 +52,7 @@ __all__ = [
     "RECORD_TYPES",
     "Record",
     "RecordType",
+    "RepriceRecord",
     "StateRecord",
     "ViewNote",
     "read_record",
@@ -163,6 +167,38 @@ class FailedCallRecord:
     at: float = 0.0
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CallUsageRecord:
+    """One model call that returned: what it used and what it was priced at, so a later
+    ``lovia reprice`` can price it again from the usage itself."""
+
+    turn: int
+    purpose: str
+    provider: str
+    model: str
+    """The model priced (the response's model when it named one)."""
+    usage: Usage
+    source: str | None = None
+    """What priced it (``genai-prices==X``, ``overrides@<hash>``); None: unpriced."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RepriceRecord:
+    """``lovia reprice`` changed the run's cost (the transcript is never rewritten)."""
+
+    at: float
+    prices: str
+    """The prices applied (``price_table_version()``)."""
+    own_before: float
+    own_after: float
+    """The run's own calls' cost before and after (child runs have their own record)."""
+    cost_before: float
+    cost_after: float
+    """The run's stored cost (children included) before and after."""
+    unpriced_before: int = 0
+    unpriced_after: int = 0
+
+
 Record = (
     EntriesRecord
     | LedgerRecord
@@ -171,6 +207,8 @@ Record = (
     | AttemptRecord
     | ApprovalRecord
     | FailedCallRecord
+    | CallUsageRecord
+    | RepriceRecord
 )
 """One checkpoint record, by kind."""
 
@@ -281,6 +319,43 @@ def _decode_state(data: Mapping[str, Any]) -> StateRecord:
     )
 
 
+class _CallUsage(TypedDict):
+    turn: int
+    purpose: NotRequired[str]
+    provider: NotRequired[str]
+    model: NotRequired[str]
+    usage: NotRequired[dict[str, int | float | bool]]
+    source: NotRequired[str | None]
+
+
+_CALL_USAGE = TypeAdapter(_CallUsage)
+
+
+def _encode_usage(record: CallUsageRecord) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "turn": record.turn,
+        "purpose": record.purpose,
+        "provider": record.provider,
+        "model": record.model,
+        "usage": record.usage.to_dict(),
+    }
+    if record.source is not None:
+        data["source"] = record.source
+    return data
+
+
+def _decode_usage(data: Mapping[str, Any]) -> CallUsageRecord:
+    call = _CALL_USAGE.validate_python(data)
+    return CallUsageRecord(
+        turn=call["turn"],
+        purpose=call.get("purpose", "main"),
+        provider=call.get("provider", ""),
+        model=call.get("model", ""),
+        usage=Usage.from_dict(call.get("usage", {})),
+        source=call.get("source"),
+    )
+
+
 def _decode_view(data: Mapping[str, Any]) -> ViewNote:
     from ..view.record import ViewRecord  # stores sit below view: see the layer table
 
@@ -295,6 +370,8 @@ RECORD_TYPES: tuple[RecordType[Any], ...] = (
     plain("attempt", AttemptRecord),
     plain("approval", ApprovalRecord),
     plain("failed_call", FailedCallRecord),
+    RecordType("usage", CallUsageRecord, _encode_usage, _decode_usage),
+    plain("reprice", RepriceRecord),
 )
 """Every record kind, once: the stored name, the typed class, encode and decode. To add
 a kind, add its name to :data:`~lovia.stores.base.RecordKind`, its dataclass above

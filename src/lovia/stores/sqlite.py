@@ -33,7 +33,7 @@ from __future__ import annotations
 import asyncio
 import time
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 from urllib.parse import unquote
 
@@ -61,6 +61,7 @@ from .base import (
     Tombstone,
     prune_statuses,
 )
+from .spend import sqlite_reserve, sqlite_settle, sqlite_spent
 
 __all__ = ["SQLiteStore", "sqlite_path"]
 
@@ -201,11 +202,14 @@ class SQLiteStore:
         limit: int = 50,
         parent_run_id: str | None = None,
         top_level: bool = False,
+        labels: Mapping[str, str] | None = None,
     ) -> list[RunInfo]:
         """Runs matching every given filter, newest first."""
         where, params = run_filter(
             lambda n: "?",
             top_level=top_level,
+            labels=labels,
+            label_sql=_label_sql,
             session_id=session_id,
             agent=agent,
             status=status,
@@ -214,6 +218,21 @@ class SQLiteStore:
         query = f"SELECT {sql.COLS} FROM runs {where} ORDER BY started_at DESC, rowid DESC LIMIT ?"
         rows = await self._run(sql.fetch, query, (*params, limit))
         return [info_from_row(row) for row in rows]
+
+    # -- spend ledger (spend limits: see lovia.stores.spend) ----------------------------
+
+    async def reserve_spend(
+        self, key: str, window_start: float, amount: float, limit: float
+    ) -> float | None:
+        return await self._write(sqlite_reserve, key, window_start, amount, limit)
+
+    async def settle_spend(
+        self, key: str, window_start: float, reserved: float, actual: float
+    ) -> None:
+        await self._write(sqlite_settle, key, window_start, reserved, actual)
+
+    async def spent(self, key: str, window_start: float) -> float:
+        return await self._run(sqlite_spent, key, window_start)
 
     async def find_run_by_trace(self, trace_id: str) -> RunInfo | None:
         """The newest run recorded with this trace id, if any."""
@@ -288,3 +307,8 @@ class SQLiteStore:
         self._closed = True
         self._inline.close()
         await self._worker.close()
+
+
+def _label_sql(key: str) -> tuple[str, str]:
+    """A run's label ``key`` (checked: ``[a-z][a-z0-9_]*``) in its ``extra`` JSON."""
+    return "json_extract(extra, {key}) = {value}", f'$.labels."{key}"'

@@ -131,6 +131,8 @@ RUN_USAGE_PREFIX: Final = "lovia.run.usage."
 RUN_PARENT_ID: Final = "lovia.run.parent_id"
 """On a child run's span (an agent run as a tool): the run that started it."""
 RUN_PARENT_CALL_ID: Final = "lovia.run.parent_call_id"
+LABEL_PREFIX: Final = "lovia.label."
+"""Attribution labels of a run: ``lovia.label.tenant`` etc. (run span, spend metrics)."""
 RUN_NESTED: Final = "lovia.run.nested"
 """Metric label on every run-level metric (and the spend metrics): ``true`` for a child
 run (an agent run as a tool), ``false`` for a top-level run. Count top-level runs with

@@ -104,6 +104,8 @@ def _run_start(e: ev.RunStarted) -> Attrs:
     if e.parent_run_id is not None:
         out[A.RUN_PARENT_ID] = e.parent_run_id
         out[A.RUN_PARENT_CALL_ID] = e.parent_call_id or ""
+    for key, value in e.labels:
+        out[A.LABEL_PREFIX + key] = value
     return out
 
 

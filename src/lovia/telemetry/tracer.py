@@ -36,6 +36,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Link, Span, SpanContext, Status, StatusCode, TraceFlags, Tracer
 
 from .. import events as ev
+from ..labels import label_cap
 from ..pricing import price_table_version
 from . import attributes as A
 from . import content as C
@@ -273,6 +274,8 @@ class RunTracer:
             self._run_labels[A.PROVIDER_NAME] = event.provider
         # spend is the top-level run's: a child's cost counts under its root's agent
         self._spend = {A.AGENT_NAME: event.root_agent or event.agent, A.RUN_NESTED: nested}
+        if event.labels:  # attribution, capped: top values by first seen, the rest "other"
+            self._spend.update(label_cap().attributes(dict(event.labels)))
         return span
 
     def _attach(self, event: ev.Event) -> Any:
@@ -659,6 +662,8 @@ def _chat_metrics(
         A.CALL_PURPOSE: base[A.CALL_PURPOSE],
         A.RUN_NESTED: run.get(A.RUN_NESTED, False),
     }
+    if len(run) > 2:  # attribution labels (lovia.label.*), already capped
+        spend.update((k, v) for k, v in run.items() if k.startswith(A.LABEL_PREFIX))
     if u.cost_usd:
         m.cost.add(u.cost_usd, spend)
     if u.unpriced:

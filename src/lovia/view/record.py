@@ -342,24 +342,9 @@ class ViewHasher:
         return _construct(fields)
 
 
-_RECORD_FIELDS: tuple[str, ...] = tuple(ViewRecord.model_fields)
-_RECORD_SET = frozenset(_RECORD_FIELDS)
-
-
 def _construct(fields: dict[str, Any]) -> ViewRecord:
-    """``ViewRecord.model_construct(**fields)``: the same ``__dict__`` (in field order)
-    and fields set; for a complete set of fields (the loop's records) without pydantic's
-    per-field alias and default walk."""
-    if not fields.keys() >= _RECORD_SET:
-        return ViewRecord.model_construct(**fields)  # defaults to fill in
-    values = {name: fields[name] for name in _RECORD_FIELDS}
-    record = ViewRecord.__new__(ViewRecord)
-    _set = object.__setattr__
-    _set(record, "__dict__", values)
-    _set(record, "__pydantic_fields_set__", set(_RECORD_FIELDS))
-    _set(record, "__pydantic_extra__", None)  # extra="forbid"
-    _set(record, "__pydantic_private__", None)
-    return record
+    """``ViewRecord.model_construct``: the loop's own records are valid as built."""
+    return ViewRecord.model_construct(**fields)
 
 
 def _full_body(

@@ -15,7 +15,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from markupsafe import Markup
 from starlette.requests import Request
@@ -23,8 +23,9 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ..errors import UserError
+from ..labels import parse_label
 from ..replay import run_dict
-from ..stores.base import UNPRICED_KEY, ReadOnlyStore, RunInfo
+from ..stores.base import LABELS_KEY, UNPRICED_KEY, ReadOnlyStore, RunInfo
 from ..stores.lifecycle import Life, build_life, list_lives
 from ._format import query
 from ._pages import config_of, db_of, int_param, render
@@ -147,6 +148,8 @@ class RunQuery:
     status: str | None = None
     error_type: str | None = None
     model: str | None = None
+    label: tuple[str, str] | None = None
+    """``?label=tenant=acme``: runs with this attribution label (totals follow)."""
     range: str | None = None
     since: float | None = None
     until: float | None = None
@@ -165,6 +168,7 @@ class RunQuery:
             status=target.status,
             error_type=target.error_type,
             model=target.model,
+            label=None if target.label is None else "=".join(target.label),
             range=target.range,
             since=None if target.range else iso(target.since),
             until=None if target.range else iso(target.until),
@@ -194,9 +198,15 @@ class RunQuery:
             )
             and (self.session is None or info.session_id == self.session)
             and (self.model is None or self.model in model)
+            and (self.label is None or _has_label(info, self.label))
             and (since is None or info.started_at >= since)
             and (self.until is None or info.started_at <= self.until)
         )
+
+
+def _has_label(info: RunInfo, label: tuple[str, str]) -> bool:
+    labels = info.extra.get(LABELS_KEY)
+    return isinstance(labels, dict) and cast("dict[str, str]", labels).get(label[0]) == label[1]
 
 
 def run_query(request: Request) -> RunQuery:
@@ -215,6 +225,7 @@ def run_query(request: Request) -> RunQuery:
         status=q.get("status") or None,
         error_type=q.get("error_type") or None,
         model=q.get("model") or None,
+        label=parse_label(q["label"]) if q.get("label") else None,
         range=span,
         since=_when(q.get("since"), "since"),
         until=_when(q.get("until"), "until"),

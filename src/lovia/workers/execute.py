@@ -83,6 +83,7 @@ async def execute_run(
             deps=deps,
             session_id=task.get("session_id"),
             cancel_token=token,
+            labels=task.get("labels"),  # checked again: a task is data from the queue
         )
         if on_event is not None:
             async for event in handle:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 import secrets
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..errors import UserError
+from ..labels import check_labels
 from ..stores import Store
 from ..stores import store as open_store
 from ..stores.base import RunSnapshot
@@ -60,13 +61,16 @@ class RunQueue:
         run_id: str | None = None,
         session_id: str | None = None,
         deps_key: str | None = None,
+        labels: Mapping[str, str] | None = None,
     ) -> str:
         """Queue a run of the agent named ``agent``; return its ``run_id``.
 
         ``input`` is a str, an ``InputEntry`` or a list of them. ``run_id`` (generated
         when absent) is the idempotency key: submitting it again is safe. ``deps_key``
-        is handed to the worker's ``deps`` factory.
+        is handed to the worker's ``deps`` factory. ``labels``: the run's attribution
+        labels (checked here, so a bad one fails the caller, not a worker).
         """
+        checked = check_labels(labels)
         run_id = run_id or secrets.token_hex(16)
         task = {
             "v": 1,
@@ -76,6 +80,8 @@ class RunQueue:
             "session_id": session_id,
             "deps_key": deps_key,
         }
+        if checked:
+            task["labels"] = checked
         await self.client.xadd(self.stream, {"task": json.dumps(task)})
         return run_id
 

@@ -1,0 +1,148 @@
+"""Prices as data: ``set_price`` is checked like a price file, and genai-prices' own
+background update is honoured only when the user turns it on (no network in tests: the
+fetch is replaced)."""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from genai_prices import data_snapshot, update_prices
+from genai_prices.types import ModelPrice
+
+import lovia
+from lovia import pricing
+from lovia.pricing import (
+    auto_update_prices,
+    clear_prices,
+    price_call,
+    price_source,
+    set_price,
+    stop_auto_update,
+)
+from lovia.usage import Usage
+
+MODEL = ("openai", "gpt-4o-mini")
+CALL = Usage(input_tokens=1_000_000, output_tokens=1_000_000)
+
+
+@pytest.fixture(autouse=True)
+def _clean(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.delenv("LOVIA_PRICES", raising=False)
+    monkeypatch.delenv("LOVIA_PRICES_AUTO_UPDATE", raising=False)
+    clear_prices()
+    yield
+    thread = update_prices._shared_updater.thread  # pyright: ignore[reportPrivateUsage]
+    stop_auto_update()
+    if thread is not None:  # the next test starts its own updater from a clean slate
+        thread.join(5)
+    data_snapshot.set_custom_snapshot(None)
+    clear_prices()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "said"),
+    [
+        ({"input_per_mtok": -1.0, "output_per_mtok": 1.0}, "input_per_mtok is -1.0"),
+        ({"input_per_mtok": 1.0, "output_per_mtok": math.nan}, "output_per_mtok is nan"),
+        ({"input_per_mtok": 1.0, "output_per_mtok": math.inf}, "output_per_mtok is inf"),
+        (
+            {"input_per_mtok": 1.0, "output_per_mtok": 1.0, "cache_read_per_mtok": -0.5},
+            "cache_read_per_mtok is -0.5",
+        ),
+        ({"input_per_mtok": "1", "output_per_mtok": 1.0}, "must be a number"),
+        ({"input_per_mtok": 1.0, "output_per_mtok": 1.0, "input_pre_mtok": 2}, "unknown key"),
+    ],
+)
+def test_set_price_refuses_what_a_price_file_refuses(kwargs: dict[str, Any], said: str) -> None:
+    set_price("acme", "kept", input_per_mtok=1.0, output_per_mtok=2.0)
+    with pytest.raises(lovia.UserError) as caught:
+        set_price("acme", "m", **kwargs)
+    assert caught.value.message.startswith("set_price(): ")
+    assert said in caught.value.message
+    assert caught.value.hint
+    # nothing changed: the bad price is not half-applied, the earlier one is kept
+    assert price_call("acme", "m", CALL) is None
+    assert price_call("acme", "kept", CALL) == pytest.approx(3.0)
+
+
+def test_set_price_refuses_an_empty_model_name() -> None:
+    with pytest.raises(lovia.UserError, match="'model' must be a non-empty string"):
+        set_price("acme", "  ", input_per_mtok=1.0, output_per_mtok=1.0)
+
+
+def _fetched(scale: int) -> Any:
+    """A snapshot as a fetch would return it: the bundled table, every price x ``scale``
+    for ``openai:gpt-4o-mini``."""
+    bundled: Any = data_snapshot.get_snapshot()
+    providers: list[Any] = []
+    for provider in bundled.providers:
+        if provider.id == "openai":
+            provider = copy.copy(provider)
+            provider.models = [copy.copy(m) for m in provider.models]
+            for model in provider.models:
+                if model.id == "gpt-4o-mini":
+                    model.prices = ModelPrice(
+                        input_mtok=model.prices.input_mtok * scale,
+                        output_mtok=model.prices.output_mtok * scale,
+                    )
+        providers.append(provider)
+    return data_snapshot.DataSnapshot(providers, from_auto_update=True)
+
+
+def test_auto_update_is_off_unless_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    fetches: list[str] = []
+    monkeypatch.setattr(update_prices.UpdatePrices, "fetch", lambda self: fetches.append("x"))
+    before = price_call(*MODEL, CALL)
+    assert before is not None and price_source(*MODEL) == pricing.price_table_version()
+    assert fetches == []  # pricing never fetched on its own
+
+
+def test_auto_update_prices_calls_from_the_fetched_table(monkeypatch: pytest.MonkeyPatch) -> None:
+    bundled = price_call(*MODEL, CALL)
+    assert bundled is not None
+    monkeypatch.setattr(update_prices.UpdatePrices, "fetch", lambda self: _fetched(2))
+    auto_update_prices(interval_s=3600, wait=5)
+    assert price_call(*MODEL, CALL) == pytest.approx(2 * bundled)  # the cached lookup is dropped
+    source = price_source(*MODEL)
+    assert source is not None and source.startswith("genai-prices==")
+    assert "+update@" in source  # a fetched table is named apart from the bundled one
+    # an override still wins over a fetched table
+    set_price(*MODEL, input_per_mtok=1.0, output_per_mtok=1.0)
+    assert price_call(*MODEL, CALL) == pytest.approx(2.0)
+
+
+def test_the_environment_turns_auto_update_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    bundled = price_call(*MODEL, CALL)
+    assert bundled is not None
+    monkeypatch.setattr(update_prices.UpdatePrices, "fetch", lambda self: _fetched(3))
+    monkeypatch.setenv("LOVIA_PRICES_AUTO_UPDATE", "600")
+    clear_prices()  # the environment is read again on the next pricing
+    price_call(*MODEL, CALL)
+    assert pricing._updater is not None and pricing._updater.update_interval == 600.0  # pyright: ignore[reportPrivateUsage]
+    pricing._updater.wait(5)  # pyright: ignore[reportPrivateUsage]
+    assert price_call(*MODEL, CALL) == pytest.approx(3 * bundled)
+
+
+@pytest.mark.parametrize("value", ["soon", "-5"])
+def test_a_bad_auto_update_setting_is_refused(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    monkeypatch.setenv("LOVIA_PRICES_AUTO_UPDATE", value)
+    clear_prices()
+    with pytest.raises(lovia.UserError, match=r"LOVIA_PRICES_AUTO_UPDATE|interval_s") as caught:
+        price_call(*MODEL, CALL)
+    assert caught.value.hint
+
+
+def test_a_failed_fetch_keeps_the_table_in_use(monkeypatch: pytest.MonkeyPatch) -> None:
+    bundled = price_call(*MODEL, CALL)
+
+    def refuse(self: object) -> None:
+        raise OSError("no route to host")
+
+    monkeypatch.setattr(update_prices.UpdatePrices, "fetch", refuse)
+    with pytest.raises(OSError, match="no route"):
+        auto_update_prices(wait=5)  # waiting surfaces the failure
+    assert price_call(*MODEL, CALL) == bundled
