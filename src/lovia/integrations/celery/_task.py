@@ -203,6 +203,10 @@ async def _execute(proc: ProcessLoop, settings: Settings, kwargs: dict[str, Any]
         settings.metrics.busy(+1)
     try:
         if gate.suspect:  # it took a worker down before: wait until it is alone here
+            if await proc.store(settings.store).lease_holder(run_id) is not None:
+                # its lost worker's lease has not run out: it could not start yet, so it
+                # must not hold this process alone while it waits (tried again in 1 s)
+                return "deferred"
             proc.alone = run_id
             while len(proc.inflight) > 1 and not token.cancelled:  # noqa: ASYNC110 -- polls a dict
                 await asyncio.sleep(0.1)
