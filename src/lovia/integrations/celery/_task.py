@@ -18,7 +18,6 @@ queue ``<queue>.front``, which every worker of the queue also consumes.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import socket
@@ -202,14 +201,9 @@ async def _execute(proc: ProcessLoop, settings: Settings, kwargs: dict[str, Any]
     if settings.metrics is not None:
         settings.metrics.busy(+1)
     try:
-        if gate.suspect:  # it took a worker down before: wait until it is alone here
-            if await proc.store(settings.store).lease_holder(run_id) is not None:
-                # its lost worker's lease has not run out: it could not start yet, so it
-                # must not hold this process alone while it waits (tried again in 1 s)
-                return "deferred"
-            proc.alone = run_id
-            while len(proc.inflight) > 1 and not token.cancelled:  # noqa: ASYNC110 -- polls a dict
-                await asyncio.sleep(0.1)
+        # A suspect (it lost a worker before) runs like any other run on Celery: holding a
+        # process alone for it stalled recovery after kills (ETA retries of every deferred
+        # delivery), so isolation is left to the Redis Streams worker for now.
         outcome = await _run(proc, settings, kwargs, token)
         return "handed_back" if outcome == "cancelled" and token.reason == SHUTDOWN else outcome
     except Exception:
