@@ -48,8 +48,6 @@ class ProcessLoop:
         self.inflight: dict[str, CancelToken] = {}
         """``run_id`` -> the token of the run this process is executing."""
         self._cancelled: dict[str, tuple[float, str]] = {}
-        self.alone: str | None = None
-        """A suspect run (it lost a worker before) running alone in this process."""
         self.stopping = threading.Event()
 
     def call(self, coro: Coroutine[Any, Any, T]) -> T:

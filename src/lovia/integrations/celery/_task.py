@@ -11,7 +11,7 @@ the dead-letter queue.
 
 Before a delivery starts its run it reads the store (``lovia.workers.marks.admit``): a
 stored cancel request ends it unstarted; a run that lost ``max_kills`` workers is
-dead-lettered (poison); one that lost a worker runs alone in its process. Redeliveries,
+dead-lettered (poison). Redeliveries,
 runs handed back at shutdown and runs the sweep found interrupted go to the front
 queue ``<queue>.front``, which every worker of the queue also consumes.
 """
@@ -79,7 +79,7 @@ def worker_name() -> str:
 def run_delivery(task: Any, settings: Settings, kwargs: dict[str, Any]) -> str:
     """Run one delivery of a ``lovia.run`` task; return its outcome, or raise ``Retry``."""
     request = task.request
-    deliveries = int(request.retries or 0) + 1 - int(kwargs.get("deferred") or 0)
+    deliveries = int(request.retries or 0) + 1
     info: dict[str, Any] = request.delivery_info or {}
     redelivered = bool(info.get("redelivered"))
     if settings.metrics is not None:
@@ -95,9 +95,6 @@ def run_delivery(task: Any, settings: Settings, kwargs: dict[str, Any]) -> str:
         last = poison_error(kills)
         again = {**kwargs, "last_error": last}
         return dead_letter(task.app, settings, again, deliveries, "poison", kills)
-    if outcome == "deferred":  # a suspect runs alone here: another worker takes it
-        again = {**kwargs, "deferred": int(kwargs.get("deferred") or 0) + 1}
-        raise task.retry(kwargs=again, countdown=1.0, max_retries=None)
     if outcome == "handed_back":  # stopped by shutdown, lease released: first in line
         raise task.retry(countdown=0, max_retries=None, queue=settings.front_queue or None)
     if outcome in RETRIED:
@@ -191,8 +188,6 @@ async def _execute(proc: ProcessLoop, settings: Settings, kwargs: dict[str, Any]
     if gate.verdict == "poison":
         logger.error("run %s is poison: %s", run_id, gate.detail)
         return f"poison:{gate.kills}"
-    if proc.alone is not None and proc.alone != run_id:
-        return "deferred"  # a suspect runs alone in this process
     token = CancelToken()
     if run_id not in proc.inflight:  # a duplicate delivery here ends at once (lease held)
         proc.inflight[run_id] = token
@@ -201,9 +196,8 @@ async def _execute(proc: ProcessLoop, settings: Settings, kwargs: dict[str, Any]
     if settings.metrics is not None:
         settings.metrics.busy(+1)
     try:
-        # A suspect (it lost a worker before) runs like any other run on Celery: holding a
-        # process alone for it stalled recovery after kills (ETA retries of every deferred
-        # delivery), so isolation is left to the Redis Streams worker for now.
+        # A suspect (it lost a worker before) runs like any other run here: holding a
+        # process alone for it stalled recovery after kills; Redis Streams isolates it.
         outcome = await _run(proc, settings, kwargs, token)
         return "handed_back" if outcome == "cancelled" and token.reason == SHUTDOWN else outcome
     except Exception:
@@ -213,8 +207,6 @@ async def _execute(proc: ProcessLoop, settings: Settings, kwargs: dict[str, Any]
         otel_context.detach(attached)
         if settings.metrics is not None:
             settings.metrics.busy(-1)
-        if proc.alone == run_id:
-            proc.alone = None
         if proc.inflight.get(run_id) is token:
             del proc.inflight[run_id]
 
