@@ -73,8 +73,9 @@ class CeleryRunQueue:
     Operations: ``max_kills`` dead-letters a run whose worker was lost that many times
     (a Redis Streams worker runs one that lost a worker alone; Celery does not);
     ``drain_timeout_s`` bounds a warm shutdown (the default fits Kubernetes' 30 s grace
-    period); ``sweep_s`` is how often a worker looks for interrupted runs to re-queue. The app's settings are
-    completed with :data:`CELERY_DEFAULTS` (a setting you made is kept).
+    period); ``sweep_s`` is how often a worker looks for interrupted runs to re-queue.
+    The app's settings are completed with :data:`CELERY_DEFAULTS` (a setting you made
+    is kept).
 
     ``agents`` is the registry of the agents workers run: ``{"support": support_agent}``
     (names to agents or to their import paths) or a list of allowed import paths. A
