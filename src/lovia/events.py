@@ -3,7 +3,9 @@
 ``Runner.stream`` yields them, hooks receive them, and lovia's own tracing is built
 on them. Each event is frozen and carries ``run_id``, ``agent`` and ``turn``, plus
 ``span``: the live OpenTelemetry span of its phase (``None`` when tracing is off), so
-a hook can enrich or scrub it before it is exported.
+a hook can enrich or scrub it before it is exported. Nothing changes an event once it
+is built: when a run is traced, the event hooks receive and the stream yields is built
+with its span (a copy of the one the phase made, which stays span-less).
 
 Events compare by identity (``eq=False``): they are occurrences, not values, and
 skipping the generated ``__eq__``/``__hash__`` keeps ``import lovia`` fast.
@@ -67,7 +69,8 @@ class Event:
     agent: str
     turn: int = 0
     span: Span | None = field(default=None, compare=False, repr=False)
-    """The live span of this event's phase, while hooks run (``None`` if not traced)."""
+    """The span of this event's phase (``None`` if not traced), set when the event is
+    built; live while hooks run (a phase's last event's span ends after its hooks)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)

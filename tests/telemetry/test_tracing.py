@@ -251,7 +251,7 @@ async def test_deltas_do_no_span_work(otel: Otel) -> None:
     )
     delta = events.TextDelta(run_id="r", agent="a", turn=1, text="x")
     assert tracer.start(delta) is chat
-    tracer.end(delta)
+    tracer.end(delta, chat)
     assert trace.get_current_span() is trace.INVALID_SPAN
     assert otel.spans() == ()
 
@@ -271,10 +271,9 @@ async def test_run_span_links_from_trace_links(otel: Otel) -> None:
     assert tracer is not None
     link = f"{7:032x}:{9:016x}"
     ev = events.RunStarted(run_id="r", agent="a", resumed=True, trace_links=(link, link, "bad"))
-    object.__setattr__(ev, "span", tracer.start(ev))
+    tracer.start(ev)
     done = events.RunCompleted(run_id="r", agent="a", turns=1)
-    object.__setattr__(done, "span", tracer.start(done))
-    tracer.end(done)
+    tracer.end(done, tracer.start(done))
     (run,) = otel.spans()
     assert [(lk.context.trace_id, lk.context.span_id) for lk in run.links] == [(7, 9)]
 

@@ -1,10 +1,11 @@
 """The engine: ONE async generator of events drives every run.
 
 ``Runner.stream`` hands it to the caller; ``Runner.run`` drains it. Each event goes
-through the :class:`Emitter` first — tracing opens the phase's span and sets
-``event.span``, hooks run, tracing closes the span if the phase ended — and only then
-reaches the consumer. The stream never raises while iterating: every failure becomes
-exactly one terminal ``RunFailed``; the error is kept for ``await handle.result()``.
+through the :class:`Emitter` first — tracing opens the phase's span, hooks run on the
+event built with that span (``event.span``), tracing closes the span if the phase
+ended — and only then reaches the consumer. No event is changed once built. The stream
+never raises while iterating: every failure becomes exactly one terminal ``RunFailed``;
+the error is kept for ``await handle.result()``.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import asyncio
 import logging
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any, Literal
 
@@ -51,6 +52,11 @@ class Outcome:
     done: bool = False
 
 
+_PARENTS = frozenset({ev.RunStarted, ev.ToolCallStarted})
+"""Events whose span a phase reads back (``RunState.span_of``): the run span gives the
+run's trace ids, a tool call's span is the parent of the work inside the tool."""
+
+
 class Emitter:
     """Tracing → hooks → tracing, for every event, before the consumer sees it."""
 
@@ -70,11 +76,17 @@ class Emitter:
         return state.params.agent.hooks is None
 
     async def emit(self, event: ev.Event) -> ev.Event:
+        """The event as hooks, observers and the consumer see it: with its phase's span
+        (a copy built with ``span=``; the phase's own event is left as it was)."""
         tracer = self.tracer
+        span: Any = None
         if tracer is not None:
             span = tracer.start(event)
             if span is not None:
-                object.__setattr__(event, "span", span)
+                if type(event) in _PARENTS:  # the phase parents later work under it
+                    self.state.spans[event] = span
+                if event.span is not span:
+                    event = replace(event, span=span)
         state = self.state
         hooks = (
             state.active.hooks
@@ -86,7 +98,7 @@ class Emitter:
                 await h.dispatch(event, state.ctx, plugin=plugin)
         finally:
             if tracer is not None:
-                tracer.end(event)
+                tracer.end(event, span)
             if OBSERVERS:
                 notify(event)
         return event
@@ -141,8 +153,9 @@ async def _phases(state: RunState) -> AsyncIterator[ev.Event | Final]:
         state.trace_links = tuple(restore(snapshot).trace_links)
     started = run_started(state, resumed=state.resumed)
     yield started
-    if started.span is not None:
-        sc = started.span.get_span_context()
+    span = state.span_of(started)
+    if span is not None:
+        sc = span.get_span_context()
         if sc.is_valid:
             state.trace_ids = (f"{sc.trace_id:032x}", f"{sc.span_id:016x}")
     async for event in prepare(state, snapshot):
@@ -325,7 +338,7 @@ async def run_events(params: RunParams, outcome: Outcome) -> AsyncGenerator[ev.E
             yield event
         terminal, error = await _terminal(state, error, final, outcome)
         try:
-            await emitter.emit(terminal)
+            terminal = await emitter.emit(terminal)
         except Exception:
             logger.exception("a hook failed on the terminal event of run %s", state.run_id)
         finished = True

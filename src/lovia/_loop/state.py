@@ -224,12 +224,21 @@ class RunState:
     child_events: asyncio.Queue[ev.Event] | None = None
     """Events of running child runs, for a ``nested=True`` stream (at most
     ``CHILD_EVENT_BUFFER``: a child waits while its parent's consumer is behind)."""
+    spans: dict[ev.Event, Any] = field(default_factory=dict[ev.Event, Any])
+    """The live span of each emitted event whose phase parents later work under it
+    (``RunStarted``, ``ToolCallStarted``), by the event the phase built (events compare
+    by identity). The emitter writes it, the phase takes it (:meth:`span_of`): the
+    events themselves are never changed."""
 
     def add_closer(self, name: str, aclose: Callable[[], Awaitable[Any] | Any]) -> None:
         """Register a plugin instance's ``aclose`` (called last-in, first-out at the end)."""
         if self.closers is None:
             self.closers = []
         self.closers.append((name, aclose))
+
+    def span_of(self, event: ev.Event) -> Any:
+        """The span the emitter opened for ``event`` (None: not traced); taken once."""
+        return self.spans.pop(event, None)
 
     def note(self, record: Record) -> None:
         """Queue a checkpoint record (dropped when the run has no checkpointer)."""

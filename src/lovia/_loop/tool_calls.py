@@ -342,7 +342,7 @@ async def _run_one(state: RunState, plan: Plan, carried: bool) -> AsyncIterator[
     assert watch is not None
     t0 = time.perf_counter()
     async with watch.armed():
-        outcome = await _execute(state, plan, started.span)
+        outcome = await _execute(state, plan, state.span_of(started))
     yield _complete(state, plan, outcome, time.perf_counter() - t0)
     if outcome.interrupted is not None:  # recorded: now the run ends
         raise watch.stopped or outcome.interrupted
@@ -417,7 +417,8 @@ async def _record_settled(
 
 
 Starting = list[tuple[Plan, ev.ToolCallStarted]]
-"""Calls that just got a slot, with their ``ToolCallStarted`` (its span is set once emitted)."""
+"""Calls that just got a slot, with their ``ToolCallStarted`` (its span: ``state.span_of``
+once emitted)."""
 
 
 def _take_slots(state: RunState, queue: list[Plan], free: int) -> Starting:
@@ -436,7 +437,7 @@ def _launch(
 ) -> None:
     """Start the calls whose "started" was just committed."""
     for plan, started in starting:
-        task = asyncio.ensure_future(_execute(state, plan, started.span))
+        task = asyncio.ensure_future(_execute(state, plan, state.span_of(started)))
         tasks[task] = (plan, time.perf_counter())
 
 

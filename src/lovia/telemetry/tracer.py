@@ -152,9 +152,9 @@ class RunTracer:
             logger.exception("tracing failed on %s", type(event).__name__)
             return None
 
-    def end(self, event: ev.Event) -> None:
-        """Called after hooks saw ``event``; ends the span if the phase ended."""
-        span = event.span
+    def end(self, event: ev.Event, span: Any) -> None:
+        """Called after hooks saw ``event``; ends ``span`` (what ``start`` returned for
+        it) if the phase ended."""
         if span is None:
             return
         kind = type(event)
@@ -170,12 +170,12 @@ class RunTracer:
             span.end(end_time=self._noted[1])
             self._noted = None
 
-    def record(self, event: ev.Event) -> None:
-        """``start`` then ``end``, for a consumer without hooks (a what-if call)."""
+    def record(self, event: ev.Event) -> Any:
+        """``start`` then ``end``, for a consumer without hooks (a what-if call); returns
+        the span of ``event``'s phase (None: none)."""
         span = self.start(event)
-        if span is not None:
-            object.__setattr__(event, "span", span)
-        self.end(event)
+        self.end(event, span)
+        return span
 
     # -- actions ---------------------------------------------------------------------
 
