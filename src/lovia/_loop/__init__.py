@@ -52,9 +52,14 @@ class Outcome:
     done: bool = False
 
 
-_PARENTS = frozenset({ev.RunStarted, ev.ToolCallStarted})
+_PARENTS = frozenset(
+    {ev.RunStarted, ev.TurnStarted, ev.ViewStarted, ev.ModelCallStarted, ev.ToolCallStarted}
+)
 """Events whose span a phase reads back (``RunState.span_of``): the run span gives the
-run's trace ids, a tool call's span is the parent of the work inside the tool."""
+run's trace ids, a tool call's span is the parent of the work inside the tool, and the
+phase builds its later events with its span where that span already exists (a model
+call's chunks and end, a tool call's, a view's and a turn's end): the emitter copies
+only the events whose span it has just opened."""
 
 
 class Emitter:

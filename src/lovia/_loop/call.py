@@ -81,6 +81,9 @@ class ModelCall:
     ttfc: float | None = None
     """Seconds to the first streamed chunk (None when the call did not stream)."""
     duration: float = 0.0
+    span: Any = None
+    """The call's ``chat`` span once ``ModelCallStarted`` was emitted (None: not traced):
+    its deltas and its end event are built with it (the emitter then copies none)."""
 
 
 Record = Callable[[ModelResponse], Sequence[TranscriptEntry]]
@@ -103,7 +106,9 @@ async def call_model(
     spend = None
     try:
         spend = await check_spend(state, call.request, provider) if state is not None else None
-        yield _started(call)
+        started = _started(call)
+        yield started
+        call.span = state.span_of(started) if state is not None else None
         t0 = time.perf_counter()
         try:
             async for event in _stream(call, state.watch if state is not None else None):
@@ -141,6 +146,7 @@ async def call_model(
         time_to_first_chunk_s=call.ttfc,
         duration_s=call.duration,
         purpose=call.purpose,
+        span=call.span,
     )
 
 
@@ -163,12 +169,12 @@ async def _items(call: ModelCall, armed: Armed | None) -> AsyncIterator[ev.Event
     clean = DeltaCleaner()  # a surrogate pair split across chunks reaches consumers whole
     try:
         async for item in stream:
-            event = _delta(call.base, item, clean)
+            event = _delta(call.base, item, clean, call.span)
             if event is None:
                 assert isinstance(item, ModelResponse)  # _delta maps every other item
                 call.response = item
                 if call.deltas:
-                    for held in _held_back(call.base, clean):
+                    for held in _held_back(call.base, clean, call.span):
                         if armed is not None:
                             armed.pause()
                         yield held
@@ -234,13 +240,15 @@ def _failed(call: ModelCall, exc: BaseException, t0: float) -> ev.ModelCallFaile
         error=exc,
         duration_s=time.perf_counter() - t0,
         purpose=call.purpose,
+        span=call.span,
     )
 
 
-def _delta(base: EventBase, item: StreamItem, clean: DeltaCleaner) -> ev.Event | None:
-    """The event for one streamed chunk (None for the final response); text is cleaned."""
+def _delta(base: EventBase, item: StreamItem, clean: DeltaCleaner, span: Any) -> ev.Event | None:
+    """The event for one streamed chunk (None for the final response); text is cleaned.
+    ``span``: the call's chat span (every chunk's span)."""
     if isinstance(item, TextChunk):
-        return ev.TextDelta(**base, text=clean.feed("text", item.text))
+        return ev.TextDelta(**base, text=clean.feed("text", item.text), span=span)
     if isinstance(item, ToolCallChunk):
         return ev.ToolCallDelta(
             **base,
@@ -248,9 +256,10 @@ def _delta(base: EventBase, item: StreamItem, clean: DeltaCleaner) -> ev.Event |
             call_id=_clean(item.call_id),  # server-supplied, like the name
             name=_clean(item.name),
             arguments=clean.feed(item.index, item.arguments),
+            span=span,
         )
     if isinstance(item, ReasoningChunk):
-        return ev.ReasoningDelta(**base, text=clean.feed("reasoning", item.text))
+        return ev.ReasoningDelta(**base, text=clean.feed("reasoning", item.text), span=span)
     if isinstance(item, RetryNotice):
         return ev.ProviderRetry(
             **base,
@@ -258,6 +267,7 @@ def _delta(base: EventBase, item: StreamItem, clean: DeltaCleaner) -> ev.Event |
             error_type=type(item.error).__name__,
             message=clean_text(str(item.error)),
             delay_s=item.delay,
+            span=span,
         )
     return None
 
@@ -266,16 +276,16 @@ def _clean(text: str | None) -> str | None:
     return None if text is None else clean_text(text)
 
 
-def _held_back(base: EventBase, clean: DeltaCleaner) -> list[ev.Event]:
+def _held_back(base: EventBase, clean: DeltaCleaner, span: Any) -> list[ev.Event]:
     """Deltas for half surrogate pairs that never got their other half (U+FFFD each)."""
     out: list[ev.Event] = []
     for key, text in clean.flush().items():
         if key == "text":
-            out.append(ev.TextDelta(**base, text=text))
+            out.append(ev.TextDelta(**base, text=text, span=span))
         elif key == "reasoning":
-            out.append(ev.ReasoningDelta(**base, text=text))
+            out.append(ev.ReasoningDelta(**base, text=text, span=span))
         else:
-            out.append(ev.ToolCallDelta(**base, index=key, arguments=text))
+            out.append(ev.ToolCallDelta(**base, index=key, arguments=text, span=span))
     return out
 
 

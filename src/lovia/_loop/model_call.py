@@ -231,7 +231,9 @@ async def _build_view(state: RunState, attempt: int) -> AsyncIterator[ev.Event |
     active = state.active
     assert active is not None and active.strategy is not None
     name = active.agent.name
-    yield ev.ViewStarted(**state.base(), attempt=attempt)
+    started = ev.ViewStarted(**state.base(), attempt=attempt)
+    yield started
+    span = state.span_of(started)  # the view's span: ViewBuilt is built with it
     inp = ViewInput(
         entries=state.transcript.view(),
         system=active.system,
@@ -283,6 +285,7 @@ async def _build_view(state: RunState, attempt: int) -> AsyncIterator[ev.Event |
         compacted=record.compacted,
         record=record,
         attempt=attempt,
+        span=span,
     )
     yield PreparedView(request, record.hash)
 

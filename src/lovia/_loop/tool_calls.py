@@ -111,6 +111,9 @@ class Plan:
     recovered: bool = False
     """Answered from the ledger: it was running when an earlier attempt died (outcome
     unknown), so this attempt does not run it."""
+    span: Any = None
+    """The call's ``execute_tool`` span once its ``ToolCallStarted`` was emitted (None:
+    not traced): the tool runs under it, its ``ToolCallCompleted`` is built with it."""
 
     @property
     def will_run(self) -> bool:
@@ -342,7 +345,8 @@ async def _run_one(state: RunState, plan: Plan, carried: bool) -> AsyncIterator[
     assert watch is not None
     t0 = time.perf_counter()
     async with watch.armed():
-        outcome = await _execute(state, plan, state.span_of(started))
+        plan.span = state.span_of(started)
+        outcome = await _execute(state, plan)
     yield _complete(state, plan, outcome, time.perf_counter() - t0)
     if outcome.interrupted is not None:  # recorded: now the run ends
         raise watch.stopped or outcome.interrupted
@@ -437,7 +441,8 @@ def _launch(
 ) -> None:
     """Start the calls whose "started" was just committed."""
     for plan, started in starting:
-        task = asyncio.ensure_future(_execute(state, plan, state.span_of(started)))
+        plan.span = state.span_of(started)
+        task = asyncio.ensure_future(_execute(state, plan))
         tasks[task] = (plan, time.perf_counter())
 
 
@@ -474,10 +479,11 @@ def _decided(plan: Plan) -> Outcome:
     return _failed(plan.refusal or "", "refused")
 
 
-async def _execute(state: RunState, plan: Plan, span: Any) -> Outcome:
+async def _execute(state: RunState, plan: Plan) -> Outcome:
     """Run the tool with timeout and retries."""
     t = plan.tool
     assert t is not None and plan.kwargs is not None
+    span = plan.span
     token = otel_context.attach(trace.set_span_in_context(span)) if span is not None else None
     running = current_run.set(state)
     try:
@@ -588,4 +594,5 @@ def _complete(
         started=started,
         known=plan.call.name in state.active.tools or plan.call.name in state.active.handoffs,
         recovered=plan.recovered,
+        span=plan.span,
     )

@@ -42,7 +42,9 @@ async def turn(
         state.turn += 1
     state.ctx.turn = state.turn
     before = state.usage.copy()
-    yield ev.TurnStarted(**state.base())
+    started = ev.TurnStarted(**state.base())
+    yield started
+    span = state.span_of(started)  # the turn's span: TurnEnded is built with it
     step: Step = ToolCalls(tuple(resumed or ()))
     rides = False
     if resumed is None:
@@ -73,7 +75,8 @@ async def turn(
         case _:
             assert_never(step)
     check_cancel(state)
-    yield ev.TurnEnded(**state.base(), usage=state.usage.minus(before), tool_calls=len(calls))
+    usage = state.usage.minus(before)
+    yield ev.TurnEnded(**state.base(), usage=usage, tool_calls=len(calls), span=span)
     if transfer is not None:
         async for event in switch_agent(state, transfer.handoff):
             yield event
