@@ -214,3 +214,33 @@ async def test_an_untraced_run_yields_the_phases_own_events(built: list[events.E
     assert seen and all(e.span is None for e in seen)
     assert len(built) == 4 and {id(e) for e in built} <= {id(e) for e in seen}
     assert inside == {"p1": 0, "p2": 0, "a1": 0}  # no span: the invalid span's id
+
+
+async def test_only_events_that_open_a_span_are_copied(
+    otel: Otel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Chunks and ends are built with the span their phase already has: the emitter
+    copies (to give an event its span) only the events whose span it just opened."""
+    inside.clear()
+    copied: list[str] = []
+    real = dataclasses.replace
+
+    def replace(event: Any, **changes: Any) -> Any:
+        copied.append(type(event).__name__)
+        return real(event, **changes)
+
+    monkeypatch.setattr(loop_module, "replace", replace)
+    handle = Runner.stream(_agent(), "go")
+    seen = [e async for e in handle]
+    await handle.result()
+    assert any(isinstance(e, events.ToolCallDelta) for e in seen)
+    assert all(e.span is not None for e in seen)
+    assert sorted(set(copied)) == [
+        "ModelCallStarted",
+        "RunCompleted",
+        "RunStarted",
+        "ToolCallStarted",
+        "TurnStarted",
+        "ViewStarted",
+    ]
+    assert copied.count("ToolCallStarted") == 3 and copied.count("ModelCallStarted") == 3
