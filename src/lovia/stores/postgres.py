@@ -19,11 +19,12 @@ Any other option is a ``UserError`` unless it is a connection option asyncpg rea
 (``sslmode``, ``sslrootcert``, ``target_session_attrs``, …).
 
 Tables are created on first use (``lovia_meta``, ``lovia_runs``, ``lovia_records``,
-``lovia_leases``, ``lovia_sessions``) under an advisory lock, so many workers may
-start at once (``read_only=True`` creates nothing: it checks the tables exist and runs
-every transaction read-only). Payloads use the ``json`` type rather than ``jsonb``: ``jsonb`` cannot
-hold ``\\u0000`` (transcripts may) and re-orders keys, while ``json`` keeps the exact
-text that was written and still works with ``->``/``->>`` in SQL.
+``lovia_leases``, ``lovia_sessions``, ``lovia_session_labels``, …) under an advisory
+lock, so many workers may start at once (``read_only=True`` creates nothing: it checks
+the tables exist and runs every transaction read-only). Payloads use the ``json`` type
+rather than ``jsonb``: ``jsonb`` cannot hold ``\\u0000`` (transcripts may) and re-orders
+keys, while ``json`` keeps the exact text that was written and still works with
+``->``/``->>`` in SQL.
 
 Every call is one round trip and atomic on its own (a connection goes back to the pool
 without asyncpg's reset query: the store keeps no session state on it — no session
@@ -76,6 +77,8 @@ from .base import (
     lease_lost,
     prune_statuses,
 )
+from .session_labels import PG_SESSION_LABELS_DDL as _LABELS_DDL
+from .session_labels import decode_labels, encode_labels, pg_session_labels
 from .spend import PG_SPEND_DDL, pg_reserve, pg_settle, pg_spent
 
 __all__ = ["PostgresStore"]
@@ -159,6 +162,7 @@ END
 $lovia$;
 """
     + PG_SPEND_DDL
+    + _LABELS_DDL
 )
 """In-place migrations, run after ``_DDL`` under the same lock (each is idempotent).
 Fencing: each lease row keeps its run's last fencing token. Agents as tools: the
@@ -170,13 +174,14 @@ SELECT (SELECT count(*) FROM information_schema.columns WHERE table_schema = $1 
         OR (table_name = 'lovia_runs' AND column_name IN ('parent_run_id', 'parent_call_id'))))
     + (SELECT count(*) FROM pg_indexes WHERE schemaname = $1 AND indexname = 'lovia_runs_parent')
     + (SELECT count(*) FROM information_schema.tables WHERE table_schema = $1
-       AND table_name IN ('lovia_records', 'lovia_sessions', 'lovia_pruned', 'lovia_spend'))
+       AND table_name IN ('lovia_records', 'lovia_sessions', 'lovia_pruned', 'lovia_spend',
+                          'lovia_session_labels'))
     + (CASE WHEN to_regclass($2) IS NULL THEN 0 ELSE 1 END)
     + (SELECT count(*) FROM pg_proc AS p JOIN pg_namespace AS n ON n.oid = p.pronamespace
        WHERE n.nspname = $1 AND p.proname = 'lovia_acquire_v1')
 """
 """How many of the newest schema's parts exist (``_CURRENT_PARTS`` when nothing is missing)."""
-_CURRENT_PARTS = 10
+_CURRENT_PARTS = 11
 _PROBE = "SELECT 1 FROM (SELECT pg_notify($1, $2)) AS n"
 """A notification sent through the pool (its ``void`` column unread: no type look-up)."""
 
@@ -242,6 +247,7 @@ class _Sql:
         self.meta = f"{s}.lovia_meta"
         self.runs = f"{s}.lovia_runs"
         self.spend = f"{s}.lovia_spend"
+        self.session_labels = f"{s}.lovia_session_labels"
         records, leases, sessions = f"{s}.lovia_records", f"{s}.lovia_leases", f"{s}.lovia_sessions"
         self._run_writes(records, leases)
         self._reads(records, sessions)
@@ -668,6 +674,22 @@ class PostgresStore:
         async with self._db() as db:
             rows = await db.fetch(self._sql.load_session, session_id)
         return join_segments(session_id, [(row[0], row[1]) for row in rows])
+
+    async def session_labels(
+        self, session_id: str, record: Mapping[str, str] | None = None
+    ) -> dict[str, str]:
+        """The session's labels; ``record`` becomes them when it has none."""
+        text = encode_labels(record) if record else None
+        try:
+            async with self._db() as db:
+                found = await pg_session_labels(
+                    db, self._sql.session_labels, session_id, text, time.time()
+                )
+        except StoreError:
+            if not self.read_only:
+                raise
+            return {}  # a read-only open of a schema made before session labels
+        return decode_labels(session_id, found)
 
     async def append_segment(
         self,
