@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -211,3 +212,33 @@ async def test_a_damaged_session_labels_row_is_a_store_error(backend: Backend) -
             await db.session_labels("s")
     finally:
         await db.aclose()
+
+
+async def test_a_store_made_before_session_labels_gets_them_in_place(backend: Backend) -> None:
+    if backend.name == "memory":
+        pytest.skip("the memory store has no schema")
+    db = backend.open()
+    await Runner.run(_agent(), "hi", store=db, session_id="s", run_id="old")
+    await db.aclose()
+    await backend.raw("DROP TABLE lovia_session_labels")  # as an older lovia made it
+    db = backend.open()
+    try:
+        await Runner.run(_agent(), "hi", store=db, session_id="s", run_id="a", labels=ACME)
+        await Runner.run(_agent(), "hi", store=db, session_id="s", run_id="b")
+        assert await _labels(db, "b") == ACME
+    finally:
+        await db.aclose()
+
+
+async def test_a_session_bound_workspace_run_inherits_labels(tmp_path: Path) -> None:
+    """A workspace bound to a session keeps the session in its folder's store; a run
+    there with no labels and no store of its own still runs as the session's tenant."""
+    from lovia.plugins.workspace import Workspace
+
+    ws = Workspace(tmp_path, session=True)
+    agent = Agent(name="coder", model=ScriptedModel(["first", "second"]))
+    await Runner.run(agent, "one", workspace=ws, store=None, labels=ACME)
+    with capture_events() as events:
+        await Runner.run(agent, "two", workspace=ws, store=None)
+    (started,) = [e for e in events if isinstance(e, RunStarted)]
+    assert started.session_id == ws.session and dict(started.labels) == ACME
