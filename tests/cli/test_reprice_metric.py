@@ -92,7 +92,7 @@ class _Receiver:
                 self.send_header("Content-Type", "application/x-protobuf")
                 self.end_headers()
 
-            def log_message(self, *args: Any) -> None:
+            def log_message(self, format: str, *args: Any) -> None:
                 return None
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
