@@ -33,7 +33,7 @@ from .finish import call_close, close_plugins, finish, result_of, write_session
 from .lease import stop_heartbeat
 from .limits import cancelled_error, out_of_time
 from .outcomes import Final
-from .prepare import find_agent, load_snapshot, prepare, run_started
+from .prepare import find_agent, inherit_session_labels, load_snapshot, prepare, run_started
 from .state import CHILD_EVENT_BUFFER, RunParams, RunState
 from .turn import finalize, resume_turn, turn
 from .watch import RunWatch
@@ -140,6 +140,8 @@ async def _phases(state: RunState) -> AsyncIterator[ev.Event | Final]:
     state.resumed = snapshot is not None
     if snapshot is not None:
         state.trace_links = tuple(restore(snapshot).trace_links)
+    else:
+        await inherit_session_labels(state)  # a resumed run keeps the labels it had
     started = run_started(state, resumed=state.resumed)
     yield started
     if started.span is not None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from ._codec import RUN_COLUMNS
 from .base import PRUNED_KEY, RESUMABLE_SQL
+from .session_labels import PG_SESSION_LABELS_DDL
 from .spend import PG_SPEND_DDL
 
 COLS = ", ".join(RUN_COLUMNS)
@@ -78,6 +79,7 @@ END
 $lovia$;
 """
     + PG_SPEND_DDL
+    + PG_SESSION_LABELS_DDL
 )
 """In-place migrations, run after ``DDL`` under the same lock (each is idempotent).
 Fencing: each lease row keeps its run's last fencing token. Agents as tools: the
@@ -89,13 +91,14 @@ SELECT (SELECT count(*) FROM information_schema.columns WHERE table_schema = $1 
         OR (table_name = 'lovia_runs' AND column_name IN ('parent_run_id', 'parent_call_id'))))
     + (SELECT count(*) FROM pg_indexes WHERE schemaname = $1 AND indexname = 'lovia_runs_parent')
     + (SELECT count(*) FROM information_schema.tables WHERE table_schema = $1
-       AND table_name IN ('lovia_records', 'lovia_sessions', 'lovia_pruned', 'lovia_spend'))
+       AND table_name IN ('lovia_records', 'lovia_sessions', 'lovia_pruned', 'lovia_spend',
+                          'lovia_session_labels'))
     + (CASE WHEN to_regclass($2) IS NULL THEN 0 ELSE 1 END)
     + (SELECT count(*) FROM pg_proc AS p JOIN pg_namespace AS n ON n.oid = p.pronamespace
        WHERE n.nspname = $1 AND p.proname = 'lovia_acquire_v1')
 """
 """How many of the newest schema's parts exist (``CURRENT_PARTS`` when nothing is missing)."""
-CURRENT_PARTS = 10
+CURRENT_PARTS = 11
 PROBE = "SELECT 1 FROM (SELECT pg_notify($1, $2)) AS n"
 """A notification sent through the pool (its ``void`` column unread: no type look-up)."""
 
@@ -121,6 +124,7 @@ class Sql:
         self.meta = f"{s}.lovia_meta"
         self.runs = f"{s}.lovia_runs"
         self.spend = f"{s}.lovia_spend"
+        self.session_labels = f"{s}.lovia_session_labels"
         records, leases, sessions = f"{s}.lovia_records", f"{s}.lovia_leases", f"{s}.lovia_sessions"
         self._run_writes(records, leases, sessions)
         self._reads(records, sessions)

@@ -20,6 +20,7 @@ from .base import (
     check_version,
     lease_lost,
 )
+from .session_labels import SQLITE_SESSION_LABELS_DDL
 from .spend import SQLITE_SPEND_DDL
 
 COLS = ", ".join(RUN_COLUMNS)
@@ -175,6 +176,7 @@ def _create_schema(conn: sqlite3.Connection) -> None:
     _add_parent_link(conn)
     conn.execute(TOMBSTONES)
     conn.execute(SQLITE_SPEND_DDL)  # spend limits' ledger (stores made before it get it here)
+    conn.execute(SQLITE_SESSION_LABELS_DDL)  # likewise
 
 
 # -- migrations (in place; each is idempotent and runs inside the init transaction) ----

@@ -19,11 +19,12 @@ Any other option is a ``UserError`` unless it is a connection option asyncpg rea
 (``sslmode``, ``sslrootcert``, ``target_session_attrs``, …).
 
 Tables are created on first use (``lovia_meta``, ``lovia_runs``, ``lovia_records``,
-``lovia_leases``, ``lovia_sessions``) under an advisory lock, so many workers may
-start at once (``read_only=True`` creates nothing: it checks the tables exist and runs
-every transaction read-only). Payloads use the ``json`` type rather than ``jsonb``: ``jsonb`` cannot
-hold ``\\u0000`` (transcripts may) and re-orders keys, while ``json`` keeps the exact
-text that was written and still works with ``->``/``->>`` in SQL.
+``lovia_leases``, ``lovia_sessions``, ``lovia_session_labels``, …) under an advisory
+lock, so many workers may start at once (``read_only=True`` creates nothing: it checks
+the tables exist and runs every transaction read-only). Payloads use the ``json`` type
+rather than ``jsonb``: ``jsonb`` cannot hold ``\\u0000`` (transcripts may) and re-orders
+keys, while ``json`` keeps the exact text that was written and still works with
+``->``/``->>`` in SQL.
 
 Every call is one round trip and atomic on its own (a connection goes back to the pool
 without asyncpg's reset query: the store keeps no session state on it — no session
@@ -76,6 +77,7 @@ from .base import (
     lease_lost,
     prune_statuses,
 )
+from .session_labels import decode_labels, encode_labels, pg_session_labels
 from .spend import pg_reserve, pg_settle, pg_spent
 
 __all__ = ["PostgresStore"]
@@ -473,6 +475,22 @@ class PostgresStore:
         async with self._db() as db:
             rows = await db.fetch(self._sql.load_session, session_id)
         return join_segments(session_id, [(row[0], row[1]) for row in rows])
+
+    async def session_labels(
+        self, session_id: str, record: Mapping[str, str] | None = None
+    ) -> dict[str, str]:
+        """The session's labels; ``record`` becomes them when it has none."""
+        text = encode_labels(record) if record else None
+        try:
+            async with self._db() as db:
+                found = await pg_session_labels(
+                    db, self._sql.session_labels, session_id, text, time.time()
+                )
+        except StoreError:
+            if not self.read_only:
+                raise
+            return {}  # a read-only open of a schema made before session labels
+        return decode_labels(session_id, found)
 
     async def append_segment(
         self,

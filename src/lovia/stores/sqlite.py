@@ -62,6 +62,7 @@ from .base import (
     Tombstone,
     prune_statuses,
 )
+from .session_labels import decode_labels, encode_labels, sqlite_session_labels
 from .spend import sqlite_reserve, sqlite_settle, sqlite_spent
 
 __all__ = ["SQLiteStore", "sqlite_path"]
@@ -302,6 +303,17 @@ class SQLiteStore:
         query = "SELECT version, entries FROM sessions WHERE session_id = ? ORDER BY seq"
         rows = await self._run(sql.fetch, query, (session_id,))
         return join_segments(session_id, rows)
+
+    async def session_labels(
+        self, session_id: str, record: Mapping[str, str] | None = None
+    ) -> dict[str, str]:
+        """The session's labels; ``record`` becomes them when it has none."""
+        if record:
+            text = encode_labels(record)
+            found = await self._write(sqlite_session_labels, session_id, text, time.time())
+        else:
+            found = await self._run(sqlite_session_labels, session_id, None, 0.0)
+        return decode_labels(session_id, found)
 
     async def append_segment(
         self,
