@@ -3,10 +3,11 @@
 ``python phoenix_driver.py PHOENIX_EXECUTABLE`` (run by ``test_phoenix.py`` inside a private
 network namespace: Phoenix's OTLP gRPC server listens on every interface). It starts
 Phoenix on loopback with a throw-away SQLite store, then, once per content-capture mode,
-runs a two-turn agent with a tool call exporting its spans over OTLP/HTTP to Phoenix
+runs a two-turn agent with a tool call (once where the tool works, once where it raises)
+exporting its spans over OTLP/HTTP to Phoenix
 (content events go to a small in-process OTLP/HTTP logs sink instead: Phoenix takes
 traces only), reads the spans back from Phoenix's REST API and prints one JSON document:
-per mode, lovia's own spans (from an in-memory exporter on the same provider), the
+per mode and run, lovia's own spans (from an in-memory exporter on the same provider), the
 run's usage totals, the content keys of the log events, and Phoenix's spans as returned.
 """
 
@@ -44,8 +45,13 @@ INSTRUCTIONS = "Answer as Captain Wombat."
 ARGUMENT = "ZQ-4471"
 TOOL_RESULT = "order ZQ-4471: parked at dock Marmalade"
 ANSWER = "Your parcel waits at dock Marmalade."
-CONTENT = (PROMPT, INSTRUCTIONS, ARGUMENT, TOOL_RESULT, ANSWER)
-"""Every piece of content a run has: none may reach Phoenix unless content goes on spans."""
+LOST = "ZQ-0000"
+FAILURE = "no order ZQ-0000; last scanned at Quokka Pier"
+APOLOGY = "I cannot find that parcel."
+CONTENT = (PROMPT, INSTRUCTIONS, ARGUMENT, TOOL_RESULT, ANSWER, LOST, FAILURE, APOLOGY)
+"""Every piece of content the runs have: none may reach Phoenix unless content goes on spans."""
+RUNS = ("found", "failed")
+"""Per mode: the tool finds the order; the tool raises (its error text is content too)."""
 USAGES = (
     Usage(input_tokens=120, output_tokens=30),
     Usage(input_tokens=210, output_tokens=14, cache_read_tokens=64),
@@ -54,14 +60,23 @@ START_TIMEOUT_S = 180.0
 INGEST_TIMEOUT_S = 60.0
 
 
-def project(mode: str) -> str:
-    return f"lovia-{mode.lower().replace('_', '-')}"
+def project(mode: str, run: str) -> str:
+    return f"lovia-{mode.lower().replace('_', '-')}-{run}"
 
 
 @tool
 async def track(order_id: str) -> str:
     """Where an order is."""
-    return TOOL_RESULT if order_id == ARGUMENT else "unknown order"
+    if order_id != ARGUMENT:
+        raise LookupError(FAILURE)
+    return TOOL_RESULT
+
+
+def script(run: str) -> list[Any]:
+    if run == "found":
+        first = reply(tool_calls=[call("track", order_id=ARGUMENT)], usage=USAGES[0])
+        return [first, reply(ANSWER, usage=USAGES[1])]
+    return [call("track", order_id=LOST), APOLOGY]
 
 
 def _free_port() -> int:
@@ -165,23 +180,18 @@ def _span_json(span: Any) -> dict[str, Any]:
     }
 
 
-async def run_mode(mode: str, received: list[ExportLogsServiceRequest]) -> dict[str, Any]:
+async def run_mode(mode: str, run: str, received: list[ExportLogsServiceRequest]) -> dict[str, Any]:
     handle = configure(
         "lovia-phoenix-test",
         "otlp",
         capture_content=mode,
         metrics=False,
         set_global=False,
-        resource_attributes={"openinference.project.name": project(mode)},
+        resource_attributes={"openinference.project.name": project(mode, run)},
     )
     mirror = InMemorySpanExporter()
     handle.tracer_provider.add_span_processor(SimpleSpanProcessor(mirror))
-    model = ScriptedModel(
-        [
-            reply(tool_calls=[call("track", order_id=ARGUMENT)], usage=USAGES[0]),
-            reply(ANSWER, usage=USAGES[1]),
-        ]
-    )
+    model = ScriptedModel(script(run))
     agent = Agent(name="courier", model=model, tools=[track], instructions=INSTRUCTIONS)
     before = len(received)
     result = await Runner.run(agent, PROMPT, tracer_provider=handle.tracer_provider)
@@ -227,9 +237,10 @@ def main(executable: str) -> None:
             os.environ["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"] = f"{base}/v1/traces"
             os.environ["OTEL_EXPORTER_OTLP_LOGS_ENDPOINT"] = url
             for mode in MODES:
-                lovia = asyncio.run(run_mode(mode, received))
-                stored = phoenix_spans(base, project(mode), len(lovia["spans"]))
-                out["modes"][mode] = {"lovia": lovia, "phoenix": stored}
+                for run in RUNS:
+                    lovia = asyncio.run(run_mode(mode, run, received))
+                    stored = phoenix_spans(base, project(mode, run), len(lovia["spans"]))
+                    out["modes"].setdefault(mode, {})[run] = {"lovia": lovia, "phoenix": stored}
             out["projects"] = _get(f"{base}/v1/projects")
     json.dump(out, sys.stdout)
 
