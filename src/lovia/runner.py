@@ -212,8 +212,8 @@ class Runner:
         ``api``), recorded with each decision. ``nested=True``: events of child runs
         (agents run as tools, see :meth:`Agent.as_tool`) are yielded too, each wrapped in
         a ``ChildRunEvent``. ``labels``: who the run is for (``{"tenant": "acme"}``):
-        on its span, its stored row, the cost metrics and spend limits (see
-        :mod:`lovia.labels`).
+        on its span, its stored row, the cost metrics and spend limits; a session's
+        first labelled run records them for its later runs (see :mod:`lovia.labels`).
         """
         if not isinstance(agent, Agent):
             raise UserError(f"Runner needs an Agent, got {agent!r}")

@@ -23,6 +23,7 @@ from .._observers import OBSERVERS, notify
 from ..context import RunContext
 from ..errors import LeaseLost, LoviaError, RunCancelled, RunError
 from ..result import RunResult
+from ..stores.base import RunEnd, end_run
 from ..telemetry.tracer import RunTracer, make_run_tracer
 from ..transcript import Transcript
 from ..usage import Usage
@@ -33,7 +34,7 @@ from .finish import call_close, close_plugins, finish, result_of, write_session
 from .lease import stop_heartbeat
 from .limits import cancelled_error, out_of_time
 from .outcomes import Final
-from .prepare import find_agent, load_snapshot, prepare, run_started
+from .prepare import find_agent, inherit_session_labels, load_snapshot, prepare, run_started
 from .state import CHILD_EVENT_BUFFER, RunParams, RunState
 from .turn import finalize, resume_turn, turn
 from .watch import RunWatch
@@ -156,6 +157,8 @@ async def _phases(state: RunState) -> AsyncIterator[ev.Event | Final]:
     state.resumed = snapshot is not None
     if snapshot is not None:
         state.trace_links = tuple(restore(snapshot).trace_links)
+    else:
+        await inherit_session_labels(state)  # a resumed run keeps the labels it had
     started = run_started(state, resumed=state.resumed)
     yield started
     span = state.span_of(started)
@@ -287,8 +290,6 @@ async def _mark_failed(state: RunState, error: BaseException) -> None:
         return  # the run belongs to the worker that took it over: write nothing
     status = _stored_status(error)
     try:
-        await cp.append(state.run_id, state.pending, fence=state.lease.token)
-        state.pending = []
         info = finish_info(
             state, status, getattr(error, "finish_reason", "error"), type(error).__name__
         )
@@ -296,7 +297,15 @@ async def _mark_failed(state: RunState, error: BaseException) -> None:
         info.extra["error"] = error.message if isinstance(error, LoviaError) else str(error)
         info.extra["hint"] = getattr(error, "hint", None)
         lifecycle_extra(state, error, info.extra)
-        await cp.finish(info, None, fence=state.lease.token)
+        # the last records, the row and the lease's release: one transaction
+        end = RunEnd(
+            info=info, result=None, fence=state.lease.token, records=state.pending,
+            release=state.lease.owner,
+        )  # fmt: skip
+        state.pending = []
+        await stop_heartbeat(state)
+        await end_run(cp, end)
+        state.lease.owner = None
     except LeaseLost:
         logger.warning("run %s: lease lost; its failure is not recorded", state.run_id)
     except Exception:

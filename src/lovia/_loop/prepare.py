@@ -11,7 +11,9 @@ from typing import Any, cast
 from .. import events as ev
 from ..agent import Agent
 from ..errors import LoviaError, UserError
+from ..labels import MAX_LABELS
 from ..stores.base import LABELS_KEY, PRUNED_KEY, RunSnapshot
+from ..stores.session_labels import SessionLabels
 from ..transcript import InputEntry, SystemEntry, TranscriptEntry, input_entries
 from ..view.record import ViewRecord, resolve_records, view_records
 from .activate import activate, resolve_provider
@@ -22,7 +24,7 @@ from .lease import lease_held, start_heartbeat, take_lease
 from .model_call import stamp
 from .state import RunState
 
-__all__ = ["find_agent", "load_snapshot", "prepare"]
+__all__ = ["find_agent", "inherit_session_labels", "load_snapshot", "prepare"]
 
 logger = logging.getLogger("lovia.loop")
 
@@ -79,6 +81,31 @@ async def load_snapshot(state: RunState) -> RunSnapshot | None:
             labels = cast("dict[str, str]", stored)  # a resume keeps them
             state.params = dataclasses.replace(state.params, labels=labels)
     return snapshot
+
+
+async def inherit_session_labels(state: RunState) -> None:
+    """A new top-level run of a session: record its labels as the session's when the
+    session has none yet, and take the session's labels for every key it does not give
+    (a key it gives keeps its value, for this run only; the session's stay as recorded).
+    """
+    params = state.params
+    store = state.session
+    if params.parent is not None or params.session_id is None:
+        return  # a child run has its parent's labels
+    if not isinstance(store, SessionLabels):
+        return  # a session store without labels: the run keeps what it was given
+    recorded = await store.session_labels(params.session_id, record=params.labels)
+    labels = {**recorded, **params.labels}
+    if labels == params.labels:
+        return
+    if len(labels) > MAX_LABELS:
+        raise UserError(
+            f"run {state.run_id} would have {len(labels)} labels: its own and those of "
+            f"session {params.session_id!r} ({', '.join(sorted(recorded))}); at most "
+            f"{MAX_LABELS}",
+            hint="Give this run fewer labels of its own: it inherits the session's.",
+        )
+    state.params = dataclasses.replace(params, labels=labels)
 
 
 def _check_cost_budget(state: RunState) -> None:
