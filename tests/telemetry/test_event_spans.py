@@ -223,13 +223,13 @@ async def test_only_events_that_open_a_span_are_copied(
     copies (to give an event its span) only the events whose span it just opened."""
     inside.clear()
     copied: list[str] = []
-    real = dataclasses.replace
+    real = loop_module.with_span
 
-    def replace(event: Any, **changes: Any) -> Any:
+    def with_span(event: events.Event, span: Any) -> events.Event:
         copied.append(type(event).__name__)
-        return real(event, **changes)
+        return real(event, span)
 
-    monkeypatch.setattr(loop_module, "replace", replace)
+    monkeypatch.setattr(loop_module, "with_span", with_span)
     handle = Runner.stream(_agent(), "go")
     seen = [e async for e in handle]
     await handle.result()
@@ -244,3 +244,17 @@ async def test_only_events_that_open_a_span_are_copied(
         "ViewStarted",
     ]
     assert copied.count("ToolCallStarted") == 3 and copied.count("ModelCallStarted") == 3
+
+
+def test_with_span_builds_the_same_event_with_its_span() -> None:
+    """The copy keeps the class (a ``MessageCompleted`` stays one) and every field."""
+    done = events.MessageCompleted(
+        run_id="r", agent="a", turn=2, model="m", provider="p", finish_reason="length"
+    )
+    span = object()
+    copy = loop_module.with_span(done, span)  # pyright: ignore[reportArgumentType]
+    assert type(copy) is events.MessageCompleted and copy is not done
+    assert copy.span is span and done.span is None
+    names = [f.name for f in dataclasses.fields(done) if f.name != "span"]
+    assert len(names) == 14
+    assert all(getattr(copy, n) is getattr(done, n) for n in names)
