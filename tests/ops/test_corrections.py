@@ -75,10 +75,14 @@ def _collided_series() -> list[dict[str, str]]:
     ]
 
 
-def _query(title: str, window: str, environment: str = ".*") -> str:
+def _panel(title: str) -> str:
     board = [q for q in dashboard_queries() if q.source.startswith(f"{BOARD}#")]
     (query,) = [q for q in board if f" {title}/" in q.source]
-    expr = query.expr.replace("$__range", window).replace("$environment", environment)
+    return query.expr
+
+
+def _query(title: str, window: str, environment: str = ".*") -> str:
+    expr = _panel(title).replace("$__range", window).replace("$environment", environment)
     return substitute(expr)
 
 
@@ -152,3 +156,12 @@ def test_without_an_instance_id_the_later_reprice_replaces_the_earlier(
     }
     result = _promtool(promtool, tmp_path, _collided_series(), [check])
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]
+
+
+def test_the_costs_page_shows_the_panels_query() -> None:
+    """docs/costs.md says how dashboards see corrections: with the board's own query."""
+    page = (Path(__file__).resolve().parents[2] / "docs/costs.md").read_text()
+    section = page.split("### How dashboards see corrections", 1)[1]
+    block = section.split("```text\n", 1)[1].split("```", 1)[0]
+    flat = " ".join(block.split()).replace("( ", "(").replace(" )", ")")
+    assert flat == _panel(BY_TENANT)
