@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from ops_helpers import dashboard_queries, run, substitute
+from ops_helpers import REPO, dashboard_queries, run, substitute
 
 BOARD = "lovia-cost.json"
 TOTAL = "Cost corrections reported in time range"
@@ -165,3 +165,12 @@ def test_the_costs_page_shows_the_panels_query() -> None:
     block = section.split("```text\n", 1)[1].split("```", 1)[0]
     flat = " ".join(block.split()).replace("( ", "(").replace(" )", ")")
     assert flat == _panel(BY_TENANT)
+
+
+def test_the_shipped_collector_expires_series_as_simulated() -> None:
+    """The series above expire as the shipped collector config makes them, and its
+    resources stay in target_info (instance from service.instance.id)."""
+    config = yaml.safe_load((REPO / "deploy/otel-collector/config.yaml").read_text())
+    prometheus = config["exporters"]["prometheus"]
+    assert prometheus["metric_expiration"] == f"{EXPIRY}m"
+    assert not prometheus.get("resource_to_telemetry_conversion", {}).get("enabled", False)
