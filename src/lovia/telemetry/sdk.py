@@ -228,6 +228,23 @@ def process_instance_id() -> str:
     return _instance[1]
 
 
+def _resource(service_name: str, extra: Mapping[str, Any] | None) -> Any:
+    """The process's resource: ``OTEL_RESOURCE_ATTRIBUTES``, lovia's attributes and
+    ``extra`` over them, and a ``service.instance.id`` when none of them set one."""
+    from opentelemetry.sdk.resources import Resource
+
+    attrs: dict[str, Any] = {
+        "service.name": service_name,
+        A.PRICE_TABLE_VERSION: price_table_version(),
+        A.VERSION: A.TELEMETRY_VERSION,
+        **(extra or {}),
+    }
+    resource = Resource.create(attrs)  # OTEL_RESOURCE_ATTRIBUTES, then attrs on top
+    if not resource.attributes.get(INSTANCE_ID):  # older SDKs add none of their own
+        resource = resource.merge(Resource({INSTANCE_ID: process_instance_id()}))
+    return resource
+
+
 def _metrics_kind(metrics: Metrics, exporter: Exporter) -> str | None:
     if metrics is False or metrics == "none":
         return None
@@ -275,18 +292,9 @@ def configure(
             hint="Pass e.g. shutdown_timeout=5.0.",
         )
     from opentelemetry.sdk.metrics import MeterProvider
-    from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
 
-    attrs: dict[str, Any] = {
-        "service.name": service_name,
-        A.PRICE_TABLE_VERSION: price_table_version(),
-        A.VERSION: A.TELEMETRY_VERSION,
-    }
-    attrs.update(resource_attributes or {})
-    resource = Resource.create(attrs)  # OTEL_RESOURCE_ATTRIBUTES, then attrs on top
-    if not resource.attributes.get(INSTANCE_ID):
-        resource = resource.merge(Resource({INSTANCE_ID: process_instance_id()}))
+    resource = _resource(service_name, resource_attributes)
     path = path_from_url(local_path) if local_path is not None else None
     processor = _span_processor(exporter, path)
     # our own exit hook replaces the SDK's unbounded ones (shutdown_on_exit=False)
