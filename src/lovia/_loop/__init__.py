@@ -22,6 +22,7 @@ from .._observers import OBSERVERS, notify
 from ..context import RunContext
 from ..errors import LeaseLost, LoviaError, RunCancelled, RunError
 from ..result import RunResult
+from ..stores.base import RunEnd, end_run
 from ..telemetry.tracer import RunTracer, make_run_tracer
 from ..transcript import Transcript
 from ..usage import Usage
@@ -271,8 +272,6 @@ async def _mark_failed(state: RunState, error: BaseException) -> None:
         return  # the run belongs to the worker that took it over: write nothing
     status = _stored_status(error)
     try:
-        await cp.append(state.run_id, state.pending, fence=state.lease.token)
-        state.pending = []
         info = finish_info(
             state, status, getattr(error, "finish_reason", "error"), type(error).__name__
         )
@@ -280,7 +279,15 @@ async def _mark_failed(state: RunState, error: BaseException) -> None:
         info.extra["error"] = error.message if isinstance(error, LoviaError) else str(error)
         info.extra["hint"] = getattr(error, "hint", None)
         lifecycle_extra(state, error, info.extra)
-        await cp.finish(info, None, fence=state.lease.token)
+        # the last records, the row and the lease's release: one transaction
+        end = RunEnd(
+            info=info, result=None, fence=state.lease.token, records=state.pending,
+            release=state.lease.owner,
+        )  # fmt: skip
+        state.pending = []
+        await stop_heartbeat(state)
+        await end_run(cp, end)
+        state.lease.owner = None
     except LeaseLost:
         logger.warning("run %s: lease lost; its failure is not recorded", state.run_id)
     except Exception:

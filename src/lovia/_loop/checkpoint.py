@@ -33,11 +33,12 @@ __all__ = [
     "restore",
     "rides_with_tools",
     "run_info",
+    "store_name",
     "write_progress",
 ]
 
 
-def _store_name(state: RunState) -> str:
+def store_name(state: RunState) -> str:
     cp = state.checkpointer
     url = getattr(cp, "url", "") or type(cp).__name__
     return str(url).split(":", 1)[0]
@@ -84,7 +85,7 @@ async def write_progress(state: RunState, kind: str) -> ev.CheckpointSaved:
         entries=entries,
         bytes=written,
         kind=kind,
-        store=_store_name(state),
+        store=store_name(state),
         duration_s=time.perf_counter() - t0,
         error=error,
     )
