@@ -258,20 +258,18 @@ class Worker:
     async def _give_up(
         self, msg_id: str, fields: dict[str, str], deliveries: int, reason: str, kills: int = 0
     ) -> None:
-        """Dead-letter a task: to ``<stream>:dead``, and its run marked in the store
-        (an unknown agent's run is already stored as failed with ``UnknownAgent``)."""
+        """Dead-letter a task: its run marked in the store (an unknown agent's run is
+        already stored as failed with ``UnknownAgent``), then to ``<stream>:dead``: a
+        dead letter anyone sees is already marked in the store."""
         assert self._db is not None
         q = self.queue
-        await self._to_dead(msg_id, fields, {"deliveries": str(deliveries), "reason": reason})
-        self.stats["dead_lettered"] += 1
-        self._metrics.dead_lettered(reason)
         try:
             task: dict[str, Any] = json.loads(fields["task"])
-            run_id = str(task["run_id"])
+            run_id: str | None = str(task["run_id"])
         except (KeyError, TypeError, ValueError):
-            return  # a malformed task has no run to mark
-        last: Any = await q.client.hget(q.errors_key, run_id)
-        if reason != "unknown_agent":
+            task, run_id = {}, None  # a malformed task has no run to mark
+        if run_id is not None and reason != "unknown_agent":
+            last: Any = await q.client.hget(q.errors_key, run_id)
             await mark_dead_lettered(
                 self._db,
                 task,
@@ -281,7 +279,11 @@ class Worker:
                 queue=q.stream,
                 kills=kills,
             )
-        await q.ack(msg_id, run_id, "dead_lettered")  # done with it: result() stops waiting
+        await self._to_dead(msg_id, fields, {"deliveries": str(deliveries), "reason": reason})
+        self.stats["dead_lettered"] += 1
+        self._metrics.dead_lettered(reason)
+        if run_id is not None:  # done with it: result() stops waiting
+            await q.ack(msg_id, run_id, "dead_lettered")
 
     async def _to_dead(self, msg_id: str, fields: dict[str, str], extra: dict[str, str]) -> None:
         """Move a task to ``<stream>:dead`` (with ``extra`` fields) and acknowledge it."""

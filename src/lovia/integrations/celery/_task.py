@@ -126,11 +126,18 @@ def _again(
 def dead_letter(
     app: Any, settings: Settings, kwargs: dict[str, Any], deliveries: int, why: str, kills: int = 0
 ) -> str:
-    """Publish the task to the dead-letter queue (its delivery is then acknowledged) and
-    mark its run ``dead_lettered`` in the store."""
+    """Mark the task's run ``dead_lettered`` in the store, then publish the task to the
+    dead-letter queue (its delivery is then acknowledged): a dead letter anyone sees is
+    already marked in the store."""
     logger.error(
         "run %s: dead-lettered after %d deliveries (%s)", kwargs.get("run_id"), deliveries, why
     )
+    if why != "unknown_agent":  # an unknown agent's run is stored failed (UnknownAgent)
+        last = kwargs.get("last_error")
+        proc = process_loop()
+        proc.call(
+            _mark(proc, settings, kwargs, deliveries, why, str(last) if last else None, kills)
+        )
     queue = dead_letter_queue(settings.dead_letter_queue)
     body = {**kwargs, "deliveries": deliveries, "reason": why}
     body.pop("otel", None)
@@ -145,12 +152,6 @@ def dead_letter(
         )
     if settings.metrics is not None:
         settings.metrics.dead_lettered("max_deliveries" if why in RETRIED else why)
-    if why != "unknown_agent":  # an unknown agent's run is stored failed (UnknownAgent)
-        last = kwargs.get("last_error")
-        proc = process_loop()
-        proc.call(
-            _mark(proc, settings, kwargs, deliveries, why, str(last) if last else None, kills)
-        )
     return "dead_lettered"
 
 
