@@ -242,7 +242,10 @@ def test_the_sweep_requeues_with_the_stored_deps_key_and_dead_letters_a_bad_one(
     caplog.set_level(logging.INFO)
     app = celery.Celery("lovia-sweep-test", broker="memory://")
     url = f"memory://celery-sweep-{secrets.token_hex(4)}"
-    queue = CeleryRunQueue(app, url, agents=[f"{__name__}:doubler"], deps=f"{__name__}:deps_for")
+    name = f"lovia.sweep.{secrets.token_hex(4)}"  # the memory broker is shared in-process
+    queue = CeleryRunQueue(
+        app, url, agents=[f"{__name__}:doubler"], deps=f"{__name__}:deps_for", queue=name
+    )
     proc = process_loop()
     db = proc.store(url)
     stored: dict[str, dict[str, Any]] = {
@@ -262,7 +265,7 @@ def test_the_sweep_requeues_with_the_stored_deps_key_and_dead_letters_a_bad_one(
     assert proc.call(sweep(queue, proc, "sweeper")) == ["good"]
     kwargs = {"run_id": "good", "agent": f"{__name__}:doubler", "input": None, "otel": {},
               "session_id": None, "deps_key": "tenant-7"}  # fmt: skip
-    assert sent == [(kwargs, {"task_id": "good", "queue": "lovia.runs.front"})]
+    assert sent == [(kwargs, {"task_id": "good", "queue": f"{name}.front"})]
     said = {"long": "is 380 characters long", "nul": "control character", "number": "got int"}
     for run_id, why in said.items():
         snap = proc.call(db.load(run_id))
@@ -296,7 +299,11 @@ def test_a_delivery_with_a_hostile_deps_key_is_dead_lettered_unbuilt() -> None:
     app = celery.Celery("lovia-deps-test", broker="memory://")
     url = f"memory://celery-deps-{secrets.token_hex(4)}"
     queue = CeleryRunQueue(
-        app, url, agents=[f"{__name__}:doubler"], deps=f"{__name__}:recording_deps"
+        app,
+        url,
+        agents=[f"{__name__}:doubler"],
+        deps=f"{__name__}:recording_deps",
+        queue=f"lovia.deps.{secrets.token_hex(4)}",  # the memory broker is shared in-process
     )
     task = SimpleNamespace(app=app, request=SimpleNamespace(retries=0, delivery_info={}))
     kwargs = {"run_id": "hostile", "agent": f"{__name__}:doubler", "input": "hi",
