@@ -12,7 +12,7 @@ from .. import events as ev
 from ..agent import Agent
 from ..errors import LoviaError, UserError
 from ..labels import MAX_LABELS
-from ..stores.base import LABELS_KEY, PRUNED_KEY, RunSnapshot
+from ..stores.base import DEPS_KEY, LABELS_KEY, PRUNED_KEY, RunSnapshot
 from ..stores.session_labels import SessionLabels, SessionOpener
 from ..transcript import InputEntry, SystemEntry, TranscriptEntry, input_entries
 from ..view.record import ViewRecord, resolve_records, view_records
@@ -80,6 +80,9 @@ async def load_snapshot(state: RunState) -> RunSnapshot | None:
         if not state.params.labels and isinstance(stored, dict):
             labels = cast("dict[str, str]", stored)  # a resume keeps them
             state.params = dataclasses.replace(state.params, labels=labels)
+        key = snapshot.info.extra.get(DEPS_KEY)
+        if state.params.deps_key is None and isinstance(key, str):  # kept for a later sweep
+            state.params = dataclasses.replace(state.params, deps_key=key)
     return snapshot
 
 
