@@ -206,3 +206,37 @@ async def test_the_correction_is_the_prometheus_gauge_lovia_cost_correction(
     assert 'gen_ai_agent_name="boss"' in line and 'lovia_label_tenant="acme"' in line
     value = float(line.rsplit(" ", 1)[1])
     assert value == pytest.approx(fresh["acme-1"].cost_usd - before, rel=1e-9)
+
+
+def test_two_reprice_processes_export_as_two_instances(
+    recorded: tuple[str, dict[str, RunInfo], Path], receiver: _Receiver, tmp_path: Path
+) -> None:
+    """Each ``lovia reprice`` exports its own sum from 0 under its own
+    ``service.instance.id``: two runs with the same labels stay two series (the collector's
+    ``instance`` label), and together they make the store's whole change."""
+    url, _fresh, new = recorded
+    newer = tmp_path / "newer.yaml"
+    newer.write_text(NEW.replace("input_per_mtok: 3.0", "input_per_mtok: 4.0"))
+    original = asyncio.run(_rows(url))["acme-1"].cost_usd
+    env = {"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url, "OTEL_METRIC_EXPORT_INTERVAL": "600000"}
+    for prices in (new, newer):
+        done = lovia("reprice", "acme-1", "--store", url, env={**env, "LOVIA_PRICES": str(prices)})
+        assert done.code == 0, done.err
+    exports = [
+        (
+            {a.key: a.value.string_value for a in rm.resource.attributes},
+            [m for sm in rm.scope_metrics for m in sm.metrics if m.name == METRIC],
+        )
+        for req in receiver.metrics
+        for rm in req.resource_metrics
+    ]
+    assert len(exports) == 2
+    ids = [resource.get("service.instance.id", "") for resource, _ in exports]
+    assert all(ids) and ids[0] != ids[1]
+    acme = frozenset({(AGENT, "boss"), (TENANT, "acme")})
+    firsts = [_points(metric) for _, (metric,) in exports]
+    assert [p.keys() for p in firsts] == [{acme}, {acme}]
+    first, second = (p[acme] for p in firsts)
+    assert first > 0 and second > 0  # each process's own change, not a running total
+    after = asyncio.run(_rows(url))["acme-1"].cost_usd
+    assert first + second == pytest.approx(after - original, rel=1e-9)

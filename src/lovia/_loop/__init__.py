@@ -172,10 +172,11 @@ async def _phases(state: RunState) -> AsyncIterator[ev.Event | Final]:
             yield event  # idempotent: finishes a run that crashed before its session write
         return
     state.resumed = snapshot is not None
+    history = None
     if snapshot is not None:
         state.trace_links = tuple(restore(snapshot).trace_links)
     else:
-        await inherit_session_labels(state)  # a resumed run keeps the labels it had
+        history = await inherit_session_labels(state)  # a resumed run keeps its labels
     started = run_started(state, resumed=state.resumed)
     yield started
     span = state.span_of(started)
@@ -183,7 +184,7 @@ async def _phases(state: RunState) -> AsyncIterator[ev.Event | Final]:
         sc = span.get_span_context()
         if sc.is_valid:
             state.trace_ids = (f"{sc.trace_id:032x}", f"{sc.span_id:016x}")
-    async for event in prepare(state, snapshot):
+    async for event in prepare(state, snapshot, history):
         yield event
     async for item in _turns(state):
         yield item

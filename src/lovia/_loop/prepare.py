@@ -12,8 +12,8 @@ from .. import events as ev
 from ..agent import Agent
 from ..errors import LoviaError, UserError
 from ..labels import MAX_LABELS
-from ..stores.base import LABELS_KEY, PRUNED_KEY, RunSnapshot
-from ..stores.session_labels import SessionLabels
+from ..stores.base import DEPS_KEY, LABELS_KEY, PRUNED_KEY, RunSnapshot
+from ..stores.session_labels import SessionLabels, SessionOpener
 from ..transcript import InputEntry, SystemEntry, TranscriptEntry, input_entries
 from ..view.record import ViewRecord, resolve_records, view_records
 from .activate import activate, resolve_provider
@@ -80,24 +80,34 @@ async def load_snapshot(state: RunState) -> RunSnapshot | None:
         if not state.params.labels and isinstance(stored, dict):
             labels = cast("dict[str, str]", stored)  # a resume keeps them
             state.params = dataclasses.replace(state.params, labels=labels)
+        key = snapshot.info.extra.get(DEPS_KEY)
+        if state.params.deps_key is None and isinstance(key, str):  # kept for a later sweep
+            state.params = dataclasses.replace(state.params, deps_key=key)
     return snapshot
 
 
-async def inherit_session_labels(state: RunState) -> None:
+async def inherit_session_labels(state: RunState) -> list[TranscriptEntry] | None:
     """A new top-level run of a session: record its labels as the session's when the
     session has none yet, and take the session's labels for every key it does not give
     (a key it gives keeps its value, for this run only; the session's stay as recorded).
+
+    Returns the session's history when the store read it with the labels (one round
+    trip for both), else None.
     """
     params = state.params
     store = state.session
     if params.parent is not None or params.session_id is None:
-        return  # a child run has its parent's labels
-    if not isinstance(store, SessionLabels):
-        return  # a session store without labels: the run keeps what it was given
-    recorded = await store.session_labels(params.session_id, record=params.labels)
+        return None  # a child run has its parent's labels
+    history: list[TranscriptEntry] | None = None
+    if isinstance(store, SessionOpener):
+        history, recorded = await store.open_session(params.session_id, record=params.labels)
+    elif isinstance(store, SessionLabels):
+        recorded = await store.session_labels(params.session_id, record=params.labels)
+    else:
+        return None  # a session store without labels: the run keeps what it was given
     labels = {**recorded, **params.labels}
     if labels == params.labels:
-        return
+        return history
     if len(labels) > MAX_LABELS:
         raise UserError(
             f"run {state.run_id} would have {len(labels)} labels: its own and those of "
@@ -106,6 +116,7 @@ async def inherit_session_labels(state: RunState) -> None:
             hint="Give this run fewer labels of its own: it inherits the session's.",
         )
     state.params = dataclasses.replace(params, labels=labels)
+    return history
 
 
 def _check_cost_budget(state: RunState) -> None:
@@ -183,10 +194,17 @@ def _root_agent(state: RunState) -> str | None:
     return root.params.agent.name
 
 
-async def prepare(state: RunState, snapshot: RunSnapshot | None) -> AsyncIterator[ev.Event]:
-    """Everything before the first turn. The RunStarted event is emitted by the driver."""
+async def prepare(
+    state: RunState,
+    snapshot: RunSnapshot | None,
+    loaded: list[TranscriptEntry] | None = None,
+) -> AsyncIterator[ev.Event]:
+    """Everything before the first turn. The RunStarted event is emitted by the driver.
+    ``loaded``: the session's history when it was already read (with its labels)."""
     if state.session is not None and state.params.session_id is not None:
-        history = await state.session.load_session(state.params.session_id)
+        history = loaded
+        if history is None:
+            history = await state.session.load_session(state.params.session_id)
         if snapshot is not None:
             history = history[: snapshot.info.history_len]
         state.history = history

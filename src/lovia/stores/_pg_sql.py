@@ -212,6 +212,11 @@ class Sql:
         self.by_trace = (
             f"SELECT {COLS} FROM {runs} WHERE trace_id = $1 ORDER BY started_at DESC LIMIT 1"
         )
+        self.open_session = (
+            f"SELECT (SELECT labels::text FROM {self.session_labels} WHERE session_id = $1), "
+            "array_agg(version::text ORDER BY seq), array_agg(entries::text ORDER BY seq) "
+            f"FROM {sessions} WHERE session_id = $1"
+        )
         self.load_session = (
             f"SELECT version, entries FROM {sessions} WHERE session_id = $1 ORDER BY seq"
         )

@@ -152,6 +152,10 @@ unknown; when set, ``cost_usd`` is a lower bound and surfaces show the cost as u
 LABELS_KEY = "labels"
 """``RunInfo.extra`` key: the run's attribution labels (``{"tenant": "acme"}``);
 ``list_runs(labels=...)`` filters on them."""
+DEPS_KEY = "deps_key"
+"""``RunInfo.extra`` key: the ``deps_key`` the run's deps were built from (a task queue's
+``deps(deps_key)`` factory), so a queue's sweep re-queues the run with it. Stored only
+here: never on spans, metrics or logs."""
 USAGE_MISSING_KEY = "usage_missing"
 """``RunInfo.extra`` key, ``True`` when a provider reported no usage for a call of the run:
 its token counts are incomplete and surfaces show them as unknown."""

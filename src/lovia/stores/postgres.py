@@ -476,6 +476,20 @@ class PostgresStore:
             rows = await db.fetch(self._sql.load_session, session_id)
         return join_segments(session_id, [(row[0], row[1]) for row in rows])
 
+    async def open_session(
+        self, session_id: str, record: Mapping[str, str] | None = None
+    ) -> tuple[list[TranscriptEntry], dict[str, str]]:
+        """The session's history and labels in one statement (after recording ``record``
+        as its labels when it has none: one more)."""
+        if record or self.read_only:
+            return await self.load_session(session_id), await self.session_labels(
+                session_id, record
+            )
+        async with self._db() as db:
+            labels, versions, texts = await db.fetchrow(self._sql.open_session, session_id)
+        rows = list(zip((int(v) for v in versions or ()), texts or (), strict=True))
+        return join_segments(session_id, rows), decode_labels(session_id, labels)
+
     async def session_labels(
         self, session_id: str, record: Mapping[str, str] | None = None
     ) -> dict[str, str]:

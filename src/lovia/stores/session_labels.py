@@ -16,12 +16,14 @@ from typing import Any, Protocol, cast, runtime_checkable
 
 from ..errors import LoviaError
 from ..labels import check_labels
+from ..transcript import TranscriptEntry
 from .base import damaged
 
 __all__ = [
     "PG_SESSION_LABELS_DDL",
     "SQLITE_SESSION_LABELS_DDL",
     "SessionLabels",
+    "SessionOpener",
     "decode_labels",
     "encode_labels",
     "pg_session_labels",
@@ -48,6 +50,18 @@ class SessionLabels(Protocol):
         """The labels recorded with ``session_id`` (``{}``: none). When it has none and
         ``record`` is not empty, ``record`` is recorded first (the first writer wins;
         every caller gets what was recorded)."""
+        ...
+
+
+@runtime_checkable
+class SessionOpener(SessionLabels, Protocol):
+    """Optional: a session's history and labels in one read (PostgreSQL has it), so a
+    new run of a session costs the store one round trip for both."""
+
+    async def open_session(
+        self, session_id: str, record: Mapping[str, str] | None = None
+    ) -> tuple[list[TranscriptEntry], dict[str, str]]:
+        """``(load_session(session_id), session_labels(session_id, record))``."""
         ...
 
 

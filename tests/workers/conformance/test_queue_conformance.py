@@ -10,11 +10,15 @@ calls to the bench fake server.
   SIGKILLs every worker it reaches (a redelivery after a lost worker counts);
 - submitting a completed ``run_id`` again changes nothing: no model call, no tool, no
   second completion or session segment.
+- a run of a queue with a ``deps`` factory whose worker stalls is re-queued by another
+  worker's sweep and completes there, its ``deps_key`` (read from the store on Celery)
+  reaching that worker's factory again.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import secrets
 import signal
 import subprocess
@@ -210,3 +214,37 @@ async def test_a_duplicate_submit_of_a_run_id_is_a_no_op(harness: Harness) -> No
 def harness_logs(backend: object) -> str:
     logs = getattr(backend, "logs", None)
     return "\n" + logs() if callable(logs) else ""
+
+
+async def test_a_swept_run_keeps_its_deps_key(harness: Harness) -> None:
+    """SIGSTOP a worker of a queue with a ``deps`` factory in the middle of a run: the
+    broker keeps the run's message with the stopped worker (and Redis' take-over waits
+    60 s here), so only the sweep recovers it once its lease expired (5 s). The run is
+    stored with its deps key and completes on the other worker, whose factory is given
+    the same key."""
+    backend = await harness.backend(retry_s=60.0)
+    stalled = backend.start_worker("stalled", concurrency=1, deps=True)
+    await backend.submit("stall-deps", "add them up", "s-stall-deps", deps_key="tenant-7")
+    await _until(lambda: harness.lines("started.log") == ["stall-deps"], 20)
+    os.kill(stalled.pid, signal.SIGSTOP)
+    stopped_at = time.monotonic()
+    backend.start_worker("sweeper", concurrency=1, deps=True)
+    try:
+        snap = await backend.result("stall-deps", 40)
+        took = time.monotonic() - stopped_at
+    finally:
+        os.kill(stalled.pid, signal.SIGCONT)
+    assert snap.info.status == "completed"
+    assert snap.info.extra["deps_key"] == "tenant-7", "stored with the run"
+    assert harness.lines("deps.log") == ["tenant-7", "tenant-7"], "both factories got the key"
+    assert harness.lines("completed.log") == ["stall-deps"]
+    assert took < 25, f"re-queued {took:.1f} s after the stall"
+    print(f"\n{backend.name}: stalled run with a deps key completed {took:.1f} s after SIGSTOP")
+
+
+async def _until(check: Any, timeout_s: float) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    while not check():
+        assert loop.time() < deadline, "condition not met in time"
+        await asyncio.sleep(0.1)
