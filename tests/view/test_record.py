@@ -590,5 +590,18 @@ def test_a_view_changed_in_the_middle_rehashes_from_the_last_stride_state(
 def test_views_that_differ_from_the_first_entry_hash_as_a_fresh_hasher_would() -> None:
     h = ViewHasher()
     a, b, c = texts(3)
+    settings = ModelSettings()  # one head for every view: the hasher resumes from its states
     for view in ([a], [b, c], [], [c]):
-        assert h.hash(req(view)) == ViewHasher().hash(req(view))
+        request = req(view, settings=settings)
+        assert h.hash(request) == ViewHasher().hash(request)
+
+
+def test_an_unchanged_output_schema_is_inherited_by_the_next_record() -> None:
+    t = texts(2)
+    schema = OutputSchema(name="o", schema={"type": "object"})
+    h = ViewHasher()
+    h.record(request=req(t[:1], output_schema=schema), order=[t[0].id], replaced={}, injected=())
+    r1 = h.record(
+        request=req(t, output_schema=schema), order=[e.id for e in t], replaced={}, injected=()
+    )
+    assert "output_schema" in r1.inherit and r1.output_schema is None
