@@ -13,8 +13,10 @@ from lovia import Agent, Runner, tool
 from lovia.errors import StoreError
 from lovia.replay import load_run
 from lovia.stores import CheckpointRecord, RunInfo, RunSnapshot
+from lovia.stores.base import SCHEMA_VERSION
 from lovia.stores.memory import MemoryStore
 from lovia.stores.records import (
+    CallUsageRecord,
     EntriesRecord,
     LedgerRecord,
     StateRecord,
@@ -174,3 +176,78 @@ def test_each_kind_is_described_once_and_the_names_agree() -> None:
     assert frozenset(BY_KIND) == _codec._KINDS  # pyright: ignore[reportPrivateUsage]
     with pytest.raises(StoreError, match="is not one of approval, attempt, entries"):
         _codec.decode_record("r1", 1, 1, "mystery", "{}")
+
+
+def test_a_usage_record_is_stored_key_for_key_and_reads_back() -> None:
+    """A model call's usage record (what ``lovia reprice`` prices again) stores its turn,
+    purpose, provider, model, usage and price source; an unpriced call has no source key."""
+    usage = Usage(input_tokens=40, output_tokens=8, requests=1, cost_usd=0.25)
+    priced = CallUsageRecord(
+        turn=2,
+        purpose="summary",
+        provider="openai",
+        model="gpt-x",
+        usage=usage,
+        source="genai-prices==1.0",
+    )
+    stored = to_checkpoint(priced)
+    assert (stored.version, stored.kind) == (SCHEMA_VERSION, "usage")
+    assert stored.data == {
+        "turn": 2,
+        "purpose": "summary",
+        "provider": "openai",
+        "model": "gpt-x",
+        "usage": usage.to_dict(),
+        "source": "genai-prices==1.0",
+    }
+    assert read_record(stored) == priced
+    unpriced = CallUsageRecord(turn=2, purpose="main", provider="p", model="m", usage=usage)
+    assert "source" not in to_checkpoint(unpriced).data
+    assert read_record(to_checkpoint(unpriced)) == unpriced
+
+
+def test_a_usage_record_with_only_its_turn_reads_as_an_unpriced_main_call() -> None:
+    """The other fields of a usage record may be missing: the call then reads as the
+    run's main call, provider and model unknown (""), no usage, unpriced."""
+    record = read_record(CheckpointRecord(kind="usage", data={"turn": 3}))
+    assert record == CallUsageRecord(
+        turn=3, purpose="main", provider="", model="", usage=Usage(), source=None
+    )
+
+
+def test_a_state_record_without_usage_reads_as_zero_usage() -> None:
+    record = read_record(CheckpointRecord(kind="state", data={"turn": 4, "agent": "a"}))
+    assert isinstance(record, StateRecord)
+    assert (record.turn, record.agent, record.usage) == (4, "a", Usage())
+
+
+def test_a_ledger_record_without_a_key_reads_with_an_empty_key() -> None:
+    stored = CheckpointRecord(kind="ledger", data={"call_id": "c1", "status": "failed"})
+    assert read_record(stored) == LedgerRecord(call_id="c1", status="failed", key="")
+
+
+def test_a_plain_record_kind_stores_its_fields_without_nones_and_validates_on_read() -> None:
+    """The attempt, approval, failed-call and reprice kinds are ``plain``: stored as their
+    fields with None values left out, read back validated against the field types. The
+    table builds them when lovia is imported; this builds one afresh to check the recipe."""
+    from pydantic import ValidationError
+
+    from lovia.stores.records import AttemptRecord, plain
+
+    kind = plain("attempt", AttemptRecord)
+    assert (kind.kind, kind.cls) == ("attempt", AttemptRecord)
+    record = AttemptRecord(attempt=2, at=5.0, host="h", pid=7, fence=3, previous="killed")
+    data = kind.encode(record)
+    assert data == {
+        "attempt": 2,
+        "at": 5.0,
+        "host": "h",
+        "pid": 7,
+        "pid_started": "",
+        "fence": 3,
+        "previous": "killed",
+    }
+    assert kind.decode(data) == record
+    assert kind.decode({"attempt": 1, "at": 0.5}) == AttemptRecord(attempt=1, at=0.5)
+    with pytest.raises(ValidationError, match="attempt"):
+        kind.decode({"attempt": "first", "at": 0.5})

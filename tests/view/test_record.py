@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -9,7 +10,7 @@ import pytest
 
 from lovia import Agent, Runner, tool
 from lovia.agent import Handoff
-from lovia.errors import LoviaError
+from lovia.errors import LoviaError, SchemaVersionError
 from lovia.providers.base import ModelRequest, ModelSettings, OutputSchema, ToolSpec
 from lovia.stores import MemoryStore
 from lovia.testing import ScriptedModel, call, reply
@@ -19,11 +20,14 @@ from lovia.transcript import (
     ToolResultEntry,
     TranscriptEntry,
     entry_from_dict,
+    entry_to_dict,
 )
 from lovia.view import (
+    BuiltView,
     ResolvedRecords,
     ViewHasher,
     ViewRecord,
+    canonical_request,
     rebuild_messages,
     rebuild_request,
     rebuild_view,
@@ -32,6 +36,7 @@ from lovia.view import (
     verify,
     view_records,
 )
+from lovia.view.record import view_parts
 
 TOOLS = (ToolSpec(name="f", description="d", parameters={"type": "object"}),)
 
@@ -78,8 +83,10 @@ def test_first_record_is_full_then_deltas_only_carry_changes() -> None:
     assert [q.system for q in requests] == ["sys", "sys", "new", "new"]
     for i, r in enumerate(records):
         assert verify(r, t, records[:i])
+    assert (r0.keep, r0.restored, r0.inherit) == (0, [], [])
     full = resolve_records(records)
-    assert all(not r.delta and r.inherit == [] for r in full)
+    assert all(not r.delta and r.inherit == [] and r.keep == 0 for r in full)
+    assert all(r.restored == [] for r in full)
     assert full[1].replaced.keys() == {stub.id} and full[3].replaced == {}
     by_id = {e.id: e for e in t}
     assert rebuild_messages(full[3], by_id) == view3
@@ -167,7 +174,10 @@ def test_a_gap_in_the_chain_fails_when_the_run_is_loaded() -> None:
         for n in (2, 3, 4)
     ]
     for broken, seq in (([records[0], records[2]], 2), (records[1:], 1)):
-        message = rf"view record seq {seq} of run '' is a delta, but the record before it"
+        message = (
+            rf"^view record seq {seq} of run '' is a delta, but the record before it "
+            rf"\(seq {seq - 1}\) is missing"
+        )
         with pytest.raises(LoviaError, match=message) as caught:
             ResolvedRecords(broken)  # at load, not when a page reads the record
         assert caught.value.hint == "Pass all of the run's view records, in stored order."
@@ -277,3 +287,321 @@ def test_records_are_what_model_construct_builds() -> None:
         assert got.__dict__ == want.__dict__ and list(got.__dict__) == list(want.__dict__)
         assert got.model_fields_set == want.model_fields_set
         assert got.to_data() == want.to_data() and got == want
+
+
+def test_stored_form_is_json_ready_and_a_record_without_version_is_version_1() -> None:
+    """``to_data`` gives JSON values (a tuple becomes a list), and a stored record that
+    names no version loads as a version 1 record (full, no delta)."""
+    record = ViewRecord(order=["a"], settings={"stop": ("x", "y")})
+    assert record.to_data() == {"version": 2, "order": ["a"], "settings": {"stop": ["x", "y"]}}
+    loaded = ViewRecord.from_data({"order": ["a"], "system": "s"})
+    assert (loaded.order, loaded.system, loaded.delta) == (["a"], "s", False)
+
+
+def test_a_record_from_a_newer_lovia_says_to_upgrade() -> None:
+    with pytest.raises(SchemaVersionError) as caught:
+        ViewRecord.from_data({"version": 3, "order": []})
+    assert caught.value.message == (
+        "view record version 3 is newer than this lovia understands (2)"
+    )
+    assert caught.value.hint == "Upgrade lovia to replay this run (pip install -U lovia)."
+
+
+def test_canonical_request_is_the_head_then_the_messages_as_dicts() -> None:
+    t = texts(2)
+    schema = OutputSchema(name="o", schema={"type": "object"}, strict=False)
+    request = req(t, settings=ModelSettings(temperature=0.5), output_schema=schema)
+    assert canonical_request(request) == {
+        "system": "sys",
+        "tools": [
+            {"name": "f", "description": "d", "parameters": {"type": "object"}, "strict": False}
+        ],
+        "settings": {"temperature": 0.5},
+        "output_schema": {"name": "o", "schema": {"type": "object"}, "strict": False},
+        "messages": [entry_to_dict(e) for e in t],
+    }
+
+
+def test_resume_needs_a_resolved_record() -> None:
+    h = ViewHasher()
+    t = texts(2)
+    h.record(request=req(t[:1]), order=[t[0].id], replaced={}, injected=())
+    delta = h.record(request=req(t), order=[e.id for e in t], replaced={}, injected=())
+    with pytest.raises(LoviaError) as caught:
+        ViewHasher().resume(delta)
+    assert caught.value.message == "ViewHasher.resume() needs a resolved record (delta=False)"
+    assert caught.value.hint == "Pass the last record of resolve_records(records)."
+
+
+def test_a_resumed_chain_continues_as_a_delta_of_the_stored_record() -> None:
+    """After a resume the next record is a delta against the stored one: an unchanged
+    head is inherited, and a replacement equal to the stored one (a copy read back from
+    the store, not the same object) is not stored again; a changed one is."""
+    t = texts(3)
+    schema = OutputSchema(name="o", schema={"type": "object"})
+    settings = ModelSettings(temperature=0.2, stop=("x",))
+    stub = ToolResultEntry(call_id="c", name="f", content="stub", id=t[1].id)
+    first = ViewHasher()
+    view = [t[0], stub]
+    request = req(view, settings=settings, output_schema=schema)
+    r0 = first.record(
+        request=request, order=[e.id for e in view], replaced={stub.id: stub}, injected=()
+    )
+    stored = ViewRecord.from_data(json.loads(json.dumps(r0.to_data())))  # as a store reads it
+    resumed = ViewHasher()
+    resumed.resume(stored)
+    view1 = [*view, t[2]]
+    copy = stub.model_copy()
+    r1 = resumed.record(
+        request=req(view1, settings=settings, output_schema=schema),
+        order=[e.id for e in view1],
+        replaced={stub.id: copy},
+        injected=(),
+    )
+    assert (r1.seq, r1.delta, r1.keep, r1.order, r1.replaced) == (1, True, 2, [t[2].id], {})
+    assert sorted(r1.inherit) == ["output_schema", "settings", "system", "tools"]
+    changed = stub.model_copy(update={"content": "another stub"})
+    r2 = resumed.record(
+        request=req(view1, settings=settings, output_schema=schema),
+        order=[e.id for e in view1],
+        replaced={stub.id: changed},
+        injected=(),
+    )
+    assert r2.replaced == {stub.id: entry_to_dict(changed)}
+    assert rebuild_messages(r2, {e.id: e for e in t}, [stored, r1]) == [t[0], changed, t[2]]
+
+
+def test_entries_that_left_the_view_are_not_kept_alive_by_the_hasher() -> None:
+    """A long run's hasher caches the serialized entries of the current view: once it
+    holds more than 4 x the view's length + 256, the others are let go."""
+    import gc
+    import weakref
+
+    h = ViewHasher()
+    old = texts(260)  # with the next view's entry: one more than 4 x its length + 256
+    h.hash(req(old))
+    refs = [weakref.ref(e) for e in old]
+    del old
+    new = [TextEntry(text="new", message_id="n")]
+    h.hash(req(new))
+    gc.collect()
+    assert [r for r in refs if r() is not None] == []
+    assert h.hash(req(new)) == ViewHasher().hash(req(new))
+
+
+def test_view_parts_keeps_verbatim_entries_as_references_and_the_rest_in_full() -> None:
+    """With a handoff filter the view is what the filter returned: entries the strategy
+    took verbatim from the transcript stay references; the strategy's stubs and the
+    entries the filter rewrote are stored in full."""
+    t = texts(3)
+    stub = ToolResultEntry(call_id="c", name="f", content="stub", id=t[1].id)
+    built = BuiltView(
+        messages=[t[0], stub, t[2]], order=[t[0].id, stub.id, t[2].id], replaced={stub.id: stub}
+    )
+    rewritten = t[2].model_copy(update={"text": "T2"})
+    order, replaced = view_parts(built, [t[0], stub, rewritten])
+    assert order == [t[0].id, t[1].id, t[2].id]
+    assert replaced == {stub.id: stub, t[2].id: rewritten}
+
+
+def test_a_replacement_of_an_entry_no_longer_shown_is_left_out_when_resolved() -> None:
+    """A resolved record's replacements are those of the entries it shows: an entry
+    shown twice keeps its stub while one copy remains, and one dropped from the view
+    loses it (its stub is not shown)."""
+    t = texts(3)
+    stub = ToolResultEntry(call_id="c", name="f", content="stub", id=t[1].id)
+    h = ViewHasher()
+    by_id = {e.id: e for e in t}
+    views = [[t[0], stub, stub], [t[0], stub], [t[0], t[2]]]
+    records = [
+        h.record(request=req(v), order=[e.id for e in v], replaced={stub.id: stub}, injected=())
+        for v in views
+    ]
+    full = resolve_records(records)
+    assert [list(r.replaced) for r in full] == [[stub.id], [stub.id], []]
+    assert [rebuild_messages(r, by_id) for r in full] == views
+    assert all(verify(r, t) for r in full)
+
+
+def test_reading_views_forward_folds_each_record_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A loaded run's views read in order cost one fold per record (a page reading a
+    500-turn run stays linear), and reading the same view again gives the same object."""
+    from lovia.view import record as module
+
+    t = texts(8)
+    h = ViewHasher()
+    records = [
+        h.record(request=req(t[:n]), order=[e.id for e in t[:n]], replaced={}, injected=())
+        for n in range(1, 9)
+    ]
+    folded: list[int] = []
+    advance = module._Fold.advance  # pyright: ignore[reportPrivateUsage]
+
+    def counting(fold: Any, record: ViewRecord) -> None:
+        folded.append(record.seq)
+        advance(fold, record)
+
+    monkeypatch.setattr(module._Fold, "advance", counting)  # pyright: ignore[reportPrivateUsage]
+    lazy = ResolvedRecords(records)
+    views = [lazy[i] for i in range(len(records))]
+    assert folded == list(range(8))
+    assert lazy[7] is views[7] and folded == list(range(8))
+    assert [v.order for v in views] == [[e.id for e in t[:n]] for n in range(1, 9)]
+
+
+def test_reading_past_the_end_names_the_index_and_the_count() -> None:
+    h = ViewHasher()
+    t = texts(1)
+    lazy = ResolvedRecords([h.record(request=req(t), order=[t[0].id], replaced={}, injected=())])
+    for index in (1, -2):
+        with pytest.raises(IndexError, match=rf"^view record {index} of 1$"):
+            lazy[index]
+
+
+def test_a_missing_entry_is_named_with_its_turn_and_a_hint() -> None:
+    record = ViewRecord(turn=4, order=["gone"])
+    with pytest.raises(LoviaError) as caught:
+        rebuild_request(record, texts(1))
+    assert caught.value.message == (
+        "view of turn 4 uses entry 'gone', which is not in the transcript given"
+    )
+    assert caught.value.hint == "Pass the session history together with the run's entries."
+
+
+def test_a_tools_strict_flag_is_rebuilt_and_an_older_record_without_it_is_not_strict() -> None:
+    t = texts(1)
+    tools = (
+        ToolSpec(name="f", description="d", parameters={"type": "object"}, strict=True),
+        ToolSpec(name="g", description="e", parameters={"type": "object"}),
+    )
+    record = ViewHasher().record(
+        request=req(t, tools=tools), order=[t[0].id], replaced={}, injected=()
+    )
+    assert rebuild_request(record, t).tools == tools
+    older = record.model_copy(
+        update={"tools": [{"name": "f", "description": "d", "parameters": {}}]}
+    )
+    (tool,) = rebuild_request(older, t).tools
+    assert tool.strict is False
+
+
+def test_an_output_schemas_strict_flag_is_rebuilt_and_strict_when_not_stored() -> None:
+    t = texts(1)
+    loose = OutputSchema(name="o", schema={"type": "object"}, strict=False)
+    record = ViewHasher().record(
+        request=req(t, output_schema=loose), order=[t[0].id], replaced={}, injected=()
+    )
+    assert rebuild_request(record, t).output_schema == loose
+    older = record.model_copy(update={"output_schema": {"name": "o", "schema": {}}})
+    schema = rebuild_request(older, t).output_schema
+    assert schema is not None and schema.strict is True
+
+
+def test_the_view_hash_is_sha256_of_the_canonical_head_then_each_message() -> None:
+    """``lovia.view.hash``: sha256 over the head's canonical JSON (UTF-8, keys sorted, no
+    spaces), then a newline and each message's. Stored hashes are checked by replay, so
+    the bytes never change: non-ASCII text is hashed as UTF-8, not escaped."""
+    import hashlib
+
+    def canon(value: Any) -> bytes:
+        return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+    t = [TextEntry(text="café ☕", message_id="m0"), TextEntry(text="naïve", message_id="m1")]
+    schema = OutputSchema(name="o", schema={"type": "object"})
+    request = req(t, system="système", settings=ModelSettings(top_p=0.5), output_schema=schema)
+    head = {k: v for k, v in canonical_request(request).items() if k != "messages"}
+    assert head["output_schema"] == {"name": "o", "schema": {"type": "object"}, "strict": True}
+    want = hashlib.sha256(canon(head))
+    for entry in t:
+        want.update(b"\n" + canon(entry_to_dict(entry)))
+    h = ViewHasher()
+    assert h.hash(request) == want.hexdigest()
+    other = req(t, system="autre", tools=(), settings=ModelSettings(), output_schema=None)
+    assert h.hash(other) == ViewHasher().hash(other) != want.hexdigest()  # a whole new head
+
+
+def test_a_view_hash_serializes_only_what_it_has_not_seen(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A turn costs in proportion to what changed: the head and the entries already
+    serialized (while they stay in the view) are not serialized again."""
+    from lovia.view import record as module
+
+    h = ViewHasher()
+    settings = ModelSettings()
+    e = texts(300)
+    new = [TextEntry(text=f"new {i}", message_id=f"n{i}") for i in range(2)]
+    views = [[*e, new[0]], e[:10], [*e[:9], new[1]]]
+    h.hash(req(e, settings=settings))
+    serialized: list[Any] = []
+    canon = module._canon  # pyright: ignore[reportPrivateUsage]
+
+    def counting(value: Any) -> bytes:
+        serialized.append(value)
+        return canon(value)
+
+    monkeypatch.setattr(module, "_canon", counting)
+    got = []
+    for view in views:
+        got.append(h.hash(req(view, settings=settings)))
+    assert [v["text"] for v in serialized] == ["new 0", "new 1"]
+    monkeypatch.undo()
+    assert got == [ViewHasher().hash(req(v, settings=settings)) for v in views]
+
+
+def test_a_view_that_shrinks_to_a_prefix_is_a_delta_with_nothing_new() -> None:
+    t = texts(3)
+    h = ViewHasher()
+    r0 = h.record(request=req(t), order=[e.id for e in t], replaced={}, injected=())
+    r1 = h.record(request=req(t[:2]), order=[e.id for e in t[:2]], replaced={}, injected=())
+    assert (r1.delta, r1.keep, r1.order) == (True, 2, [])
+    assert rebuild_messages(r1, {e.id: e for e in t}, [r0]) == t[:2]
+
+
+def test_a_view_changed_in_the_middle_rehashes_from_the_last_stride_state(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Hash states are kept every STRIDE (32) entries and at the end of each view: a view
+    that extends the last one hashes its new entries only, and one that differs from
+    entry 70 on hashes again from entry 64. The same request hashed twice is hashed once."""
+    h = ViewHasher()
+    settings = ModelSettings()
+    e = texts(101)
+    x, y = TextEntry(text="x", message_id="x"), TextEntry(text="y", message_id="y")
+    views = [e[:101], [*e[:100], x], [*e[:70], y, *e[71:100]]]
+    h.hash(req(e[:100], settings=settings))
+    hashed: list[int] = []
+    entry_bytes = ViewHasher.entry_bytes
+
+    def counting(hasher: ViewHasher, entry: TranscriptEntry) -> bytes:
+        hashed[-1] += 1
+        return entry_bytes(hasher, entry)
+
+    monkeypatch.setattr(ViewHasher, "entry_bytes", counting)
+    got: list[str] = []
+    for view in views:
+        hashed.append(0)
+        request = req(view, settings=settings)
+        got.append(h.hash(request))
+        assert h.hash(request) == got[-1]
+    assert hashed == [1, 1, 36]
+    monkeypatch.undo()
+    assert got == [ViewHasher().hash(req(v, settings=settings)) for v in views]
+
+
+def test_views_that_differ_from_the_first_entry_hash_as_a_fresh_hasher_would() -> None:
+    h = ViewHasher()
+    a, b, c = texts(3)
+    settings = ModelSettings()  # one head for every view: the hasher resumes from its states
+    for view in ([a], [b, c], [], [c]):
+        request = req(view, settings=settings)
+        assert h.hash(request) == ViewHasher().hash(request)
+
+
+def test_an_unchanged_output_schema_is_inherited_by_the_next_record() -> None:
+    t = texts(2)
+    schema = OutputSchema(name="o", schema={"type": "object"})
+    h = ViewHasher()
+    h.record(request=req(t[:1], output_schema=schema), order=[t[0].id], replaced={}, injected=())
+    r1 = h.record(
+        request=req(t, output_schema=schema), order=[e.id for e in t], replaced={}, injected=()
+    )
+    assert "output_schema" in r1.inherit and r1.output_schema is None
