@@ -308,9 +308,10 @@ def price_table_version() -> str:
 
 
 def _table_version() -> str:
-    """``genai-prices==<version>``, ``+update@<when>`` when priced from a fetched table."""
+    """``genai-prices==<version>``, ``+update@<when>`` when priced from a fetched table
+    (also after ``stop_auto_update()``: the table fetched last stays in use)."""
     base = _package_version()
-    if _updater is None or base == "none":
+    if base == "none":
         return base
     snapshot: Any = _current_snapshot()
     if snapshot is None or not snapshot.from_auto_update:

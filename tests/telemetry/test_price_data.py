@@ -146,3 +146,20 @@ def test_a_failed_fetch_keeps_the_table_in_use(monkeypatch: pytest.MonkeyPatch) 
     with pytest.raises(OSError, match="no route"):
         auto_update_prices(wait=5)  # waiting surfaces the failure
     assert price_call(*MODEL, CALL) == bundled
+
+
+def test_a_stopped_auto_update_keeps_the_fetched_table_and_says_so(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """After ``stop_auto_update()`` the table fetched last stays in use, and the source
+    recorded with each cost still names it as fetched, not as the bundled one."""
+    bundled = price_call(*MODEL, CALL)
+    assert bundled is not None
+    monkeypatch.setattr(update_prices.UpdatePrices, "fetch", lambda self: _fetched(2))
+    auto_update_prices(wait=5)
+    stop_auto_update()
+    clear_prices()  # a fresh lookup after the stop: still the fetched table
+    assert price_call(*MODEL, CALL) == pytest.approx(2 * bundled)
+    source = price_source(*MODEL)
+    assert source is not None and "+update@" in source
+
