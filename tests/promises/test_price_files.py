@@ -189,6 +189,6 @@ def test_lovia_prices_is_read_once_so_a_later_set_price_wins(
     overwritten by the file on the next call."""
     monkeypatch.setenv("LOVIA_PRICES", str(_file(tmp_path, PRICES)))
     assert price_call("ollama", "llama3", Usage(input_tokens=10)) == 0.0
-    set_price("ollama", "llama3", input_per_mtok=1_000_000, output_per_mtok=0)
+    set_price("ollama", "*", input_per_mtok=1_000_000, output_per_mtok=0)  # the file's key
     assert price_call("ollama", "llama3", Usage(input_tokens=10)) == pytest.approx(10.0)
     assert price_call("ollama", "llama3", Usage(input_tokens=10)) == pytest.approx(10.0)

@@ -8,6 +8,7 @@ import copy
 import logging
 import math
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from datetime import UTC, date, datetime, timedelta
@@ -311,3 +312,79 @@ def test_a_failed_pricing_is_logged_at_debug_with_its_traceback(
     [record] = caplog.records
     assert (record.levelno, record.getMessage()) == (logging.DEBUG, "pricing acme/m failed")
     assert record.exc_info is not None and isinstance(record.exc_info[1], ArithmeticError)
+
+
+def test_auto_update_fetches_hourly_by_default_and_does_not_wait(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``auto_update_prices()`` returns at once (the fetch runs in the background) and
+    fetches again every hour."""
+    release = threading.Event()
+
+    def slow_fetch(self: object) -> Any:
+        release.wait(20)
+        return _fetched(2)
+
+    monkeypatch.setattr(update_prices.UpdatePrices, "fetch", slow_fetch)
+    started = time.monotonic()
+    try:
+        auto_update_prices()
+        assert time.monotonic() - started < 10
+    finally:
+        release.set()
+    updater: Any = pricing._updater  # pyright: ignore[reportPrivateUsage]
+    assert updater is not None and updater.update_interval == 3600.0
+
+
+@pytest.mark.parametrize(("wait", "seconds"), [(True, 30.0), (2, 2.0), (0.5, 0.5)])
+def test_waiting_for_the_first_fetch_is_bounded(
+    monkeypatch: pytest.MonkeyPatch, wait: bool | float, seconds: float
+) -> None:
+    """``wait=True`` waits up to 30 s, a number waits that many seconds."""
+    waited: list[float | None] = []
+    monkeypatch.setattr(update_prices.UpdatePrices, "fetch", lambda self: _fetched(2))
+    monkeypatch.setattr(
+        update_prices.UpdatePrices, "wait", lambda self, timeout=None: waited.append(timeout)
+    )
+    auto_update_prices(wait=wait)
+    assert waited == [seconds]
+
+
+@pytest.mark.parametrize("interval", [0, -1.0, math.nan, math.inf])
+def test_a_bad_update_interval_is_refused(interval: float) -> None:
+    with pytest.raises(lovia.UserError) as caught:
+        auto_update_prices(interval_s=interval)
+    assert caught.value.message == (
+        f"auto_update_prices(interval_s={interval!r}): expected seconds > 0"
+    )
+    assert caught.value.hint == "e.g. interval_s=3600 (the genai-prices default: hourly)."
+    assert pricing._updater is None  # pyright: ignore[reportPrivateUsage]
+
+
+def test_an_update_interval_under_a_second_is_accepted(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(update_prices.UpdatePrices, "fetch", lambda self: _fetched(2))
+    auto_update_prices(interval_s=0.5)
+    updater: Any = pricing._updater  # pyright: ignore[reportPrivateUsage]
+    assert updater is not None and updater.update_interval == 0.5
+
+
+def test_auto_update_without_genai_prices_says_what_to_install(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "genai_prices", None)
+    with pytest.raises(lovia.UserError) as caught:
+        auto_update_prices()
+    assert caught.value.message == "auto_update_prices() needs the genai-prices package"
+    assert caught.value.hint == "pip install 'lovia[otel]'"
+
+
+def test_a_bad_auto_update_setting_names_the_variable_and_the_value(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("LOVIA_PRICES_AUTO_UPDATE", "soon")
+    clear_prices()
+    with pytest.raises(lovia.UserError) as caught:
+        price_call(*MODEL, CALL)
+    assert caught.value.message == (
+        "LOVIA_PRICES_AUTO_UPDATE='soon' is neither 1/0 nor a number of seconds"
+    )
