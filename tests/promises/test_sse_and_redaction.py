@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from lovia import _redact
-from lovia._redact import MASK, excerpt, redact, redact_error, remember
+from lovia._redact import MASK, excerpt, redact, redact_error, redact_url, remember
 from lovia.errors import ProviderError
 from lovia.providers._sse import ChunkDecoder, SSEDecoder, SSEEvent, iter_sse
 
@@ -304,3 +304,13 @@ def test_redacting_an_error_masks_its_hint() -> None:
     remember(key)
     error = redact_error(ProviderError("failed", f"check {key}"))
     assert isinstance(error, ProviderError) and error.hint == f"check {MASK}"
+
+
+def test_redact_url_masks_only_the_url_secrets() -> None:
+    """A configured key elsewhere in the text is left to :func:`redact`; an empty URL
+    stays empty."""
+    key = "Uu2iOp6q-url-secret"
+    remember(key)
+    url = f"https://u:pw-123@h/x?token=t0k&q={key}"
+    assert redact_url(url) == f"https://u:***@h/x?token=***&q={key}"
+    assert redact_url("") == ""
