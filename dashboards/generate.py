@@ -668,7 +668,8 @@ def cost() -> dict:
             ],
             description=f"Runs labelled {label}=... (Runner.run(labels=...)). Past the "
             "label cap (LOVIA_LABEL_VALUES_MAX values per key and process) values read "
-            "'other'. Costs corrected later by lovia reprice are not rewritten here.",
+            "'other'. Costs corrected later by lovia reprice are not rewritten here: see "
+            "the Cost corrections row.",
             unit="currencyUSD",
         )
         b.add(
@@ -679,7 +680,61 @@ def cost() -> dict:
             unit="currencyUSD",
             table=True,
         )
+    _corrections(b, spend_range)
     return b.json()
+
+
+CORRECTION_RULE = (
+    "lovia reprice prices stored runs again and exports each change as the gauge "
+    "lovia_cost_correction (one series per reprice process: its own service.instance.id). "
+    "The exporter drops the series 15 min after the process ends (metric_expiration), so "
+    "these panels read the last value of every series seen in the time range: a "
+    "correction counts in the ranges that overlap the 15 min after its reprice, whenever "
+    "the repriced runs ran. lovia_cost_total keeps the cost measured at the time."
+)
+
+
+def corrections(by: str) -> str:
+    """The cost changes lovia reprice reported in the time range, summed over processes."""
+    last = f"last_over_time(lovia_cost_correction{{{AGENT}}}[$__range])"
+    target = 'target_info{deployment_environment_name=~"$environment"}'
+    joined = (
+        f"{last} * on (job, instance) group_left (deployment_environment_name) "
+        f"last_over_time({target}[$__range])"  # the process's target_info expired too
+    )
+    return f"sum by ({by}) ({joined})" if by else f"sum ({joined})"
+
+
+def _corrections(b: Board, spend_range: str) -> None:
+    b.row("Cost corrections (lovia reprice)", CORRECTION_RULE)
+    b.add(
+        "stat",
+        "Cost corrections reported in time range",
+        [(corrections(""), "USD")],
+        w=8,
+        h=4,
+        unit="currencyUSD",
+        description=CORRECTION_RULE,
+    )
+    b.add(
+        "stat",
+        "Spend in time range, corrections included",
+        [(f"({spend_range} or vector(0)) + ({corrections('')} or vector(0))", "USD")],
+        w=16,
+        h=4,
+        unit="currencyUSD",
+        description="Spend in time range plus the corrections reported in it (they carry "
+        "no model label: the Model filter does not narrow them). " + CORRECTION_RULE,
+    )
+    b.add(
+        "table",
+        "Cost corrections in time range by agent and tenant",
+        [(corrections("gen_ai_agent_name, lovia_label_tenant"), "")],
+        w=24,
+        description=CORRECTION_RULE + " " + AGENT_RULE,
+        unit="currencyUSD",
+        table=True,
+    )
 
 
 EVALUATOR = 'gen_ai_evaluation_name=~"$evaluator"'
@@ -895,9 +950,10 @@ def _queue_panels(b: Board) -> None:
     b.add(
         "timeseries",
         "Queue: tasks waiting",
-        [(f"sum by (lovia_queue_name) ({depth})", "{{lovia_queue_name}}")],
+        [(f"max by (lovia_queue_name) ({depth})", "{{lovia_queue_name}}")],
         description="Run tasks not delivered to a worker yet (the front queue included), "
-        "as the workers last measured them.",
+        "as the workers last measured them (every worker measures the whole queue: the "
+        "largest figure, not their sum).",
         w=6,
     )
     b.add(

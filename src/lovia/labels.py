@@ -1,10 +1,12 @@
 """Attribution labels: who a run is for (``tenant``, ``user``, ``feature``, …).
 
 A run's labels are given to ``Runner.run(..., labels={"tenant": "acme"})`` (a worker
-task's payload carries them too) and a child run (an agent run as a tool) inherits its
-parent's. They land on the ``invoke_agent`` span (``lovia.label.<key>``), on the stored
-run (``lovia runs --label tenant=acme``), on the cost and token metrics (capped, see
-:class:`LabelCap`) and are what spend limits (:mod:`lovia.spend`) are counted by.
+task's payload carries them too); a child run (an agent run as a tool) inherits its
+parent's, and a run of a session the session's (recorded by its first run that gave
+labels; a key the run gives keeps its value for that run). They land on the
+``invoke_agent`` span (``lovia.label.<key>``), on the stored run (``lovia runs --label
+tenant=acme``), on the cost and token metrics (capped, see :class:`LabelCap`) and are
+what spend limits (:mod:`lovia.spend`) are counted by.
 
 Checked, never silently changed: a key is 1-32 characters of ``a-z``, ``0-9`` and ``_``
 starting with a letter; a value is 1-128 characters of printable Unicode; at most

@@ -38,6 +38,7 @@ __all__ = [
     "RunOptions",
     "RunStream",
     "Runner",
+    "check_deps_key",
     "check_id",
     "resume_options",
 ]
@@ -68,6 +69,24 @@ def check_id(name: str, value: str | None) -> None:
         if name == "run_id":
             hint += ", or leave run_id=None for a new random id"
         raise UserError(f"{name} {value[:60]!r} {problem}", hint=hint + ".")
+
+
+def check_deps_key(value: object) -> str | None:
+    """``value`` as a ``deps_key`` (None or printable text of at most ``MAX_ID_CHARS``
+    characters), or ``UserError``. The message never quotes the value: a deps key may
+    name a tenant or hold a secret, and errors end up in logs."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise UserError(f"deps_key must be a str, got {type(value).__name__}", hint=_DEPS_HINT)
+    what = "contains a control character (e.g. NUL)"
+    problem = text_problem(value, MAX_ID_CHARS, _CONTROL, what) if value else ""
+    if problem:
+        raise UserError(f"deps_key {problem}", hint=_DEPS_HINT)
+    return value
+
+
+_DEPS_HINT = "Pass a short key your deps factory looks up (a tenant id), not the deps themselves."
 
 
 def _open_store(value: Any) -> Any:
@@ -106,6 +125,7 @@ class RunOptions(TypedDict, total=False):
     meter_provider: MeterProvider | None
     nested: bool
     labels: Mapping[str, str] | None
+    deps_key: str | None
 
 
 def resume_options(
@@ -201,6 +221,7 @@ class Runner:
         meter_provider: MeterProvider | None = None,
         nested: bool = False,
         labels: Mapping[str, str] | None = None,
+        deps_key: str | None = None,
     ) -> RunStream[OutputT]:
         """Start a run and return its event stream (see :class:`RunStream`).
 
@@ -212,8 +233,11 @@ class Runner:
         ``api``), recorded with each decision. ``nested=True``: events of child runs
         (agents run as tools, see :meth:`Agent.as_tool`) are yielded too, each wrapped in
         a ``ChildRunEvent``. ``labels``: who the run is for (``{"tenant": "acme"}``):
-        on its span, its stored row, the cost metrics and spend limits (see
-        :mod:`lovia.labels`).
+        on its span, its stored row, the cost metrics and spend limits; a session's
+        first labelled run records them for its later runs (see :mod:`lovia.labels`).
+        ``deps_key``: the key ``deps`` was built from (a task queue's ``deps(deps_key)``
+        factory), stored with the run (``RunInfo.extra["deps_key"]``) so a queue that
+        re-queues the run builds the same deps; never on spans, metrics or logs.
         """
         if not isinstance(agent, Agent):
             raise UserError(f"Runner needs an Agent, got {agent!r}")
@@ -263,6 +287,7 @@ class Runner:
             meter_provider=meter_provider,
             nested=nested,
             labels=check_labels(labels),
+            deps_key=check_deps_key(deps_key),
         )
         return RunStream(params)
 

@@ -154,8 +154,7 @@ invoke_agent support  <dur>  tokens 12+8  ?  finish=stop
 │  └─ lovia.checkpoint.write  <dur>
 ├─ lovia.turn  <dur>  tokens 9+3
 │  ├─ lovia.view  <dur>  view=<view>
-│  ├─ chat gm-1  <dur>  tokens 9+3  ?  finish=stop  view=<view>
-│  └─ lovia.checkpoint.write  <dur>
+│  └─ chat gm-1  <dur>  tokens 9+3  ?  finish=stop  view=<view>
 ├─ lovia.checkpoint.write  <dur>
 └─ lovia.session.write  <dur>
 """

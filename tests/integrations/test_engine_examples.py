@@ -21,8 +21,7 @@ EXPECT = {
     "65_temporal.py": [
         "activity returned 'completed'",
         "heartbeat: turn 0, checkpoint start\nheartbeat: turn 1, checkpoint ledger\n"
-        "heartbeat: turn 1, checkpoint tool_result\nheartbeat: turn 2, checkpoint progress\n"
-        "heartbeat: turn 2, checkpoint complete\n",
+        "heartbeat: turn 1, checkpoint tool_result\nheartbeat: turn 2, checkpoint complete\n",
         "activity cancelled\nrun cancelled (cancelled_by: host: CancelledError)",
     ],
 }

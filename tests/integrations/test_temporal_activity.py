@@ -68,8 +68,7 @@ async def test_the_run_heartbeats_on_every_checkpoint_and_the_workflow_id_is_the
         {"run_id": "wf-42", "turn": 0, "checkpoint": "start"},
         {"run_id": "wf-42", "turn": 1, "checkpoint": "ledger"},
         {"run_id": "wf-42", "turn": 1, "checkpoint": "tool_result"},
-        {"run_id": "wf-42", "turn": 2, "checkpoint": "progress"},
-        {"run_id": "wf-42", "turn": 2, "checkpoint": "complete"},
+        {"run_id": "wf-42", "turn": 2, "checkpoint": "complete"},  # with the final answer
     ]
     snap = await runs.store().load("wf-42")
     assert snap is not None and (snap.result or {}).get("output") == "A1 is shipped"

@@ -80,6 +80,7 @@ CONTRACT_SERIES |= {  # lovia.workers, from the workload's Redis Streams worker
     "lovia_queue_runs_in_flight",  # an up-down counter: a gauge, no _total
     "lovia_queue_depth",
 }
+CONTRACT_SERIES.add("lovia_cost_correction")  # lovia.cost.correction, an up-down counter
 
 
 def _free_port() -> int:

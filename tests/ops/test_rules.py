@@ -90,7 +90,11 @@ def test_queue_alerts_watch_dead_letters_and_a_stuck_backlog() -> None:
     rules = _rules("lovia-ops.yml")
     assert "lovia_queue_dead_letters_total" in rules["LoviaQueueDeadLetters"]["expr"]
     stuck = rules["LoviaQueueStuck"]
-    assert 'lovia_queue_depth{lovia_queue_state="waiting"}' in stuck["expr"]
+    # every worker process (its own instance) measures the whole queue: max, not sum
+    assert (
+        'max by (lovia_queue_name) (lovia_queue_depth{lovia_queue_state="waiting"})'
+        in (stuck["expr"])
+    )
     assert "lovia_queue_deliveries_total" in stuck["expr"]
     assert (stuck["for"], stuck["labels"]["severity"]) == ("10m", "page")
 

@@ -21,7 +21,8 @@ The ``lovia`` workload also feeds a lovia Redis Streams queue (``REDIS_URL``, a 
 its own) that a ``lovia.workers.Worker`` in the same process executes: one task a second
 (slow runs, so the worker is busy at every scrape), every ``DEAD_LETTER_EVERY``-th naming
 an agent no worker runs (dead-lettered), so the queue metrics (deliveries, dead letters,
-runs in flight, depth) come from real deliveries.
+runs in flight, depth) come from real deliveries. At start it reprices one run priced
+after the fact, so ``lovia.cost.correction`` has a series too.
 """
 
 from __future__ import annotations
@@ -65,6 +66,7 @@ SLOW_MODEL_S = 1.0  # ... this slow: 3 s, longer than the 2 s between runs aroun
 DEAD_LETTER_EVERY = 4  # every 4th task names an agent the worker does not run
 RETIRED_AGENT = "retired-agent"
 QUEUE_EVERY = 20  # sdk workload: one run in 20 is also a queued task (one a second)
+REPRICED = "llama-repriced"  # lovia workload: a model priced after its run (reprice)
 SDK_QUEUE = {"lovia.queue.backend": "redis", "lovia.queue.name": "lovia-ops:sdk:runs"}
 
 
@@ -291,6 +293,10 @@ def emit_with_sdk(port: int, runs_per_second: float, stop: Callable[[], bool]) -
         resource=resource, metric_readers=[PrometheusMetricReader()], views=_views()
     )
     ins = make_instruments(provider.get_meter("lovia", "0.0.0"))
+    correction = provider.get_meter("lovia", "0.0.0").create_up_down_counter(
+        "lovia.cost.correction", unit="{USD}"
+    )
+    correction.add(0.5, {"gen_ai.agent.name": AGENTS[0], "lovia.label.tenant": "acme"})
     start_http_server(port, addr="127.0.0.1")
     rnd = random.Random(42)
     index = 0
@@ -439,6 +445,26 @@ async def feed_queue(agents: list, stop: asyncio.Event) -> None:
         await queue.aclose()
 
 
+async def reprice_once() -> None:
+    """One run on a model nobody priced, priced afterwards and repriced as ``lovia reprice``
+    does: its change goes to ``lovia.cost.correction`` (the cost board's correction row)."""
+    from lovia import Agent, Runner
+    from lovia.replay.reprice import correction_metric, reprice_runs
+    from lovia.stores import MemoryStore
+    from lovia.telemetry import set_price
+    from lovia.testing import FunctionModel, reply
+    from lovia.usage import Usage
+
+    def answer(request, info):  # type: ignore[no-untyped-def]
+        return reply("ok", usage=Usage(input_tokens=1_000_000, output_tokens=0))
+
+    db = MemoryStore()
+    agent = Agent(name=AGENTS[0], model=FunctionModel(answer, provider="local", model=REPRICED))
+    run = await Runner.run(agent, "work", store=db, labels=_labels(0))
+    set_price("local", REPRICED, input_per_mtok=0.5, output_per_mtok=0.0)
+    correction_metric(await reprice_runs(db, [run.run_id]))  # +0.50 USD
+
+
 def emit_with_lovia(port: int, runs_per_second: float, stop: Callable[[], bool]) -> None:
     """Run scripted lovia agents with lovia's own telemetry on a Prometheus endpoint."""
     from lovia import LoviaError, Runner
@@ -458,6 +484,7 @@ def emit_with_lovia(port: int, runs_per_second: float, stop: Callable[[], bool])
     async def loop() -> None:
         stopped = asyncio.Event()  # SIGTERM (the test's teardown) stops both loops
         asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stopped.set)
+        await reprice_once()
         feeding = asyncio.create_task(feed_queue(agents, stopped))
         try:
             await run_agents(stopped)

@@ -147,20 +147,26 @@ def _register_wire(request: pytest.FixtureRequest) -> Iterator[None]:
     _WIRES.clear()
 
 
+@pytest.mark.parametrize("turns", [2, 3, 4])
 async def test_a_multi_turn_run_takes_at_most_four_round_trips_per_model_turn(
-    wire: WireCounter, schema: str
+    wire: WireCounter, schema: str, turns: int
 ) -> None:
-    """Lease, load, session, begin, finish, segment and release are one round trip each
-    per run; the loop's checkpoint writes one each per turn."""
+    """Lease, load, session and begin are one round trip each per run; each turn that
+    calls a tool writes its answer with the calls' ledger, then the results; the last
+    answer, the completed row, the session segment and the lease release go out as one
+    statement: 2 per turn + 4."""
     db = store(wire.url(_db(PG_URL), query=f"schema={schema}"))
     assert isinstance(db, PostgresStore)
     try:
         await _run(db, "warm", 3)
         wire.reset()
-        turns = await _run(db, "r4", 4)
-        assert turns == 4
-        assert wire.round_trips <= 4 * turns, wire.by_statement()
+        assert await _run(db, f"r{turns}", turns) == turns
+        assert wire.round_trips <= 2 * turns + 4, wire.by_statement()
+        assert wire.round_trips <= 4 * turns
         assert wire.named_statements > 0  # the statement cache: one round trip each
+        assert await db.lease_holder(f"r{turns}") is None  # released with the end
+        history = await db.load_session(f"r{turns}")
+        assert "input" in [e.type for e in history] and history[-1].type == "text"
     finally:
         await db.aclose()
 

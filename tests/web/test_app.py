@@ -275,10 +275,10 @@ def test_waterfall_from_the_span_store_and_trace_link(tmp_path: Path) -> None:
     # (a write that took 10 ms or more on a loaded machine is a span of its own)
     noted = sum(e["name"] == "lovia.checkpoint.write" for s in stored for e in s["events"])
     spans = sum(s["name"] == "lovia.checkpoint.write" for s in stored)
-    # the golden run's writes: start; the model turn with the ledger, the result, the
-    # answer; complete
-    assert noted + spans == 5
-    assert len(data["bars"]) == len(stored) + noted > 5
+    # the golden run's writes: start; the model turn with the ledger, the result; the
+    # run's end with the final answer
+    assert noted + spans == 4
+    assert len(data["bars"]) == len(stored) + noted > 4
     assert sum(b["name"] == "lovia.checkpoint.write" for b in data["bars"]) == noted + spans
     ids = {b["span_id"]: b for b in data["bars"]}
     for bar in data["bars"]:

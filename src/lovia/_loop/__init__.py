@@ -22,6 +22,7 @@ from .._observers import OBSERVERS, notify
 from ..context import RunContext
 from ..errors import LeaseLost, LoviaError, RunCancelled, RunError
 from ..result import RunResult
+from ..stores.base import RunEnd, end_run
 from ..telemetry.tracer import RunTracer, make_run_tracer
 from ..transcript import Transcript
 from ..usage import Usage
@@ -32,7 +33,7 @@ from .finish import call_close, close_plugins, finish, result_of, write_session
 from .lease import stop_heartbeat
 from .limits import cancelled_error, out_of_time
 from .outcomes import Final
-from .prepare import find_agent, load_snapshot, prepare, run_started
+from .prepare import find_agent, inherit_session_labels, load_snapshot, prepare, run_started
 from .state import CHILD_EVENT_BUFFER, RunParams, RunState
 from .turn import finalize, resume_turn, turn
 from .watch import RunWatch
@@ -137,15 +138,18 @@ async def _phases(state: RunState) -> AsyncIterator[ev.Event | Final]:
             yield event  # idempotent: finishes a run that crashed before its session write
         return
     state.resumed = snapshot is not None
+    history = None
     if snapshot is not None:
         state.trace_links = tuple(restore(snapshot).trace_links)
+    else:
+        history = await inherit_session_labels(state)  # a resumed run keeps its labels
     started = run_started(state, resumed=state.resumed)
     yield started
     if started.span is not None:
         sc = started.span.get_span_context()
         if sc.is_valid:
             state.trace_ids = (f"{sc.trace_id:032x}", f"{sc.span_id:016x}")
-    async for event in prepare(state, snapshot):
+    async for event in prepare(state, snapshot, history):
         yield event
     async for item in _turns(state):
         yield item
@@ -269,8 +273,6 @@ async def _mark_failed(state: RunState, error: BaseException) -> None:
         return  # the run belongs to the worker that took it over: write nothing
     status = _stored_status(error)
     try:
-        await cp.append(state.run_id, state.pending, fence=state.lease.token)
-        state.pending = []
         info = finish_info(
             state, status, getattr(error, "finish_reason", "error"), type(error).__name__
         )
@@ -278,7 +280,15 @@ async def _mark_failed(state: RunState, error: BaseException) -> None:
         info.extra["error"] = error.message if isinstance(error, LoviaError) else str(error)
         info.extra["hint"] = getattr(error, "hint", None)
         lifecycle_extra(state, error, info.extra)
-        await cp.finish(info, None, fence=state.lease.token)
+        # the last records, the row and the lease's release: one transaction
+        end = RunEnd(
+            info=info, result=None, fence=state.lease.token, records=state.pending,
+            release=state.lease.owner,
+        )  # fmt: skip
+        state.pending = []
+        await stop_heartbeat(state)
+        await end_run(cp, end)
+        state.lease.owner = None
     except LeaseLost:
         logger.warning("run %s: lease lost; its failure is not recorded", state.run_id)
     except Exception:

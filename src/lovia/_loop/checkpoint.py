@@ -14,6 +14,7 @@ from typing import Any
 
 from .. import events as ev
 from ..stores.base import (
+    DEPS_KEY,
     LABELS_KEY,
     UNPRICED_KEY,
     USAGE_MISSING_KEY,
@@ -24,7 +25,7 @@ from ..stores.base import (
 from ..stores.records import LedgerRecord, LedgerStatus, Record, StateRecord, read_records
 from ..transcript import ToolCallEntry, ToolResultEntry, TranscriptEntry
 from ..usage import Usage
-from .state import RunState
+from .state import RunParams, RunState
 
 __all__ = [
     "ResumePoint",
@@ -33,11 +34,12 @@ __all__ = [
     "restore",
     "rides_with_tools",
     "run_info",
+    "store_name",
     "write_progress",
 ]
 
 
-def _store_name(state: RunState) -> str:
+def store_name(state: RunState) -> str:
     cp = state.checkpointer
     url = getattr(cp, "url", "") or type(cp).__name__
     return str(url).split(":", 1)[0]
@@ -84,7 +86,7 @@ async def write_progress(state: RunState, kind: str) -> ev.CheckpointSaved:
         entries=entries,
         bytes=written,
         kind=kind,
-        store=_store_name(state),
+        store=store_name(state),
         duration_s=time.perf_counter() - t0,
         error=error,
     )
@@ -129,19 +131,21 @@ def run_info(state: RunState, status: RunStatus = "running") -> RunInfo:
         trace_id=trace[0] if trace else None,
         span_id=trace[1] if trace else None,
         history_len=len(state.history),
-        extra=_usage_extra(state.params.agent.name, usage, state.params.labels),
+        extra=_usage_extra(state.params, usage),
         parent_run_id=link.run_id if link is not None else None,
         parent_call_id=link.call_id if link is not None else None,
     )
 
 
-def _usage_extra(first_agent: str, usage: Usage, labels: dict[str, str]) -> dict[str, Any]:
-    """``RunInfo.extra``: the first agent, the labels, and what of the usage is unknown
-    (unknown is not zero: ``unpriced`` calls make ``cost_usd`` a lower bound,
+def _usage_extra(params: RunParams, usage: Usage) -> dict[str, Any]:
+    """``RunInfo.extra``: the first agent, the labels, the deps key, and what of the usage
+    is unknown (unknown is not zero: ``unpriced`` calls make ``cost_usd`` a lower bound,
     ``usage_missing`` says a provider reported no tokens)."""
-    extra: dict[str, Any] = {"first_agent": first_agent}
-    if labels:
-        extra[LABELS_KEY] = dict(labels)
+    extra: dict[str, Any] = {"first_agent": params.agent.name}
+    if params.labels:
+        extra[LABELS_KEY] = dict(params.labels)
+    if params.deps_key is not None:
+        extra[DEPS_KEY] = params.deps_key
     if usage.unpriced:
         extra[UNPRICED_KEY] = usage.unpriced
     if usage.missing:

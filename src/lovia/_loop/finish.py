@@ -1,8 +1,11 @@
-"""Run end: output guardrails → checkpoint marked complete → session segment.
+"""Run end: output guardrails → one transaction: last records, checkpoint marked
+complete, session segment, lease released.
 
-The order is fixed, so a crash never leaves a run both "completed" and "resumable":
-a crash after the checkpoint is complete but before the session write is finished by
-resubmitting the run_id (the stored result is returned and the segment written once).
+When the session lives in the run's store, the segment is written in the same
+transaction as the completed row, so a run is never completed without its segment.
+With a session in another store the order is fixed: a crash after the checkpoint is
+complete but before the session write is finished by resubmitting the run_id (the
+stored result is returned and the segment written once).
 """
 
 from __future__ import annotations
@@ -17,7 +20,9 @@ from .. import errors
 from .. import events as ev
 from ..guardrails import Guardrail
 from ..result import RunResult
-from .checkpoint import commit, finish_info
+from ..stores.base import Checkpointer, RunEnd, end_run
+from .checkpoint import finish_info, store_name
+from .lease import stop_heartbeat
 from .outcomes import Final
 from .state import RunState
 
@@ -95,28 +100,67 @@ async def finish(state: RunState, final: Final) -> AsyncIterator[ev.Event]:
         yield event
     state.undelivered = list(state.ctx.mailbox.drain())
     cp = state.checkpointer
-    if cp is not None:
-        async for event in commit(state):
+    if cp is None:
+        async for event in write_session(state, state.new_entries()):
             yield event
-        t0 = time.perf_counter()
-        info = finish_info(state, "completed", final.finish_reason)
-        info.extra["attempts"] = state.attempt  # its end is the row's: status, ended_at
-        store = str(getattr(cp, "url", "")).split(":", 1)[0]
-        try:
-            await cp.finish(info, result_payload(state, final), fence=state.lease.token)
-        except Exception as exc:  # the failed write is still reported (its own span)
-            duration = time.perf_counter() - t0
-            yield ev.CheckpointSaved(
-                **state.base(), kind="complete", store=store, duration_s=duration, error=exc
-            )
-            raise
-        duration = time.perf_counter() - t0
-        yield ev.CheckpointSaved(**state.base(), kind="complete", store=store, duration_s=duration)
-    async for event in write_session(state, state.new_entries()):
+        return
+    together = state.params.session_id is not None and _same(state.session, cp)
+    async for event in _write_end(state, final, cp, together):
         yield event
-    if cp is not None and state.params.prune_records:
+    if not together:
+        async for event in write_session(state, state.new_entries()):
+            yield event
+    if state.params.prune_records:
         # records are optionally deleted after success: the summary row stays
         await cp.prune(0.0, run_id=state.run_id, records_only=True)
+
+
+async def _write_end(
+    state: RunState, final: Final, cp: Checkpointer, together: bool
+) -> AsyncIterator[ev.Event]:
+    """The run's end in one store transaction: the records noted since the last commit,
+    the completed row with its result, the session segment (when the session lives in
+    the same store) and the release of the lease."""
+    info = finish_info(state, "completed", final.finish_reason)
+    info.extra["attempts"] = state.attempt  # its end is the row's: status, ended_at
+    records, state.pending = state.pending, []
+    entries = state.new_entries() if together else ()
+    end = RunEnd(
+        info=info,
+        result=result_payload(state, final),
+        fence=state.lease.token,
+        records=records,
+        session_id=state.params.session_id if together else None,
+        entries=entries,
+        release=state.lease.owner,
+    )
+    await stop_heartbeat(state)  # the lease is released by the same transaction
+    store = store_name(state)
+    n = sum(len(r.data["entries"]) for r in records if r.kind == "entries")
+    t0 = time.perf_counter()
+    try:
+        written = await end_run(cp, end)
+    except Exception as exc:  # the failed write is still reported (its own span)
+        duration = time.perf_counter() - t0
+        yield ev.CheckpointSaved(
+            **state.base(), kind="complete", store=store, entries=n, duration_s=duration,
+            error=exc,
+        )  # fmt: skip
+        raise
+    state.lease.owner = None  # released
+    duration = time.perf_counter() - t0
+    yield ev.CheckpointSaved(
+        **state.base(), kind="complete", store=store, entries=n, bytes=written,
+        duration_s=duration,
+    )  # fmt: skip
+    if together:
+        yield ev.SessionWritten(
+            **state.base(),
+            session_id=end.session_id or "",
+            entries=len(entries),
+            store=store,
+            duration_s=0.0,  # written in the end's transaction, timed there
+        )
 
 
 async def write_session(state: RunState, entries: Sequence[Any]) -> AsyncIterator[ev.Event]:

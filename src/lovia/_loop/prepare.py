@@ -11,7 +11,9 @@ from typing import Any, cast
 from .. import events as ev
 from ..agent import Agent
 from ..errors import LoviaError, UserError
-from ..stores.base import LABELS_KEY, PRUNED_KEY, RunSnapshot
+from ..labels import MAX_LABELS
+from ..stores.base import DEPS_KEY, LABELS_KEY, PRUNED_KEY, RunSnapshot
+from ..stores.session_labels import SessionLabels, SessionOpener
 from ..transcript import InputEntry, SystemEntry, TranscriptEntry, input_entries
 from ..view.record import ViewRecord, resolve_records, view_records
 from .activate import activate, resolve_provider
@@ -22,7 +24,7 @@ from .lease import lease_held, start_heartbeat, take_lease
 from .model_call import stamp
 from .state import RunState
 
-__all__ = ["find_agent", "load_snapshot", "prepare"]
+__all__ = ["find_agent", "inherit_session_labels", "load_snapshot", "prepare"]
 
 logger = logging.getLogger("lovia.loop")
 
@@ -78,7 +80,43 @@ async def load_snapshot(state: RunState) -> RunSnapshot | None:
         if not state.params.labels and isinstance(stored, dict):
             labels = cast("dict[str, str]", stored)  # a resume keeps them
             state.params = dataclasses.replace(state.params, labels=labels)
+        key = snapshot.info.extra.get(DEPS_KEY)
+        if state.params.deps_key is None and isinstance(key, str):  # kept for a later sweep
+            state.params = dataclasses.replace(state.params, deps_key=key)
     return snapshot
+
+
+async def inherit_session_labels(state: RunState) -> list[TranscriptEntry] | None:
+    """A new top-level run of a session: record its labels as the session's when the
+    session has none yet, and take the session's labels for every key it does not give
+    (a key it gives keeps its value, for this run only; the session's stay as recorded).
+
+    Returns the session's history when the store read it with the labels (one round
+    trip for both), else None.
+    """
+    params = state.params
+    store = state.session
+    if params.parent is not None or params.session_id is None:
+        return None  # a child run has its parent's labels
+    history: list[TranscriptEntry] | None = None
+    if isinstance(store, SessionOpener):
+        history, recorded = await store.open_session(params.session_id, record=params.labels)
+    elif isinstance(store, SessionLabels):
+        recorded = await store.session_labels(params.session_id, record=params.labels)
+    else:
+        return None  # a session store without labels: the run keeps what it was given
+    labels = {**recorded, **params.labels}
+    if labels == params.labels:
+        return history
+    if len(labels) > MAX_LABELS:
+        raise UserError(
+            f"run {state.run_id} would have {len(labels)} labels: its own and those of "
+            f"session {params.session_id!r} ({', '.join(sorted(recorded))}); at most "
+            f"{MAX_LABELS}",
+            hint="Give this run fewer labels of its own: it inherits the session's.",
+        )
+    state.params = dataclasses.replace(params, labels=labels)
+    return history
 
 
 def _check_cost_budget(state: RunState) -> None:
@@ -156,10 +194,17 @@ def _root_agent(state: RunState) -> str | None:
     return root.params.agent.name
 
 
-async def prepare(state: RunState, snapshot: RunSnapshot | None) -> AsyncIterator[ev.Event]:
-    """Everything before the first turn. The RunStarted event is emitted by the driver."""
+async def prepare(
+    state: RunState,
+    snapshot: RunSnapshot | None,
+    loaded: list[TranscriptEntry] | None = None,
+) -> AsyncIterator[ev.Event]:
+    """Everything before the first turn. The RunStarted event is emitted by the driver.
+    ``loaded``: the session's history when it was already read (with its labels)."""
     if state.session is not None and state.params.session_id is not None:
-        history = await state.session.load_session(state.params.session_id)
+        history = loaded
+        if history is None:
+            history = await state.session.load_session(state.params.session_id)
         if snapshot is not None:
             history = history[: snapshot.info.history_len]
         state.history = history

@@ -99,6 +99,8 @@ class RunParams:
     """Set when this run is a child run started by a tool call of another run."""
     labels: dict[str, str] = field(default_factory=dict[str, str])
     """Attribution labels (checked by ``lovia.labels``); a child run gets its parent's."""
+    deps_key: str | None = None
+    """The key ``deps`` was built from (a task queue's), kept in the run's row."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

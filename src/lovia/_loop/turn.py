@@ -56,10 +56,11 @@ async def turn(
         assert answer is not None
         calls = answer.calls()
         rides = rides_with_tools(state, calls)
-        if not rides:  # commit point: the answer is durable before anything acts on it
+        step = ToolCalls(calls) if calls else finalize(state, answer.entries, answer.response)
+        # commit point: the answer is durable before anything acts on it
+        if not rides and not _rides_with_end(state, step):
             async for event in commit(state, "progress"):
                 yield event
-        step = ToolCalls(calls) if calls else finalize(state, answer.entries, answer.response)
     transfer: Transfer | None = None
     match step:
         case ToolCalls(calls):
@@ -79,6 +80,18 @@ async def turn(
             yield event
     if isinstance(step, Final):
         yield step
+
+
+def _rides_with_end(state: RunState, step: Step) -> bool:
+    """True when a final answer may go out with the run's end (one transaction instead
+    of two): nothing between the two waits on user code, as no output guardrail runs.
+    A crash before that write is a crash during the answer's own write: resume asks the
+    model again, and nothing had acted on the answer."""
+    return (
+        isinstance(step, Final)
+        and state.active is not None
+        and not (state.active.output_guardrails)
+    )
 
 
 def resume_turn(state: RunState, calls: Sequence[ToolCallEntry]) -> AsyncIterator[ev.Event | Final]:

@@ -126,6 +126,11 @@ def build_parser() -> argparse.ArgumentParser:
     reprice.add_argument(
         "--dry-run", action="store_true", help="show each run's change and the total; write nothing"
     )
+    _telemetry_option(
+        reprice,
+        "export the lovia.cost.correction metric (default: $LOVIA_TELEMETRY, "
+        "OTEL_EXPORTER_OTLP_* variables)",
+    )
     _web_parser(sub.add_parser("web", parents=[common], help="the postmortem in a browser"))
     cancel = sub.add_parser(
         "cancel", parents=[common], help="cancel a run by id (stored: a queued run never starts)"
@@ -155,11 +160,12 @@ def _resume_parser(resume: argparse.ArgumentParser) -> None:
     _telemetry_option(resume)
 
 
-def _telemetry_option(parser: argparse.ArgumentParser) -> None:
+def _telemetry_option(parser: argparse.ArgumentParser, what: str = "") -> None:
     parser.add_argument(
         "--telemetry",
         choices=["otlp", "local", "console", "none"],
-        help="trace the run (default: $LOVIA_TELEMETRY, OTEL_EXPORTER_OTLP_* variables, "
+        help=what
+        or "trace the run (default: $LOVIA_TELEMETRY, OTEL_EXPORTER_OTLP_* variables, "
         "or `local` when the store holds local spans)",
     )
 

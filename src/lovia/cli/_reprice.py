@@ -14,6 +14,7 @@ from ..stores.base import Store
 from ._common import store_url
 from ._out import Out, safe_name
 from ._prune import parse_age
+from ._telemetry import setup_telemetry
 
 __all__ = ["parse_when", "reprice"]
 
@@ -54,10 +55,11 @@ async def _selected(args: argparse.Namespace, db: Store) -> list[str]:
 
 async def reprice(args: argparse.Namespace, out: Out) -> int:
     dry = bool(args.dry_run)
-    async with open_store(store_url(args), read_only=dry) as db:
+    url = store_url(args)
+    async with open_store(url, read_only=dry) as db:
         found = await reprice_runs(db, await _selected(args, db), dry_run=dry)
     if not dry:
-        correction_metric(found)
+        _export_correction(found, getattr(args, "telemetry", None), url)
     changed = [r for r in found if r.changed and r.parent_run_id is None]
     total = sum(r.after - r.before for r in changed)
     if out.json_mode:
@@ -81,6 +83,18 @@ async def reprice(args: argparse.Namespace, out: Out) -> int:
 
 def _signed(usd: float) -> str:
     return f"{'+' if usd >= 0 else '-'}${abs(usd):.4f}"
+
+
+def _export_correction(found: list[Repriced], flag: str | None, url: str) -> None:
+    """``lovia.cost.correction`` through the process's meter provider: the one installed
+    already (``opentelemetry-instrument``), else the one ``--telemetry``, ``$LOVIA_TELEMETRY``
+    or the ``OTEL_EXPORTER_OTLP_*`` variables ask for, flushed before the command ends."""
+    telemetry = setup_telemetry(flag, url, metrics=True)
+    try:
+        correction_metric(found)
+    finally:
+        if telemetry is not None:
+            telemetry.shutdown()
 
 
 def _row(r: Repriced) -> list[str]:

@@ -1,10 +1,13 @@
-"""Telemetry for the commands that run an agent (``lovia resume``, ``lovia web --agent``).
+"""Telemetry for the commands that run an agent (``lovia resume``, ``lovia web --agent``)
+and for ``lovia reprice`` (its ``lovia.cost.correction`` metric).
 
 A resume is traced whenever telemetry is configured: by the agent's own module (it
 called ``lovia.telemetry.configure``), by ``--telemetry EXPORTER`` or
 ``$LOVIA_TELEMETRY``, by the standard ``OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT``
 variables, or — the local exporter — by a ``lovia_spans`` table in the run's own SQLite
-store (``configure(exporter="local")`` put it there).
+store (``configure(exporter="local")`` put it there). A reprice exports metrics the same
+way, with ``OTEL_EXPORTER_OTLP_METRICS_ENDPOINT`` too and no local exporter (it keeps
+spans only).
 """
 
 from __future__ import annotations
@@ -48,15 +51,16 @@ def _sdk_installed() -> bool:
     return type(trace.get_tracer_provider()).__module__.startswith("opentelemetry.sdk")
 
 
-def _chosen(flag: str | None, url: str) -> tuple[str, dict[str, Any]] | None:
+def _chosen(flag: str | None, url: str, metrics: bool) -> tuple[str, dict[str, Any]] | None:
     exporter = flag or os.environ.get("LOVIA_TELEMETRY") or None
     if exporter == "none":
         return None
     if exporter is None:
-        otlp = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+        signal = "METRICS" if metrics else "TRACES"
+        otlp = ("OTEL_EXPORTER_OTLP_ENDPOINT", f"OTEL_EXPORTER_OTLP_{signal}_ENDPOINT")
         if any(os.environ.get(v) for v in otlp):
             exporter = "otlp"
-        elif has_span_table(url):
+        elif not metrics and has_span_table(url):
             exporter = "local"
     if exporter is None:
         return None
@@ -68,12 +72,13 @@ def _chosen(flag: str | None, url: str) -> tuple[str, dict[str, Any]] | None:
     return exporter, options
 
 
-def setup_telemetry(flag: str | None, url: str) -> Any:
-    """Configure telemetry as described in the module docs; the handle, or None when
-    it was already configured or nothing asks for it."""
+def setup_telemetry(flag: str | None, url: str, *, metrics: bool = False) -> Any:
+    """Configure telemetry as described in the module docs (``metrics``: for a command
+    that exports metrics only); the handle, or None when it was already configured or
+    nothing asks for it."""
     if _sdk_installed():
         return None
-    chosen = _chosen(flag, url)
+    chosen = _chosen(flag, url, metrics)
     if chosen is None:
         return None
     from ..telemetry import configure

@@ -195,10 +195,11 @@ async def _rewrite_row(
 
 
 def correction_metric(changed: Sequence[Repriced], meter_provider: Any = None) -> None:
-    """Add each top-level run's change to ``lovia.cost.correction`` (USD, an up-down
-    counter: corrections go both ways; Prometheus ``lovia_cost_correction_USD``), labelled
-    like ``lovia.cost`` (agent, ``lovia.label.*``). Dashboards add it to ``lovia_cost``;
-    the points ``lovia.cost`` exported at the time are never rewritten."""
+    """Add each top-level run's change to ``lovia.cost.correction`` (unit ``{USD}`` like
+    ``lovia.cost``; an up-down counter: corrections go both ways), labelled like
+    ``lovia.cost`` (agent, ``lovia.label.*``, capped). In Prometheus it is the gauge
+    ``lovia_cost_correction`` (a ``{…}`` unit adds no suffix); dashboards add it to
+    ``lovia_cost_total``, whose points exported at the time are never rewritten."""
     from opentelemetry import metrics
 
     from .._version import __version__

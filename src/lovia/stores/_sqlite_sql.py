@@ -20,6 +20,7 @@ from .base import (
     check_version,
     lease_lost,
 )
+from .session_labels import SQLITE_SESSION_LABELS_DDL
 from .spend import SQLITE_SPEND_DDL
 
 COLS = ", ".join(RUN_COLUMNS)
@@ -175,6 +176,7 @@ def _create_schema(conn: sqlite3.Connection) -> None:
     _add_parent_link(conn)
     conn.execute(TOMBSTONES)
     conn.execute(SQLITE_SPEND_DDL)  # spend limits' ledger (stores made before it get it here)
+    conn.execute(SQLITE_SESSION_LABELS_DDL)  # likewise
 
 
 # -- migrations (in place; each is idempotent and runs inside the init transaction) ----
@@ -221,6 +223,9 @@ def _add_parent_link(conn: sqlite3.Connection) -> None:
         if name not in columns:
             conn.execute(f"ALTER TABLE runs ADD COLUMN {name} TEXT")
     conn.execute("CREATE INDEX IF NOT EXISTS runs_parent ON runs (parent_run_id)")
+
+
+RELEASE = "UPDATE leases SET owner = '', expires_at = 0 WHERE run_id = ? AND owner = ?"
 
 
 def exec_(conn: sqlite3.Connection, sql: str, params: Sequence[Any]) -> int:
@@ -330,6 +335,27 @@ def segment(conn: sqlite3.Connection, params: tuple[Any, ...], fence: int | None
         ).rowcount
         > 0
     )
+
+
+def end(
+    conn: sqlite3.Connection,
+    row: tuple[Any, ...],
+    result: str | None,
+    fence: int | None,
+    rows: list[tuple[str, int, str]],
+    segment_params: tuple[Any, ...] | None,
+    owner: str | None,
+) -> None:
+    """A run's end in one transaction: its last records, outcome, session segment and the
+    release of its lease (a refused fence raises before anything is written)."""
+    run_id = row[0]
+    if rows:
+        append(conn, run_id, rows, fence)
+    finish(conn, row, result, fence)
+    if segment_params is not None:
+        segment(conn, segment_params, fence)
+    if owner is not None:
+        conn.execute(RELEASE, (run_id, owner))
 
 
 def acquire(conn: sqlite3.Connection, run_id: str, owner: str, ttl_s: float) -> int | None:

@@ -40,6 +40,7 @@ __all__ = [
     "ReadOnlyStore",
     "RecordKind",
     "RunInfo",
+    "RunEnd",
     "RunQueries",
     "RunSnapshot",
     "RunStatus",
@@ -50,6 +51,7 @@ __all__ = [
     "Tombstone",
     "check_version",
     "damaged",
+    "end_run",
     "lease_lost",
     "prune_statuses",
     "renew_many",
@@ -150,6 +152,10 @@ unknown; when set, ``cost_usd`` is a lower bound and surfaces show the cost as u
 LABELS_KEY = "labels"
 """``RunInfo.extra`` key: the run's attribution labels (``{"tenant": "acme"}``);
 ``list_runs(labels=...)`` filters on them."""
+DEPS_KEY = "deps_key"
+"""``RunInfo.extra`` key: the ``deps_key`` the run's deps were built from (a task queue's
+``deps(deps_key)`` factory), so a queue's sweep re-queues the run with it. Stored only
+here: never on spans, metrics or logs."""
 USAGE_MISSING_KEY = "usage_missing"
 """``RunInfo.extra`` key, ``True`` when a provider reported no usage for a call of the run:
 its token counts are incomplete and surfaces show them as unknown."""
@@ -236,6 +242,50 @@ async def renew_many(cp: Leases, leases: Sequence[Lease], ttl_s: float) -> set[s
     return {
         run_id for run_id, owner, fence in leases if not await cp.renew(run_id, owner, fence, ttl_s)
     }
+
+
+@dataclass(frozen=True, slots=True)
+class RunEnd:
+    """Everything the end of a run writes: its last records, its outcome, its session
+    segment and the release of its lease, for :func:`end_run`."""
+
+    info: RunInfo
+    result: dict[str, Any] | None
+    fence: int | None = None
+    records: Sequence[CheckpointRecord] = ()
+    """Records noted since the last append, written before the outcome."""
+    session_id: str | None = None
+    """When set, the run's segment (``entries``) is written to this session of the same
+    store, once, under the same fence."""
+    entries: Sequence[TranscriptEntry] = ()
+    release: str | None = None
+    """The lease owner whose lease is freed after the writes (None: keep the lease)."""
+
+
+class _EndsRuns(Protocol):
+    async def end_run(self, end: RunEnd) -> int: ...
+
+
+async def end_run(cp: Checkpointer, end: RunEnd) -> int:
+    """Write a run's end; the bytes of its records.
+
+    Calls the store's optional ``end_run`` (SQLite and PostgreSQL have it: everything in
+    one transaction, one round trip), else ``append``, ``finish``, ``append_segment`` and
+    ``release`` in that order (``append_segment`` when ``session_id`` is set: the store
+    must then also be a :class:`SessionStore`). Either way a write refused by the fence
+    raises :class:`~lovia.errors.LeaseLost`; in one transaction nothing is written then.
+    """
+    if getattr(cp, "end_run", None) is not None:
+        return await cast("_EndsRuns", cp).end_run(end)
+    run_id = end.info.run_id
+    size = await cp.append(run_id, end.records, fence=end.fence) if end.records else 0
+    await cp.finish(end.info, end.result, fence=end.fence)
+    if end.session_id is not None:
+        session = cast("SessionStore", cp)
+        await session.append_segment(end.session_id, run_id, end.entries, fence=end.fence)
+    if end.release is not None:
+        await cp.release(run_id, end.release)
+    return size
 
 
 @runtime_checkable

@@ -60,6 +60,7 @@ class MemoryStore:
         self._tombstones: dict[str, Tombstone] = {}
         self._created = 0
         self._spend = MemorySpend()
+        self._session_labels: dict[str, dict[str, str]] = {}
 
     def __repr__(self) -> str:
         return f"MemoryStore({len(self._runs)} runs, {len(self._sessions)} sessions)"
@@ -270,6 +271,14 @@ class MemoryStore:
         """Every segment's entries, in the order the segments were written."""
         segments = self._sessions.get(session_id, [])
         return join_segments(session_id, [(version, text) for _, version, text in segments])
+
+    async def session_labels(
+        self, session_id: str, record: Mapping[str, str] | None = None
+    ) -> dict[str, str]:
+        """The session's labels; ``record`` becomes them when it has none."""
+        if record and session_id not in self._session_labels:
+            self._session_labels[session_id] = dict(record)
+        return dict(self._session_labels.get(session_id, {}))
 
     async def append_segment(
         self,

@@ -19,11 +19,12 @@ Any other option is a ``UserError`` unless it is a connection option asyncpg rea
 (``sslmode``, ``sslrootcert``, ``target_session_attrs``, …).
 
 Tables are created on first use (``lovia_meta``, ``lovia_runs``, ``lovia_records``,
-``lovia_leases``, ``lovia_sessions``) under an advisory lock, so many workers may
-start at once (``read_only=True`` creates nothing: it checks the tables exist and runs
-every transaction read-only). Payloads use the ``json`` type rather than ``jsonb``: ``jsonb`` cannot
-hold ``\\u0000`` (transcripts may) and re-orders keys, while ``json`` keeps the exact
-text that was written and still works with ``->``/``->>`` in SQL.
+``lovia_leases``, ``lovia_sessions``, ``lovia_session_labels``, …) under an advisory
+lock, so many workers may start at once (``read_only=True`` creates nothing: it checks
+the tables exist and runs every transaction read-only). Payloads use the ``json`` type
+rather than ``jsonb``: ``jsonb`` cannot hold ``\\u0000`` (transcripts may) and re-orders
+keys, while ``json`` keeps the exact text that was written and still works with
+``->``/``->>`` in SQL.
 
 Every call is one round trip and atomic on its own (a connection goes back to the pool
 without asyncpg's reset query: the store keeps no session state on it — no session
@@ -50,6 +51,7 @@ from typing import Any, Protocol
 
 from ..errors import RunNotFound, StoreError, UserError
 from ..transcript import TranscriptEntry
+from . import _pg_sql as sq
 from ._codec import (
     RUN_COLUMNS,
     decode_record,
@@ -65,10 +67,9 @@ from ._codec import (
 from ._pg_notify import Notifier, Watch
 from ._pg_options import PgOptions, parse_url
 from .base import (
-    PRUNED_KEY,
-    RESUMABLE_SQL,
     SCHEMA_VERSION,
     CheckpointRecord,
+    RunEnd,
     RunInfo,
     RunSnapshot,
     Tombstone,
@@ -76,7 +77,8 @@ from .base import (
     lease_lost,
     prune_statuses,
 )
-from .spend import PG_SPEND_DDL, pg_reserve, pg_settle, pg_spent
+from .session_labels import decode_labels, encode_labels, pg_session_labels
+from .spend import pg_reserve, pg_settle, pg_spent
 
 __all__ = ["PostgresStore"]
 
@@ -89,96 +91,6 @@ async def _no_reset(conn: Any) -> None:
     connections), so its default reset (``pg_advisory_unlock_all(); CLOSE ALL;
     UNLISTEN *; RESET ALL``) would cost a round trip per call for nothing.
     """
-
-
-_COLS = ", ".join(RUN_COLUMNS)
-_LOCK_KEY = 0x6C6F766961  # "lovia": serializes schema creation across workers
-_NOW = "extract(epoch FROM clock_timestamp())::float8"
-_DDL = """
-CREATE SCHEMA IF NOT EXISTS {s};
-CREATE TABLE IF NOT EXISTS {s}.lovia_meta (key text PRIMARY KEY, value text NOT NULL);
-CREATE TABLE IF NOT EXISTS {s}.lovia_runs (
-    run_id text PRIMARY KEY, agent text NOT NULL, session_id text,
-    status text NOT NULL, finish_reason text, error_type text,
-    turns integer NOT NULL DEFAULT 0, input_tokens bigint NOT NULL DEFAULT 0,
-    output_tokens bigint NOT NULL DEFAULT 0, cost_usd float8 NOT NULL DEFAULT 0,
-    started_at float8 NOT NULL, ended_at float8, trace_id text, span_id text,
-    history_len integer NOT NULL DEFAULT 0, version integer NOT NULL,
-    extra json NOT NULL DEFAULT '{{}}', result json,
-    n_records bigint NOT NULL DEFAULT 0
-);
-CREATE INDEX IF NOT EXISTS lovia_runs_started ON {s}.lovia_runs (started_at);
-CREATE INDEX IF NOT EXISTS lovia_runs_session ON {s}.lovia_runs (session_id, started_at);
-CREATE INDEX IF NOT EXISTS lovia_runs_trace ON {s}.lovia_runs (trace_id);
-CREATE INDEX IF NOT EXISTS lovia_runs_ended ON {s}.lovia_runs (ended_at);
-CREATE TABLE IF NOT EXISTS {s}.lovia_records (
-    run_id text NOT NULL, seq bigint NOT NULL, version integer NOT NULL,
-    kind text NOT NULL, data json NOT NULL, PRIMARY KEY (run_id, seq)
-);
-CREATE TABLE IF NOT EXISTS {s}.lovia_leases (
-    run_id text PRIMARY KEY, owner text NOT NULL, expires_at float8 NOT NULL
-);
-CREATE TABLE IF NOT EXISTS {s}.lovia_sessions (
-    seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    session_id text NOT NULL, run_id text NOT NULL, version integer NOT NULL,
-    entries json NOT NULL, created_at float8 NOT NULL, UNIQUE (session_id, run_id)
-);
-CREATE TABLE IF NOT EXISTS {s}.lovia_pruned (
-    run_id text PRIMARY KEY, status text NOT NULL, ended_at float8, pruned_at float8 NOT NULL
-);
-"""
-_MIGRATE = (
-    """
-ALTER TABLE {s}.lovia_leases ADD COLUMN IF NOT EXISTS token bigint NOT NULL DEFAULT 0;
-ALTER TABLE {s}.lovia_runs ADD COLUMN IF NOT EXISTS parent_run_id text;
-ALTER TABLE {s}.lovia_runs ADD COLUMN IF NOT EXISTS parent_call_id text;
-CREATE INDEX IF NOT EXISTS lovia_runs_parent ON {s}.lovia_runs (parent_run_id);
-CREATE OR REPLACE FUNCTION {s}.lovia_acquire_v1(p_run text, p_owner text, p_ttl float8)
-RETURNS bigint LANGUAGE plpgsql VOLATILE AS $lovia$
-DECLARE
-    holder text;
-    live boolean;
-    next_token bigint;
-BEGIN
-    INSERT INTO {s}.lovia_leases (run_id, owner, expires_at) VALUES (p_run, '', 0)
-        ON CONFLICT DO NOTHING;
-    SELECT l.owner, l.expires_at > {now}, l.token + 1 INTO holder, live, next_token
-        FROM {s}.lovia_leases AS l WHERE l.run_id = p_run FOR UPDATE;
-    IF live AND holder <> p_owner THEN
-        RETURN NULL;
-    END IF;
-    -- a new statement, a new snapshot: sees a finish that held the lease row
-    IF EXISTS (SELECT 1 FROM {s}.lovia_runs AS r WHERE r.run_id = p_run
-               AND r.status = 'completed') THEN
-        RETURN NULL;
-    END IF;
-    UPDATE {s}.lovia_leases AS l SET owner = p_owner, expires_at = {now} + p_ttl,
-        token = next_token WHERE l.run_id = p_run;
-    RETURN next_token;
-END
-$lovia$;
-"""
-    + PG_SPEND_DDL
-)
-"""In-place migrations, run after ``_DDL`` under the same lock (each is idempotent).
-Fencing: each lease row keeps its run's last fencing token. Agents as tools: the
-parent → child run link, on schemas made without it. ``lovia_acquire_v1``: a lease
-grant in one round trip (a changed body gets a new name)."""
-_CURRENT = """
-SELECT (SELECT count(*) FROM information_schema.columns WHERE table_schema = $1 AND (
-        (table_name = 'lovia_leases' AND column_name = 'token')
-        OR (table_name = 'lovia_runs' AND column_name IN ('parent_run_id', 'parent_call_id'))))
-    + (SELECT count(*) FROM pg_indexes WHERE schemaname = $1 AND indexname = 'lovia_runs_parent')
-    + (SELECT count(*) FROM information_schema.tables WHERE table_schema = $1
-       AND table_name IN ('lovia_records', 'lovia_sessions', 'lovia_pruned', 'lovia_spend'))
-    + (CASE WHEN to_regclass($2) IS NULL THEN 0 ELSE 1 END)
-    + (SELECT count(*) FROM pg_proc AS p JOIN pg_namespace AS n ON n.oid = p.pronamespace
-       WHERE n.nspname = $1 AND p.proname = 'lovia_acquire_v1')
-"""
-"""How many of the newest schema's parts exist (``_CURRENT_PARTS`` when nothing is missing)."""
-_CURRENT_PARTS = 10
-_PROBE = "SELECT 1 FROM (SELECT pg_notify($1, $2)) AS n"
-"""A notification sent through the pool (its ``void`` column unread: no type look-up)."""
 
 
 def _hint(exc: BaseException) -> str:
@@ -221,133 +133,6 @@ def _import_asyncpg() -> Any:
         ) from exc
 
 
-def _fence(leases: str, n: int, run: str = "$1") -> str:
-    """A fenced write's CTE: ``fence`` rows exist only while ``$n`` is the lease token of
-    run ``run`` (and share-lock it until commit)."""
-    return f"fence AS (SELECT 1 FROM {leases} WHERE run_id = {run} AND token = ${n} FOR SHARE)"
-
-
-def _fenced(n: int) -> str:
-    """True when no fence was given (``$n`` is NULL) or it held (see :func:`_fence`)."""
-    return f"(${n}::bigint IS NULL OR EXISTS (SELECT 1 FROM fence))"
-
-
-class _Sql:
-    """Statements with this store's schema-qualified table names."""
-
-    def __init__(self, schema: str) -> None:
-        s = f'"{schema}"'
-        self.ddl = _DDL.format(s=s) + _MIGRATE.format(s=s, now=_NOW)
-        self.channel = f"lovia_{schema}"[:63]
-        self.meta = f"{s}.lovia_meta"
-        self.runs = f"{s}.lovia_runs"
-        self.spend = f"{s}.lovia_spend"
-        records, leases, sessions = f"{s}.lovia_records", f"{s}.lovia_leases", f"{s}.lovia_sessions"
-        self._run_writes(records, leases)
-        self._reads(records, sessions)
-        self._leases(leases)
-        self._retention(records, leases)
-        self.append_segment = (
-            f"WITH {_fence(leases, 6, run='$2')}, "
-            f"ins AS (INSERT INTO {sessions} (session_id, run_id, version, entries, created_at) "
-            f"SELECT $1, $2, $3, $4::json, $5 WHERE {_fenced(6)} "
-            "ON CONFLICT (session_id, run_id) DO NOTHING RETURNING 1) "
-            f"SELECT EXISTS (SELECT 1 FROM ins), {_fenced(6)}"
-        )
-
-    def _run_writes(self, records: str, leases: str) -> None:
-        runs = self.runs
-        marks = ", ".join(f"${i}" for i in range(1, len(RUN_COLUMNS) + 1))
-        marks = marks.replace("$17", "$17::json")
-        self.begin = f"INSERT INTO {runs} ({_COLS}) VALUES ({marks}) ON CONFLICT DO NOTHING"
-        updates = ", ".join(f"{c} = excluded.{c}" for c in (*RUN_COLUMNS[1:], "result"))
-        n_result, n_fence = len(RUN_COLUMNS) + 1, len(RUN_COLUMNS) + 2
-        self.finish = (
-            f"WITH {_fence(leases, n_fence)}, up AS (INSERT INTO {runs} ({_COLS}, result) "
-            f"SELECT {marks}, ${n_result}::json WHERE {_fenced(n_fence)} "
-            f"ON CONFLICT (run_id) DO UPDATE SET {updates} RETURNING run_id) "
-            f"SELECT 1 FROM up, LATERAL (SELECT pg_notify('{self.channel}', up.run_id)) AS n"
-        )
-        self.append = (
-            f"WITH {_fence(leases, 5)}, "
-            f"run AS (UPDATE {runs} SET n_records = n_records + cardinality($2::text[]) "
-            f"WHERE run_id = $1 AND {_fenced(5)} "
-            "RETURNING n_records - cardinality($2::text[]) AS start), "
-            f"ins AS (INSERT INTO {records} (run_id, seq, kind, version, data) "
-            "SELECT $1, run.start + r.ord, r.kind, r.version::int, r.data::json FROM run, "
-            "unnest($2::text[], $3::text[], $4::text[]) "
-            "WITH ORDINALITY AS r(kind, version, data, ord)) "
-            f"SELECT EXISTS (SELECT 1 FROM run), {_fenced(5)}"
-        )
-
-    def _reads(self, records: str, sessions: str) -> None:
-        runs = self.runs
-        cols = ", ".join(f"r.{c}" for c in RUN_COLUMNS)
-        self.load_run = (
-            f"SELECT {cols}, r.result, a.seqs, a.versions, a.kinds, a.datas FROM {runs} AS r "
-            "LEFT JOIN LATERAL (SELECT array_agg(seq::text ORDER BY seq) AS seqs, "
-            "array_agg(version::text ORDER BY seq) AS versions, "
-            "array_agg(kind ORDER BY seq) AS kinds, "
-            f"array_agg(data::text ORDER BY seq) AS datas FROM {records} AS c "
-            "WHERE c.run_id = r.run_id AND c.seq <= r.n_records) AS a ON true "
-            "WHERE r.run_id = $1"
-        )
-        self.by_trace = (
-            f"SELECT {_COLS} FROM {runs} WHERE trace_id = $1 ORDER BY started_at DESC LIMIT 1"
-        )
-        self.load_session = (
-            f"SELECT version, entries FROM {sessions} WHERE session_id = $1 ORDER BY seq"
-        )
-
-    def _leases(self, leases: str) -> None:
-        self.acquire = f"SELECT {self.runs.rsplit('.', 1)[0]}.lovia_acquire_v1($1, $2, $3)"
-        self.renew = (
-            f"UPDATE {leases} SET expires_at = {_NOW} + $4::float8 "
-            "WHERE run_id = $1 AND owner = $2 AND token = $3"
-        )
-        self.renew_many = (
-            f"UPDATE {leases} AS l SET expires_at = {_NOW} + $4::float8 "
-            "FROM unnest($1::text[], $2::text[], $3::text[]) AS r(run_id, owner, token) "
-            "WHERE l.run_id = r.run_id AND l.owner = r.owner AND l.token = r.token::bigint "
-            "RETURNING l.run_id"
-        )
-        self.release = (
-            f"UPDATE {leases} SET owner = '', expires_at = 0 WHERE run_id = $1 AND owner = $2"
-        )
-        self.lease_holder = f"SELECT owner FROM {leases} WHERE run_id = $1 AND expires_at > {_NOW}"
-
-    def _retention(self, records: str, leases: str) -> None:
-        """``delete`` / ``drop_records``: prune statements; ``{where}`` picks the runs."""
-        runs = self.runs
-        cascade = (
-            f"r AS (DELETE FROM {records} WHERE run_id IN (SELECT run_id FROM gone)), "
-            f"l AS (DELETE FROM {leases} WHERE run_id IN (SELECT run_id FROM gone)) "
-            "SELECT count(*) FROM gone"
-        )
-        self.delete = (
-            f"WITH gone AS (DELETE FROM {runs} WHERE {{where}} RETURNING run_id), {cascade}"
-        )
-        pruned = self.runs.replace("lovia_runs", "lovia_pruned")
-        self.prune_delete = (
-            f"WITH gone AS (DELETE FROM {runs} WHERE {{where}} "
-            "RETURNING run_id, status, ended_at), "
-            f"t AS (INSERT INTO {pruned} (run_id, status, ended_at, pruned_at) "
-            f"SELECT run_id, status, ended_at, {_NOW} FROM gone ON CONFLICT (run_id) DO UPDATE "
-            "SET status = excluded.status, ended_at = excluded.ended_at, "
-            f"pruned_at = excluded.pruned_at), {cascade}"
-        )
-        self.tombstone = (
-            f"SELECT run_id, status, ended_at, pruned_at FROM {pruned} WHERE run_id = $1"
-        )
-        self.resumable = RESUMABLE_SQL.format(records=records, runs=runs)
-        self.drop_records = (
-            f"WITH gone AS (UPDATE {runs} SET extra = (extra::jsonb || "
-            f"jsonb_build_object('{PRUNED_KEY}', {_NOW}))::json "
-            f"WHERE {{where}} AND extra::jsonb->'{PRUNED_KEY}' IS NULL RETURNING run_id), "
-            f"{cascade}"
-        )
-
-
 class PostgresStore:
     """Session and checkpoint store in PostgreSQL (see the module docs)."""
 
@@ -357,7 +142,7 @@ class PostgresStore:
         self.read_only = read_only
         self.options: PgOptions = parse_url(url)
         self.schema = self.options.schema
-        self._sql = _Sql(self.schema)
+        self._sql = sq.Sql(self.schema)
         self._errors: tuple[type[BaseException], ...] = (
             OSError,
             self._asyncpg.PostgresError,
@@ -439,7 +224,7 @@ class PostgresStore:
             if not await self._schema_current(conn):
                 # DDL takes ACCESS EXCLUSIVE locks: run it only when something is missing,
                 # never beside live writers of an up-to-date schema (a deadlock with them)
-                await conn.execute("SELECT pg_advisory_xact_lock($1)", _LOCK_KEY)
+                await conn.execute("SELECT pg_advisory_xact_lock($1)", sq.LOCK_KEY)
                 await conn.execute(self._sql.ddl)
             found = await conn.fetchval(
                 f"SELECT value FROM {self._sql.meta} WHERE key = 'schema_version'"
@@ -454,8 +239,8 @@ class PostgresStore:
 
     async def _schema_current(self, conn: _Conn) -> bool:
         """True when every table, migrated column and index of this lovia is there."""
-        count = await conn.fetchval(_CURRENT, self.schema, f'"{self.schema}".lovia_meta')
-        return count == _CURRENT_PARTS
+        count = await conn.fetchval(sq.CURRENT, self.schema, f'"{self.schema}".lovia_meta')
+        return count == sq.CURRENT_PARTS
 
     async def _check_schema(self, pool: _Pool) -> None:
         """Read-only: lovia's tables must already be there (nothing is created)."""
@@ -525,6 +310,28 @@ class PostgresStore:
         if written is None and fence is not None:
             raise lease_lost(info.run_id, fence)
 
+    async def end_run(self, end: RunEnd) -> int:
+        """A run's last records, outcome, session segment and lease release in one
+        statement; the records' bytes (see :func:`~lovia.stores.base.end_run`)."""
+        info = end.info
+        run_id = info.run_id
+        data = None if end.result is None else dump_json(end.result, f"result of run {run_id}")
+        rows, size = encode_records(run_id, end.records)
+        kinds = [kind for kind, _, _ in rows]
+        versions = [str(version) for _, version, _ in rows]
+        datas = [data_ for _, _, data_ in rows]
+        text = None if end.session_id is None else encode_entries(end.session_id, end.entries)
+        async with self._db() as db:
+            fenced, written, _ = await db.fetchrow(
+                self._sql.end, *info_row(info), data, end.fence, kinds, versions, datas,
+                end.session_id, SCHEMA_VERSION, text, time.time(), end.release,
+            )  # fmt: skip
+        if end.fence is not None and not fenced:
+            raise lease_lost(run_id, end.fence)
+        if not written:
+            raise RunNotFound(f"no run {run_id!r} to append to", hint="Call begin() first.")
+        return size
+
     async def acquire(self, run_id: str, owner: str, ttl_s: float) -> int | None:
         """Grant a lease with the next fencing token; None while another owner's lease
         is unexpired or the run is completed."""
@@ -586,7 +393,7 @@ class PostgresStore:
         )
         params.append(limit)
         sql = (
-            f"SELECT {_COLS} FROM {self._sql.runs} {where} "
+            f"SELECT {sq.COLS} FROM {self._sql.runs} {where} "
             f"ORDER BY started_at DESC, run_id DESC LIMIT ${len(params)}"
         )
         async with self._db() as db:
@@ -669,6 +476,36 @@ class PostgresStore:
             rows = await db.fetch(self._sql.load_session, session_id)
         return join_segments(session_id, [(row[0], row[1]) for row in rows])
 
+    async def open_session(
+        self, session_id: str, record: Mapping[str, str] | None = None
+    ) -> tuple[list[TranscriptEntry], dict[str, str]]:
+        """The session's history and labels in one statement (after recording ``record``
+        as its labels when it has none: one more)."""
+        if record or self.read_only:
+            return await self.load_session(session_id), await self.session_labels(
+                session_id, record
+            )
+        async with self._db() as db:
+            labels, versions, texts = await db.fetchrow(self._sql.open_session, session_id)
+        rows = list(zip((int(v) for v in versions or ()), texts or (), strict=True))
+        return join_segments(session_id, rows), decode_labels(session_id, labels)
+
+    async def session_labels(
+        self, session_id: str, record: Mapping[str, str] | None = None
+    ) -> dict[str, str]:
+        """The session's labels; ``record`` becomes them when it has none."""
+        text = encode_labels(record) if record else None
+        try:
+            async with self._db() as db:
+                found = await pg_session_labels(
+                    db, self._sql.session_labels, session_id, text, time.time()
+                )
+        except StoreError:
+            if not self.read_only:
+                raise
+            return {}  # a read-only open of a schema made before session labels
+        return decode_labels(session_id, found)
+
     async def append_segment(
         self,
         session_id: str,
@@ -732,7 +569,7 @@ class PostgresStore:
 
             async def send(channel: str, payload: str) -> None:
                 async with self._db() as db:
-                    await db.execute(_PROBE, channel, payload)
+                    await db.execute(sq.PROBE, channel, payload)
 
             self._notifier = Notifier(connect, self._sql.channel, send)
         return self._notifier

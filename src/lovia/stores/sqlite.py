@@ -56,11 +56,13 @@ from .base import (
     RESUMABLE_SQL,
     SCHEMA_VERSION,
     CheckpointRecord,
+    RunEnd,
     RunInfo,
     RunSnapshot,
     Tombstone,
     prune_statuses,
 )
+from .session_labels import decode_labels, encode_labels, sqlite_session_labels
 from .spend import sqlite_reserve, sqlite_settle, sqlite_spent
 
 __all__ = ["SQLiteStore", "sqlite_path"]
@@ -190,8 +192,23 @@ class SQLiteStore:
 
     async def release(self, run_id: str, owner: str) -> None:
         """Free the lease if ``owner`` holds it (its token is kept)."""
-        query = "UPDATE leases SET owner = '', expires_at = 0 WHERE run_id = ? AND owner = ?"
-        await self._write(sql.exec_, query, (run_id, owner))
+        await self._write(sql.exec_, sql.RELEASE, (run_id, owner))
+
+    async def end_run(self, end: RunEnd) -> int:
+        """A run's last records, outcome, session segment and lease release in one
+        transaction; the records' bytes (see :func:`~lovia.stores.base.end_run`)."""
+        info = end.info
+        row = info_row(info)
+        data = None if end.result is None else dump_json(end.result, f"result of run {info.run_id}")
+        rows, size = encode_records(info.run_id, end.records)
+        segment = None
+        text = ""
+        if end.session_id is not None:
+            text = encode_entries(end.session_id, end.entries)
+            segment = (end.session_id, info.run_id, SCHEMA_VERSION, text, time.time())
+        total = size + len(row[_EXTRA]) + len(data or "") + len(text)
+        await self._write(sql.end, row, data, end.fence, rows, segment, end.release, size=total)
+        return size
 
     async def list_runs(
         self,
@@ -286,6 +303,17 @@ class SQLiteStore:
         query = "SELECT version, entries FROM sessions WHERE session_id = ? ORDER BY seq"
         rows = await self._run(sql.fetch, query, (session_id,))
         return join_segments(session_id, rows)
+
+    async def session_labels(
+        self, session_id: str, record: Mapping[str, str] | None = None
+    ) -> dict[str, str]:
+        """The session's labels; ``record`` becomes them when it has none."""
+        if record:
+            text = encode_labels(record)
+            found = await self._write(sqlite_session_labels, session_id, text, time.time())
+        else:
+            found = await self._run(sqlite_session_labels, session_id, None, 0.0)
+        return decode_labels(session_id, found)
 
     async def append_segment(
         self,

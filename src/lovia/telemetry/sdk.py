@@ -18,7 +18,9 @@ from __future__ import annotations
 import atexit
 import importlib
 import logging
+import os
 import threading
+import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -207,6 +209,42 @@ def _metric_reader(kind: str, port: int, addr: str) -> tuple[Any, Any]:
     )
 
 
+INSTANCE_ID = "service.instance.id"
+_instance: tuple[int, str] | None = None
+
+
+def process_instance_id() -> str:
+    """A random ``service.instance.id`` for this process: the same for every
+    :func:`configure` call in it, a new one in a forked child.
+
+    Without it every process of a service reports the same resource, so the collector's
+    Prometheus exporter gives two processes' series the same labels (the later one
+    replaces the earlier); with it each process's series carry their own ``instance``.
+    """
+    global _instance
+    pid = os.getpid()
+    if _instance is None or _instance[0] != pid:
+        _instance = (pid, str(uuid.uuid4()))
+    return _instance[1]
+
+
+def _resource(service_name: str, extra: Mapping[str, Any] | None) -> Any:
+    """The process's resource: ``OTEL_RESOURCE_ATTRIBUTES``, lovia's attributes and
+    ``extra`` over them, and a ``service.instance.id`` when none of them set one."""
+    from opentelemetry.sdk.resources import Resource
+
+    attrs: dict[str, Any] = {
+        "service.name": service_name,
+        A.PRICE_TABLE_VERSION: price_table_version(),
+        A.VERSION: A.TELEMETRY_VERSION,
+        **(extra or {}),
+    }
+    resource = Resource.create(attrs)  # OTEL_RESOURCE_ATTRIBUTES, then attrs on top
+    if not resource.attributes.get(INSTANCE_ID):  # older SDKs add none of their own
+        resource = resource.merge(Resource({INSTANCE_ID: process_instance_id()}))
+    return resource
+
+
 def _metrics_kind(metrics: Metrics, exporter: Exporter) -> str | None:
     if metrics is False or metrics == "none":
         return None
@@ -240,6 +278,9 @@ def configure(
     - ``capture_content`` / ``scrub``: see ``lovia.telemetry.content``. With ``otlp`` (or
       ``console``) a ``LoggerProvider`` is set up too: content events (``EVENT_ONLY`` /
       ``SPAN_AND_EVENT``) go to the OTLP logs endpoint (``OTEL_EXPORTER_OTLP_*``).
+    - ``resource_attributes`` go on top of ``OTEL_RESOURCE_ATTRIBUTES``; without a
+      ``service.instance.id`` from either, the process gets a random one (a UUID, the
+      same for every call in the process), so each process's series stay its own.
     - ``set_global=False`` only builds the providers (pass them to ``Runner.run``).
     - ``shutdown_timeout``: the longest ``Telemetry.shutdown()`` — which also runs at
       process exit — waits for exporters (seconds, default 5).
@@ -251,16 +292,9 @@ def configure(
             hint="Pass e.g. shutdown_timeout=5.0.",
         )
     from opentelemetry.sdk.metrics import MeterProvider
-    from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
 
-    attrs: dict[str, Any] = {
-        "service.name": service_name,
-        A.PRICE_TABLE_VERSION: price_table_version(),
-        A.VERSION: A.TELEMETRY_VERSION,
-    }
-    attrs.update(resource_attributes or {})
-    resource = Resource.create(attrs)
+    resource = _resource(service_name, resource_attributes)
     path = path_from_url(local_path) if local_path is not None else None
     processor = _span_processor(exporter, path)
     # our own exit hook replaces the SDK's unbounded ones (shutdown_on_exit=False)

@@ -64,7 +64,9 @@ async def execute_run(
     worker: str = "",
     on_event: Callable[[Event], None] | None = None,
 ) -> Outcome:
-    """Run one task (``run_id``, ``input``, ``session_id``) to its end; name the outcome.
+    """Run one task (``run_id``, ``input``, ``session_id``, ``labels``, ``deps_key``) to
+    its end; name the outcome. ``deps_key`` (built into ``deps`` by the caller) is stored
+    in the run's row (``RunInfo.extra["deps_key"]``), so a sweep re-queues the run with it.
 
     The store is the checkpointer and the session store, so a task delivered again
     resumes (or replays) its run. Errors that a later delivery could fix (another
@@ -84,6 +86,7 @@ async def execute_run(
             session_id=task.get("session_id"),
             cancel_token=token,
             labels=task.get("labels"),  # checked again: a task is data from the queue
+            deps_key=task.get("deps_key"),  # recorded with the run: a sweep re-queues with it
         )
         if on_event is not None:
             async for event in handle:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import UserError
 from ..labels import check_labels
+from ..runner import check_deps_key
 from ..stores import Store
 from ..stores import store as open_store
 from ..stores.base import RunSnapshot
@@ -67,10 +68,13 @@ class RunQueue:
 
         ``input`` is a str, an ``InputEntry`` or a list of them. ``run_id`` (generated
         when absent) is the idempotency key: submitting it again is safe. ``deps_key``
-        is handed to the worker's ``deps`` factory. ``labels``: the run's attribution
-        labels (checked here, so a bad one fails the caller, not a worker).
+        (at most 256 printable characters) is handed to the worker's ``deps`` factory
+        and stored with the run (``RunInfo.extra["deps_key"]``). ``labels``: the run's
+        attribution labels. Both are checked here, so a bad one fails the caller, not a
+        worker.
         """
         checked = check_labels(labels)
+        check_deps_key(deps_key)
         run_id = run_id or secrets.token_hex(16)
         task = {
             "v": 1,

@@ -18,6 +18,7 @@ from .. import lease_ttl
 from ..agent import Agent
 from ..context import CancelToken
 from ..errors import UserError
+from ..runner import check_deps_key
 from ..stores import Store
 from ..stores import store as open_store
 from ..stores.lifecycle import list_lives
@@ -35,6 +36,9 @@ Message = tuple[str, dict[str, str]]
 _ACK = frozenset(
     {"completed", "replayed", "failed", "paused", "unknown_agent", "malformed", "refused"}
 )
+BAD_DEPS_KEY = "bad_deps_key"
+"""The outcome (and dead-letter reason) of a task whose ``deps_key`` is not a str of at
+most 256 printable characters: its run is dead-lettered, the factory never called."""
 _LAST_ERROR_TTL_S = 86400
 _FRONT_IDLE_MS = 10 * 365 * 86400 * 1000
 """The idle time given to a task handed back: any worker's next ``XAUTOCLAIM`` takes it,
@@ -58,7 +62,13 @@ class Worker:
     looks in the store for interrupted runs of this queue and takes them over.
 
     ``stats`` counts outcomes: completed, replayed, failed, paused, lease_held, retry,
-    cancelled, error, unknown_agent, malformed, refused, requeued, swept, dead_lettered.
+    cancelled, error, unknown_agent, bad_deps_key, malformed, refused, requeued, swept,
+    dead_lettered.
+
+    A task's ``deps_key`` is checked before ``deps`` sees it (a str of at most 256
+    printable characters): a bad one dead-letters the run (``bad_deps_key``). The key
+    is stored with the run (``RunInfo.extra["deps_key"]``); the sweep re-queues the
+    run's pending task, which still carries it.
     """
 
     def __init__(
@@ -258,20 +268,18 @@ class Worker:
     async def _give_up(
         self, msg_id: str, fields: dict[str, str], deliveries: int, reason: str, kills: int = 0
     ) -> None:
-        """Dead-letter a task: to ``<stream>:dead``, and its run marked in the store
-        (an unknown agent's run is already stored as failed with ``UnknownAgent``)."""
+        """Dead-letter a task: its run marked in the store (an unknown agent's run is
+        already stored as failed with ``UnknownAgent``), then to ``<stream>:dead``: a
+        dead letter anyone sees is already marked in the store."""
         assert self._db is not None
         q = self.queue
-        await self._to_dead(msg_id, fields, {"deliveries": str(deliveries), "reason": reason})
-        self.stats["dead_lettered"] += 1
-        self._metrics.dead_lettered(reason)
         try:
             task: dict[str, Any] = json.loads(fields["task"])
-            run_id = str(task["run_id"])
+            run_id: str | None = str(task["run_id"])
         except (KeyError, TypeError, ValueError):
-            return  # a malformed task has no run to mark
-        last: Any = await q.client.hget(q.errors_key, run_id)
-        if reason != "unknown_agent":
+            task, run_id = {}, None  # a malformed task has no run to mark
+        if run_id is not None and reason != "unknown_agent":
+            last: Any = await q.client.hget(q.errors_key, run_id)
             await mark_dead_lettered(
                 self._db,
                 task,
@@ -281,7 +289,11 @@ class Worker:
                 queue=q.stream,
                 kills=kills,
             )
-        await q.ack(msg_id, run_id, "dead_lettered")  # done with it: result() stops waiting
+        await self._to_dead(msg_id, fields, {"deliveries": str(deliveries), "reason": reason})
+        self.stats["dead_lettered"] += 1
+        self._metrics.dead_lettered(reason)
+        if run_id is not None:  # done with it: result() stops waiting
+            await q.ack(msg_id, run_id, "dead_lettered")
 
     async def _to_dead(self, msg_id: str, fields: dict[str, str], extra: dict[str, str]) -> None:
         """Move a task to ``<stream>:dead`` (with ``extra`` fields) and acknowledge it."""
@@ -336,7 +348,7 @@ class Worker:
     ) -> None:
         """Acknowledge, dead-letter, hand back or leave pending, as the outcome says."""
         try:
-            if outcome == "unknown_agent":
+            if outcome in ("unknown_agent", BAD_DEPS_KEY):  # no delivery fixes it
                 await self._give_up(msg_id, fields, 1, outcome)
             if outcome == "cancelled" and not (self._stopping and token.reason == _SHUTDOWN):
                 outcome = "refused"  # cancelled by request: the task is done with
@@ -427,7 +439,13 @@ class Worker:
             shown = str(task["agent"])[:100]
             await record_unrunnable(self._db, run_id, shown, task.get("session_id"), str(exc), kind)
             return "unknown_agent"
-        deps = None if self.deps is None else self.deps(task.get("deps_key"))
+        try:  # data from the queue: checked before any factory sees it
+            deps_key = check_deps_key(task.get("deps_key"))
+        except UserError as exc:
+            logger.error("worker %s: run %s: %s; dead-lettered", self.name, run_id, exc)
+            await self._note_error(run_id, str(exc))
+            return BAD_DEPS_KEY
+        deps = None if self.deps is None else self.deps(deps_key)
         deps = await deps if inspect.isawaitable(deps) else deps
         return await execute_run(agent, task, self._db, deps=deps, token=token, worker=self.name)
 

@@ -27,9 +27,15 @@ class Backend(Protocol):
 
     name: str
 
-    async def submit(self, run_id: str, input: str, session_id: str) -> None: ...
+    async def submit(
+        self, run_id: str, input: str, session_id: str, deps_key: str | None = None
+    ) -> None: ...
 
-    def start_worker(self, name: str, concurrency: int = 4) -> subprocess.Popen[bytes]: ...
+    def start_worker(
+        self, name: str, concurrency: int = 4, *, deps: bool = False
+    ) -> subprocess.Popen[bytes]:
+        """A worker process; ``deps``: with ``conformance_agent:deps`` as its factory."""
+        ...
 
     async def result(self, run_id: str, timeout_s: float) -> RunSnapshot: ...
 
@@ -106,10 +112,16 @@ class RedisStreams(Common):
         await self.queue.client.ping()  # type: ignore[reportUnknownMemberType]
         await self.queue.ensure_group()
 
-    async def submit(self, run_id: str, input: str, session_id: str) -> None:
-        await self.queue.submit("adder", input, run_id=run_id, session_id=session_id)
+    async def submit(
+        self, run_id: str, input: str, session_id: str, deps_key: str | None = None
+    ) -> None:
+        await self.queue.submit(
+            "adder", input, run_id=run_id, session_id=session_id, deps_key=deps_key
+        )
 
-    def start_worker(self, name: str, concurrency: int = 4) -> subprocess.Popen[bytes]:
+    def start_worker(
+        self, name: str, concurrency: int = 4, *, deps: bool = False
+    ) -> subprocess.Popen[bytes]:
         q = self.queue
         return self.spawn(
             [sys.executable, str(HERE / "redis_worker.py")],
@@ -120,6 +132,8 @@ class RedisStreams(Common):
             LOVIA_CONFORMANCE_NAME=name,
             LOVIA_CONFORMANCE_CONCURRENCY=str(concurrency),
             LOVIA_CONFORMANCE_CLAIM_IDLE_S=str(self.claim_idle_s),
+            LOVIA_CONFORMANCE_SWEEP_S="1",
+            LOVIA_CONFORMANCE_DEPS="1" if deps else "",
         )
 
     async def result(self, run_id: str, timeout_s: float) -> RunSnapshot:
@@ -157,12 +171,21 @@ class CeleryRabbitMQ(Common):
 
         await asyncio.to_thread(connect)
 
-    async def submit(self, run_id: str, input: str, session_id: str) -> None:
+    async def submit(
+        self, run_id: str, input: str, session_id: str, deps_key: str | None = None
+    ) -> None:
         await asyncio.to_thread(
-            self.runs.submit, "conformance_agent:agent", input, run_id=run_id, session_id=session_id
+            self.runs.submit,
+            "conformance_agent:agent",
+            input,
+            run_id=run_id,
+            session_id=session_id,
+            deps_key=deps_key,
         )
 
-    def start_worker(self, name: str, concurrency: int = 4) -> subprocess.Popen[bytes]:
+    def start_worker(
+        self, name: str, concurrency: int = 4, *, deps: bool = False
+    ) -> subprocess.Popen[bytes]:
         args = [sys.executable, "-m", "celery", "-A", "celery_app", "worker", "--pool",
                 "threads", "--concurrency", str(concurrency), "-Q", self.queue_name,
                 "-n", f"{name}-{self.tag}@%h", "--without-mingle", "--without-gossip",
@@ -173,6 +196,7 @@ class CeleryRabbitMQ(Common):
             LOVIA_CONFORMANCE_BROKER=AMQP_URL,
             LOVIA_CONFORMANCE_QUEUE=self.queue_name,
             LOVIA_CONFORMANCE_RETRY_S=str(self.retry_s),
+            LOVIA_CONFORMANCE_DEPS="conformance_agent:deps" if deps else "",
         )
 
     async def result(self, run_id: str, timeout_s: float) -> RunSnapshot:

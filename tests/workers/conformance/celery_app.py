@@ -1,10 +1,11 @@
 """The Celery app a conformance ``celery worker`` process loads (``celery -A celery_app``).
 
 Configured by environment: ``LOVIA_CONFORMANCE_{BROKER,STORE,QUEUE,MAX_DELIVERIES,
-RETRY_S,SWEEP_S}`` and ``LOVIA_CONFORMANCE_CELERY_CONF`` (JSON: Celery settings the app
-makes itself, e.g. to measure a broker drop with Celery's own defaults); the submitter
-in the test builds the same ``CeleryRunQueue``. The worker
-has an OpenTelemetry SDK tracer (no exporter), so each stored run carries its trace id.
+RETRY_S,SWEEP_S,DEPS}`` (``DEPS``: the import path of the ``deps`` factory) and
+``LOVIA_CONFORMANCE_CELERY_CONF`` (JSON: Celery settings the app makes itself, e.g. to
+measure a broker drop with Celery's own defaults); the submitter in the test builds the
+same ``CeleryRunQueue``. The worker has an OpenTelemetry SDK tracer (no exporter), so
+each stored run carries its trace id.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ def make(
         max_deliveries=max_deliveries,
         retry_delay_s=retry_s,
         sweep_s=float(os.environ.get("LOVIA_CONFORMANCE_SWEEP_S", "1")),
+        deps=os.environ.get("LOVIA_CONFORMANCE_DEPS") or None,
     )
     return app, runs
 

@@ -8,6 +8,7 @@ processes can write at once):
 
 - ``tools.log``: ``<run_id> <a> <b>`` per ``add`` side effect (a tool run twice shows up)
 - ``completed.log``: ``<run_id>`` per run that completed (not replayed)
+- ``deps.log``: ``<deps_key>`` per call of :func:`deps` (a worker started with it)
 
 Traps, each firing once per test (a marker file made with ``O_EXCL``):
 - a run whose id starts with ``die-in-tool`` SIGKILLs its worker inside ``add``, after
@@ -91,3 +92,9 @@ def _model() -> OpenAIChat:
 
 
 agent = Agent(name="adder", model=_model(), tools=[add], hooks=hooks)
+
+
+def deps(deps_key: str | None) -> dict[str, str | None]:
+    """The ``deps`` factory of a worker started with deps: notes each key it is given."""
+    _append("deps.log", str(deps_key))
+    return {"tenant": deps_key}

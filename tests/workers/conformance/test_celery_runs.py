@@ -1,10 +1,14 @@
 """What only the Celery back-end has: cancellation by ``run_id`` across worker processes,
-the submitter's trace context carried into the run, and clear errors for bad setup."""
+the submitter's trace context carried into the run, clear errors for bad setup, and
+the sweep re-queueing a run with the ``deps_key`` stored with it."""
 
 from __future__ import annotations
 
 import asyncio
+import json
+import logging
 import os
+import secrets
 import signal
 import sys
 import time
@@ -23,8 +27,10 @@ import lovia._loop as loop_module
 from lovia import Agent, tool
 from lovia.errors import UserError
 from lovia.integrations.celery import CeleryRunQueue
+from lovia.integrations.celery._ops import sweep
 from lovia.integrations.celery._process import process_loop
 from lovia.integrations.celery._task import run_delivery
+from lovia.stores.base import RunInfo
 from lovia.telemetry import tracer as tracer_module
 from lovia.testing import FunctionModel, call
 
@@ -216,3 +222,97 @@ async def test_a_stalled_workers_run_is_taken_over_by_an_idle_worker(harness: Ha
     assert harness.lines("completed.log") == ["stall-run"]
     assert took < 25, f"taken over {took:.1f} s after the stall"
     print(f"\nstalled Celery worker's run completed by another worker {took:.1f} s after SIGSTOP")
+
+
+def deps_for(deps_key: str | None) -> dict[str, str | None]:
+    """The ``deps`` factory of the sweep test's queue."""
+    return {"tenant": deps_key}
+
+
+SECRET = "s3cr3t-tenant-token"
+
+
+def test_the_sweep_requeues_with_the_stored_deps_key_and_dead_letters_a_bad_one(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Interrupted runs of a queue with a ``deps`` factory, as the store has them: the
+    one with a good key is re-queued first with it; each hostile stored key (too long,
+    a NUL, not a str) dead-letters its run without quoting it and without stopping the
+    sweep; a run without a stored key is left to the broker."""
+    caplog.set_level(logging.INFO)
+    app = celery.Celery("lovia-sweep-test", broker="memory://")
+    url = f"memory://celery-sweep-{secrets.token_hex(4)}"
+    name = f"lovia.sweep.{secrets.token_hex(4)}"  # the memory broker is shared in-process
+    queue = CeleryRunQueue(
+        app, url, agents=[f"{__name__}:doubler"], deps=f"{__name__}:deps_for", queue=name
+    )
+    proc = process_loop()
+    db = proc.store(url)
+    stored: dict[str, dict[str, Any]] = {
+        "long": {"deps_key": SECRET * 20},
+        "good": {"deps_key": "tenant-7"},
+        "nul": {"deps_key": f"{SECRET}\x00"},
+        "number": {"deps_key": 42},
+        "unknown": {},
+    }
+    for run_id, extra in stored.items():
+        info = RunInfo(run_id=run_id, agent="doubler", status="running", started_at=time.time())
+        info.extra = {"first_agent": "doubler", **extra}
+        proc.call(db.begin(info))
+    sent: list[tuple[dict[str, Any], dict[str, Any]]] = []
+    queue.task.apply_async = lambda kwargs, **options: sent.append((kwargs, options))
+
+    assert proc.call(sweep(queue, proc, "sweeper")) == ["good"]
+    kwargs = {"run_id": "good", "agent": f"{__name__}:doubler", "input": None, "otel": {},
+              "session_id": None, "deps_key": "tenant-7"}  # fmt: skip
+    assert sent == [(kwargs, {"task_id": "good", "queue": f"{name}.front"})]
+    said = {"long": "is 380 characters long", "nul": "control character", "number": "got int"}
+    for run_id, why in said.items():
+        snap = proc.call(db.load(run_id))
+        assert snap is not None and snap.info.error_type == "DeadLettered"
+        mark = snap.info.extra["dead_letter"]
+        assert mark["reason"] == "bad_deps_key"
+        assert mark["last_error"].startswith("stored deps_key") and why in mark["last_error"]
+    dead = queue.dead_letters()
+    assert sorted((d["run_id"], d["reason"], d["deps_key"]) for d in dead) == [
+        (r, "bad_deps_key", None) for r in sorted(said)
+    ]
+    unknown = proc.call(db.load("unknown"))
+    assert unknown is not None and unknown.info.status == "running", "left to the broker"
+    assert proc.call(sweep(queue, proc, "another")) == [], "each run handled once"
+    assert "run long: dead-lettered" in caplog.text  # the sweep's logs were captured
+    assert SECRET not in caplog.text and SECRET not in json.dumps(dead)
+
+
+built: list[Any] = []
+
+
+def recording_deps(deps_key: str | None) -> str | None:
+    built.append(deps_key)
+    return deps_key
+
+
+def test_a_delivery_with_a_hostile_deps_key_is_dead_lettered_unbuilt() -> None:
+    """A task published by anyone with a bad key: the factory is never called, the run
+    is dead-lettered (``bad_deps_key``) at once, not retried."""
+    built.clear()
+    app = celery.Celery("lovia-deps-test", broker="memory://")
+    url = f"memory://celery-deps-{secrets.token_hex(4)}"
+    queue = CeleryRunQueue(
+        app,
+        url,
+        agents=[f"{__name__}:doubler"],
+        deps=f"{__name__}:recording_deps",
+        queue=f"lovia.deps.{secrets.token_hex(4)}",  # the memory broker is shared in-process
+    )
+    task = SimpleNamespace(app=app, request=SimpleNamespace(retries=0, delivery_info={}))
+    kwargs = {"run_id": "hostile", "agent": f"{__name__}:doubler", "input": "hi",
+              "deps_key": SECRET * 20}  # fmt: skip
+    assert run_delivery(task, queue.settings, kwargs) == "dead_lettered"
+    snap = process_loop().call(process_loop().store(url).load("hostile"))
+    assert snap is not None and snap.info.extra["dead_letter"]["reason"] == "bad_deps_key"
+    assert "deps_key is 380 characters long" in snap.info.extra["dead_letter"]["last_error"]
+    assert built == [] and snap.records == []
+    good = {**kwargs, "run_id": "fine", "deps_key": "tenant-7"}
+    assert run_delivery(task, queue.settings, good) == "completed"
+    assert built == ["tenant-7"]

@@ -21,7 +21,8 @@ returns the stored result without a model call.
 - Operations (``_ops``): the app gets settings that survive a broker connection drop
   (:data:`CELERY_DEFAULTS`); a warm shutdown waits ``drain_timeout_s`` for runs, then
   hands the rest back to the front queue; every worker sweeps the store for
-  interrupted runs of its agents (a stalled worker's runs) and re-queues them first.
+  interrupted runs of its agents (a stalled worker's runs) and re-queues them first,
+  with the ``deps_key`` stored in the run's row (``RunInfo.extra["deps_key"]``).
 - The submitter's OpenTelemetry context travels in the task, so the run's
   ``invoke_agent`` span is a child of the span that submitted it.
 """
@@ -37,6 +38,7 @@ from opentelemetry import propagate
 
 from ...agent import Agent
 from ...errors import UserError
+from ...runner import check_deps_key
 from ...stores.base import RunSnapshot
 from ...workers.execute import encode_input, wait_for_run
 from ...workers.marks import request_cancel
@@ -159,7 +161,9 @@ class CeleryRunQueue:
         """Queue a run of the agent registered as ``agent``; return its ``run_id``.
 
         ``run_id`` (generated when absent) is the idempotency key: submitting it again
-        is safe. The current OpenTelemetry context goes along with the task.
+        is safe. The current OpenTelemetry context goes along with the task. ``deps_key``
+        (at most 256 printable characters, checked here) is handed to the workers'
+        ``deps`` factory and stored with the run, so the sweep re-queues it with it.
         """
         if not isinstance(agent, str):
             raise UserError(
@@ -168,6 +172,7 @@ class CeleryRunQueue:
                 f"{', '.join(self.settings.agents.names())}.",
             )
         self.settings.agents.check(agent, "this queue")
+        check_deps_key(deps_key)
         run_id = run_id or secrets.token_hex(16)
         carrier: dict[str, str] = {}
         propagate.inject(carrier)

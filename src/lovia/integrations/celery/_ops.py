@@ -18,8 +18,13 @@ bounded shutdown, the sweep for interrupted runs, the queue-depth gauge.
   ``<run_id>:requeue`` (one worker re-queues it) and publishes it to the front queue.
   The run's lease and fencing still decide who executes it. A run whose lost workers
   reached ``max_kills`` is dead-lettered by the sweep at once (its last worker died
-  too: no attempt is started to find out again). A queue with a ``deps`` factory is not
-  swept: a task's ``deps_key`` is not in the store.
+  too: no attempt is started to find out again). The re-queued task carries the
+  ``deps_key`` its run was started with: a worker stores it in the run's row
+  (``RunInfo.extra["deps_key"]``). A stored key that is not a str of at most 256
+  printable characters dead-letters the run (``bad_deps_key``); on a queue with a
+  ``deps`` factory a run without a stored key (submitted with ``deps_key=None``, or
+  started before keys were stored) is left to the broker: the factory is never
+  guessed a key.
 """
 
 from __future__ import annotations
@@ -30,10 +35,13 @@ import logging
 from typing import Any, Protocol
 
 from ... import lease_ttl
+from ...errors import UserError
+from ...runner import check_deps_key
+from ...stores.base import DEPS_KEY
 from ...stores.lifecycle import list_lives, owner_id
 from ...workers.marks import admit, poison_error
 from ._process import ProcessLoop, process_loop
-from ._task import Settings, dead_letter
+from ._task import BAD_DEPS_KEY, Settings, dead_letter
 
 
 class CeleryRunQueue(Protocol):
@@ -110,20 +118,26 @@ async def _sweep_forever(runs: CeleryRunQueue, proc: ProcessLoop) -> None:
 async def sweep(runs: CeleryRunQueue, proc: ProcessLoop, owner: str) -> list[str]:
     """Re-queue the interrupted runs of this queue's agents first; their ids."""
     settings = runs.settings
-    if settings.deps is not None:
-        return []
     db = proc.store(settings.store)
     names = _names_by_agent(runs)
     requeued: list[str] = []
     for info, _ in await list_lives(db, state="interrupted", limit=100):
         name = names.get(str(info.extra.get("first_agent") or info.agent))
-        if name is None:
-            continue
+        if name is None or (settings.deps is not None and DEPS_KEY not in info.extra):
+            continue  # not ours, or its deps key is unknown: left to the broker
         gate = await admit(db, info.run_id, max_kills=settings.max_kills)
         if await db.acquire(f"{info.run_id}:requeue", owner, lease_ttl() + 10) is None:
             continue  # another worker re-queued it
         kwargs: dict[str, Any] = {"run_id": info.run_id, "agent": name, "input": None, "otel": {},
                   "session_id": info.session_id, "deps_key": None}  # fmt: skip
+        try:  # stored data: a bad key must not reach the factory, nor stop the sweep
+            kwargs["deps_key"] = check_deps_key(info.extra.get(DEPS_KEY))
+        except UserError as exc:
+            kwargs["last_error"] = f"stored {exc}"
+            await asyncio.to_thread(
+                dead_letter, runs.app, settings, kwargs, gate.attempts, BAD_DEPS_KEY
+            )
+            continue
         if gate.verdict == "poison":  # its last worker died too: no new attempt
             kwargs["last_error"] = poison_error(gate.kills)
             await asyncio.to_thread(

@@ -11,9 +11,10 @@ the dead-letter queue.
 
 Before a delivery starts its run it reads the store (``lovia.workers.marks.admit``): a
 stored cancel request ends it unstarted; a run that lost ``max_kills`` workers is
-dead-lettered (poison). Redeliveries,
-runs handed back at shutdown and runs the sweep found interrupted go to the front
-queue ``<queue>.front``, which every worker of the queue also consumes.
+dead-lettered (poison); a ``deps_key`` that is not a str of at most 256 printable
+characters dead-letters it (``bad_deps_key``) before the ``deps`` factory sees it.
+Redeliveries, runs handed back at shutdown and runs the sweep found interrupted go to
+the front queue ``<queue>.front``, which every worker of the queue also consumes.
 """
 
 from __future__ import annotations
@@ -30,18 +31,29 @@ from opentelemetry import propagate
 from ... import lease_ttl
 from ...context import CancelToken
 from ...errors import UserError
+from ...runner import check_deps_key
 from ...workers.execute import execute_run, record_unrunnable
 from ...workers.marks import admit, mark_dead_lettered, poison_error
 from ...workers.metrics import QueueMetrics
 from ...workers.registry import AgentRegistry, UnknownAgent
 from ._process import SHUTDOWN, ProcessLoop, maybe_await, process_loop
 
-__all__ = ["RETRIED", "Settings", "dead_letter", "dead_letter_queue", "run_delivery"]
+__all__ = [
+    "BAD_DEPS_KEY",
+    "RETRIED",
+    "Settings",
+    "dead_letter",
+    "dead_letter_queue",
+    "run_delivery",
+]
 
 logger = logging.getLogger("lovia.integrations.celery")
 
 RETRIED = frozenset({"lease_held", "retry", "error"})
 """Outcomes that ask for another delivery (``error``: an unexpected exception)."""
+BAD_DEPS_KEY = "bad_deps_key"
+"""The dead-letter reason of a task whose ``deps_key`` is not a str of at most 256
+printable characters (its ``deps`` factory is never called with it)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +107,9 @@ def run_delivery(task: Any, settings: Settings, kwargs: dict[str, Any]) -> str:
         last = poison_error(kills)
         again = {**kwargs, "last_error": last}
         return dead_letter(task.app, settings, again, deliveries, "poison", kills)
+    if outcome.startswith(f"{BAD_DEPS_KEY}:"):  # no delivery fixes it
+        bad = {**kwargs, "deps_key": None, "last_error": outcome[len(BAD_DEPS_KEY) + 1 :]}
+        return dead_letter(task.app, settings, bad, deliveries, BAD_DEPS_KEY)
     if outcome == "handed_back":  # stopped by shutdown, lease released: first in line
         raise task.retry(countdown=0, max_retries=None, queue=settings.front_queue or None)
     if outcome in RETRIED:
@@ -126,11 +141,18 @@ def _again(
 def dead_letter(
     app: Any, settings: Settings, kwargs: dict[str, Any], deliveries: int, why: str, kills: int = 0
 ) -> str:
-    """Publish the task to the dead-letter queue (its delivery is then acknowledged) and
-    mark its run ``dead_lettered`` in the store."""
+    """Mark the task's run ``dead_lettered`` in the store, then publish the task to the
+    dead-letter queue (its delivery is then acknowledged): a dead letter anyone sees is
+    already marked in the store."""
     logger.error(
         "run %s: dead-lettered after %d deliveries (%s)", kwargs.get("run_id"), deliveries, why
     )
+    if why != "unknown_agent":  # an unknown agent's run is stored failed (UnknownAgent)
+        last = kwargs.get("last_error")
+        proc = process_loop()
+        proc.call(
+            _mark(proc, settings, kwargs, deliveries, why, str(last) if last else None, kills)
+        )
     queue = dead_letter_queue(settings.dead_letter_queue)
     body = {**kwargs, "deliveries": deliveries, "reason": why}
     body.pop("otel", None)
@@ -145,12 +167,6 @@ def dead_letter(
         )
     if settings.metrics is not None:
         settings.metrics.dead_lettered("max_deliveries" if why in RETRIED else why)
-    if why != "unknown_agent":  # an unknown agent's run is stored failed (UnknownAgent)
-        last = kwargs.get("last_error")
-        proc = process_loop()
-        proc.call(
-            _mark(proc, settings, kwargs, deliveries, why, str(last) if last else None, kills)
-        )
     return "dead_lettered"
 
 
@@ -225,8 +241,13 @@ async def _run(
             db, str(kwargs["run_id"]), shown, kwargs.get("session_id"), str(exc), kind
         )
         return "unknown_agent"
+    try:  # data from the broker: checked before any factory sees it
+        deps_key = check_deps_key(kwargs.get("deps_key"))
+    except UserError as exc:
+        logger.error("run %s: %s; dead-lettered", kwargs["run_id"], exc)
+        return f"{BAD_DEPS_KEY}:{exc}"
     deps = None
     if settings.deps is not None:
         factory = proc.imported(settings.deps)
-        deps = await maybe_await(factory(kwargs.get("deps_key")))
+        deps = await maybe_await(factory(deps_key))
     return await execute_run(agent, kwargs, db, deps=deps, token=token, worker=worker_name())
