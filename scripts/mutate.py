@@ -36,7 +36,14 @@ MODULES: dict[str, tuple[str, list[str]]] = {
         "src/lovia/usage.py",
         ["tests/core/test_usage_copy.py", "tests/promises", "tests/control/test_budget.py"],
     ),
-    "pricing": ("src/lovia/pricing.py", ["tests/promises", "tests/telemetry/test_accounting.py"]),
+    "pricing": (
+        "src/lovia/pricing.py",
+        [
+            "tests/promises",
+            "tests/telemetry/test_accounting.py",
+            "tests/telemetry/test_price_data.py",
+        ],
+    ),
     "redact": ("src/lovia/_redact.py", ["tests/promises", "tests/telemetry/test_secrets.py"]),
     "transcript": (
         "src/lovia/transcript.py",

@@ -20,8 +20,8 @@ hash of the whole override set), recorded on each ``chat`` span as ``lovia.cost.
 
 It runs for every model response, so the table lookup happens once per
 ``(provider, model)`` and is cached; plain (non-tiered) prices are then applied with
-float arithmetic (≈1 µs). Tiered prices (long-context tiers) go through
-``genai-prices``' own calculator. As in OpenTelemetry and ``genai-prices``,
+float arithmetic (≈1 µs). Tiered prices (long-context tiers) and per-request
+fees go through ``genai-prices``' own calculator. As in OpenTelemetry and ``genai-prices``,
 ``Usage.input_tokens`` *includes* cache reads and writes; those are priced at their own
 rates when the table has one, else at the input rate. Date-ranged prices are resolved
 when a model is first looked up in the process.
@@ -70,7 +70,8 @@ class _Price:
     cache_read: float | None = None
     cache_write: float | None = None
     model_price: Any = None
-    """The genai-prices ``ModelPrice`` when it has tiers (slow path above ``tier_start``)."""
+    """The genai-prices ``ModelPrice`` when only its own calculator prices a call right: it
+    has tiers (slow path above ``tier_start``) or a per-request fee (slow path always)."""
     tier_start: int = 0
 
     def cost(self, usage: Usage) -> float:
@@ -307,9 +308,10 @@ def price_table_version() -> str:
 
 
 def _table_version() -> str:
-    """``genai-prices==<version>``, ``+update@<when>`` when priced from a fetched table."""
+    """``genai-prices==<version>``, ``+update@<when>`` when priced from a fetched table
+    (also after ``stop_auto_update()``: the table fetched last stays in use)."""
     base = _package_version()
-    if _updater is None or base == "none":
+    if base == "none":
         return base
     snapshot: Any = _current_snapshot()
     if snapshot is None or not snapshot.from_auto_update:
@@ -387,6 +389,8 @@ def _from_table(provider: str, model: str) -> _Price | None:
         return None
     tiered = [v for v in fields.values() if v is not None and hasattr(v, "tiers")]
     starts = [int(t.start) for v in tiered for t in v.tiers]
+    # a per-request fee (e.g. web-search models) is billed by genai-prices' calculator only
+    slow = bool(tiered) or getattr(mp, "requests_kcount", None) is not None
 
     def per_token(v: Any) -> float | None:
         if v is None:
@@ -398,7 +402,7 @@ def _from_table(provider: str, model: str) -> _Price | None:
         output=per_token(fields["output"]) or 0.0,
         cache_read=per_token(fields["cache_read"]),
         cache_write=per_token(fields["cache_write"]),
-        model_price=mp if tiered else None,
+        model_price=mp if slow else None,
         tier_start=min(starts, default=0),
     )
 

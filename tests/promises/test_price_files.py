@@ -180,3 +180,15 @@ def test_an_unreadable_or_non_utf8_file_is_a_user_error(tmp_path: Path) -> None:
         load_prices(tmp_path / "nowhere.json")
     with pytest.raises(UserError, match="not valid JSON"):
         load_prices(_file(tmp_path, "{'a': 1}", "p.json"))
+
+
+def test_lovia_prices_is_read_once_so_a_later_set_price_wins(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The file is loaded on the first pricing only: a price set in code afterwards is not
+    overwritten by the file on the next call."""
+    monkeypatch.setenv("LOVIA_PRICES", str(_file(tmp_path, PRICES)))
+    assert price_call("ollama", "llama3", Usage(input_tokens=10)) == 0.0
+    set_price("ollama", "*", input_per_mtok=1_000_000, output_per_mtok=0)  # the file's key
+    assert price_call("ollama", "llama3", Usage(input_tokens=10)) == pytest.approx(10.0)
+    assert price_call("ollama", "llama3", Usage(input_tokens=10)) == pytest.approx(10.0)

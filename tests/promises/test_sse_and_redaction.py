@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from lovia._redact import MASK, excerpt, redact, remember
+from lovia import _redact
+from lovia._redact import MASK, excerpt, redact, redact_error, redact_url, remember
 from lovia.errors import ProviderError
 from lovia.providers._sse import ChunkDecoder, SSEDecoder, SSEEvent, iter_sse
 
@@ -185,6 +186,14 @@ def test_a_long_non_object_is_excerpted_to_120_characters() -> None:
 # -- redaction -------------------------------------------------------------------------------
 
 
+@pytest.fixture(autouse=True)
+def _no_key_configured_yet(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test starts as a fresh process would: no key remembered, no pattern built (so
+    a key a test remembers is new even when the same test ran before in this process)."""
+    monkeypatch.setattr(_redact, "_known", {})
+    monkeypatch.setattr(_redact, "_pattern", None)
+
+
 def test_excerpt_of_empty_text_is_empty() -> None:
     assert excerpt("", 10) == ""
     assert redact("") == ""
@@ -229,3 +238,79 @@ def test_a_key_configured_after_earlier_redactions_is_masked_too() -> None:
     key = "late-key-" + "x" * 30
     remember(key)
     assert redact(f"got {key}") == f"got {MASK}"
+
+
+def test_a_key_of_exactly_eight_characters_is_a_secret_and_seven_is_not() -> None:
+    remember("Qz8#kL2p")
+    remember("Wx7!mN3")
+    assert redact("keys Qz8#kL2p and Wx7!mN3") == f"keys {MASK} and Wx7!mN3"
+
+
+def test_no_key_and_an_empty_key_are_ignored() -> None:
+    remember(None)
+    remember("")
+    assert redact("nothing to hide here") == "nothing to hide here"
+
+
+def test_a_key_with_a_separator_in_it_is_masked_whole_not_by_its_prefix() -> None:
+    """A configured key is matched whole first, so even a comma or quote inside it (where
+    a key-shaped match would stop) does not leave its tail behind."""
+    key = "Rk9vLm2x,tail-of-the-key"
+    remember(key)
+    assert redact(f"bad key {key}!") == f"bad key {MASK}!"
+
+
+def test_the_longer_of_two_keys_sharing_a_start_is_masked_whole() -> None:
+    short, long = "Ts4pWq8n;one", "Ts4pWq8n;one;two-three"
+    remember(short)
+    remember(long)
+    assert redact(f"[{long}] [{short}]") == f"[{MASK}] [{MASK}]"
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("cannot reach postgresql://app:hunter22@db/x", "cannot reach postgresql://app:***@db/x"),
+        ("dsn: host=db password=hunter22", "dsn: host=db password=***"),
+        ("retrying https://h/v1?token=tk-99887766", "retrying https://h/v1?token=***"),
+    ],
+)
+def test_url_and_connection_string_secrets_are_masked_in_any_text(text: str, shown: str) -> None:
+    """A URL without any ``=`` or a ``key=value`` string without any ``://`` is still
+    scrubbed: either one is enough to look for URL secrets."""
+    assert redact(text) == shown
+
+
+def test_redacting_an_error_reaches_every_exception_of_its_chain_once() -> None:
+    """Cause and context both, however they link back (a cycle does not hang); messages,
+    hints, string arguments and notes are masked, other arguments are kept as they are."""
+    key = "Cc3vBn7m-chain-secret"
+    remember(key)
+    cause, context = ValueError(f"cause {key}", 42), KeyError(f"context {key}")
+    top = ProviderError(f"top {key}", None)
+    top.__cause__, top.__context__ = cause, context
+    context.__context__ = top  # a cycle
+    cause.add_note(f"note {key}")
+    cause.__notes__.append(7)  # pyright: ignore[reportArgumentType] -- notes may be anything
+    assert redact_error(top) is top
+    assert (top.message, top.hint) == (f"top {MASK}", None)
+    assert cause.args == (f"cause {MASK}", 42)
+    assert context.args == (f"context {MASK}",)
+    assert cause.__notes__ == [f"note {MASK}", 7]
+
+
+def test_redacting_an_error_masks_its_hint() -> None:
+    key = "Hh5jKl9p-hint-secret"
+    remember(key)
+    error = redact_error(ProviderError("failed", f"check {key}"))
+    assert isinstance(error, ProviderError) and error.hint == f"check {MASK}"
+
+
+def test_redact_url_masks_only_the_url_secrets() -> None:
+    """A configured key elsewhere in the text is left to :func:`redact`; an empty URL
+    stays empty."""
+    key = "Uu2iOp6q-url-secret"
+    remember(key)
+    url = f"https://u:pw-123@h/x?token=t0k&q={key}"
+    assert redact_url(url) == f"https://u:***@h/x?token=***&q={key}"
+    assert redact_url("") == ""

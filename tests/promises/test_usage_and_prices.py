@@ -288,8 +288,10 @@ GOLDEN_MODELS = [
     ("anthropic", "claude-sonnet-4-5"),
     ("anthropic", "claude-sonnet-4-20250514"),  # long-context tiers above 200k input
     ("google", "gemini-2.5-pro"),  # tiered above 200k input
+    ("perplexity", "sonar"),  # a fee per request on top of the tokens
 ]
 GOLDEN_USAGES = [
+    Usage(input_tokens=0, output_tokens=50),  # a call billed for its output (and request) only
     Usage(input_tokens=1_000, output_tokens=200),
     Usage(input_tokens=50_000, output_tokens=3_000, cache_read_tokens=30_000),
     Usage(
@@ -314,7 +316,8 @@ GOLDEN_USAGES = [
 def test_cost_equals_genai_prices_for_the_same_usage(
     provider: str, model: str, usage: Usage
 ) -> None:
-    """Cache reads, cache writes and long-context tiers priced exactly as genai-prices does."""
+    """Cache reads, cache writes, long-context tiers and per-request fees priced exactly as
+    genai-prices does."""
     genai_prices = pytest.importorskip("genai_prices")
     expected = genai_prices.calc_price(
         genai_prices.Usage(
