@@ -77,7 +77,10 @@ async def test_runs_share_one_keeper_and_one_renew_many_call_per_tick() -> None:
         for i in range(5)
     ]
     await _until(lambda: len(started) == 5)
+    # a tool start may renew its lease itself when the keeper's tick was late (a loaded
+    # machine): count only what happens while every run waits
     store.batches.clear()
+    store.single = 0
     await asyncio.sleep(TTL * 1.2)  # at least three ticks
     assert len(_keeper_tasks()) == 1 and len(lease_mod._keepers) == 1  # pyright: ignore[reportPrivateUsage]
     assert 2 <= len(store.batches) <= 5
