@@ -24,12 +24,11 @@ from .._observers import OBSERVERS, notify
 from ..context import RunContext
 from ..errors import LeaseLost, LoviaError, RunCancelled, RunError
 from ..result import RunResult
-from ..stores.base import RunEnd, end_run
 from ..telemetry.tracer import RunTracer, make_run_tracer
 from ..transcript import Transcript
 from ..usage import Usage
 from .attempts import lifecycle_extra
-from .checkpoint import finish_info, restore
+from .checkpoint import end_released, finish_info, restore
 from .engine import host_stop, record_host_stop
 from .finish import call_close, close_plugins, finish, result_of, write_session
 from .lease import stop_heartbeat
@@ -315,15 +314,7 @@ async def _mark_failed(state: RunState, error: BaseException) -> None:
         info.extra["error"] = error.message if isinstance(error, LoviaError) else str(error)
         info.extra["hint"] = getattr(error, "hint", None)
         lifecycle_extra(state, error, info.extra)
-        # the last records, the row and the lease's release: one transaction
-        end = RunEnd(
-            info=info, result=None, fence=state.lease.token, records=state.pending,
-            release=state.lease.owner,
-        )  # fmt: skip
-        state.pending = []
-        await stop_heartbeat(state)
-        await end_run(cp, end)
-        state.lease.owner = None
+        await end_released(state, info, None)  # records, row, lease: one transaction
     except LeaseLost:
         logger.warning("run %s: lease lost; its failure is not recorded", state.run_id)
     except Exception:

@@ -18,18 +18,24 @@ from ..stores.base import (
     LABELS_KEY,
     UNPRICED_KEY,
     USAGE_MISSING_KEY,
+    CheckpointRecord,
+    RunEnd,
     RunInfo,
     RunSnapshot,
     RunStatus,
+    end_run,
 )
 from ..stores.records import LedgerRecord, LedgerStatus, Record, StateRecord, read_records
 from ..transcript import ToolCallEntry, ToolResultEntry, TranscriptEntry
 from ..usage import Usage
+from .lease import stop_heartbeat
 from .state import RunParams, RunState
 
 __all__ = [
     "ResumePoint",
     "commit",
+    "end_released",
+    "entries_in",
     "finish_info",
     "restore",
     "rides_with_tools",
@@ -62,6 +68,35 @@ async def commit(state: RunState, kind: str = "progress") -> AsyncIterator[ev.Ev
         raise saved.error
 
 
+def entries_in(records: Sequence[CheckpointRecord]) -> int:
+    """How many transcript entries ``records`` carry (what ``CheckpointSaved`` reports)."""
+    return sum(len(r.data["entries"]) for r in records if r.kind == "entries")
+
+
+async def end_released(
+    state: RunState,
+    info: RunInfo,
+    result: dict[str, Any] | None,
+    session_id: str | None = None,
+    entries: Sequence[TranscriptEntry] = (),
+) -> int:
+    """Write the run's end in one store transaction that also releases its lease: the
+    records noted since the last commit, its row, and with ``session_id`` its session
+    segment (``entries``); the records' bytes. The heartbeat stops first; the lease counts
+    as released once the write succeeded."""
+    cp = state.checkpointer
+    assert cp is not None
+    records, state.pending = state.pending, []
+    end = RunEnd(
+        info=info, result=result, fence=state.lease.token, records=records,
+        session_id=session_id, entries=entries, release=state.lease.owner,
+    )  # fmt: skip
+    await stop_heartbeat(state)
+    written = await end_run(cp, end)
+    state.lease.owner = None
+    return written
+
+
 async def write_progress(state: RunState, kind: str) -> ev.CheckpointSaved:
     """Write the noted records (``state.pending`` is not empty) in one append.
 
@@ -71,10 +106,7 @@ async def write_progress(state: RunState, kind: str) -> ev.CheckpointSaved:
     cp = state.checkpointer
     assert cp is not None
     records, state.pending = state.pending, []
-    entries = 0
-    for r in records:
-        if r.kind == "entries":
-            entries += len(r.data["entries"])
+    entries = entries_in(records)
     t0 = time.perf_counter()
     written, error = 0, None
     try:

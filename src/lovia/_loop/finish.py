@@ -20,9 +20,7 @@ from .. import errors
 from .. import events as ev
 from ..guardrails import Guardrail
 from ..result import RunResult
-from ..stores.base import Checkpointer, RunEnd, end_run
-from .checkpoint import finish_info, store_name
-from .lease import stop_heartbeat
+from .checkpoint import end_released, entries_in, finish_info, store_name
 from .outcomes import Final
 from .state import RunState
 
@@ -105,7 +103,7 @@ async def finish(state: RunState, final: Final) -> AsyncIterator[ev.Event]:
             yield event
         return
     together = state.params.session_id is not None and _same(state.session, cp)
-    async for event in _write_end(state, final, cp, together):
+    async for event in _write_end(state, final, together):
         yield event
     if not together:
         async for event in write_session(state, state.new_entries()):
@@ -115,31 +113,19 @@ async def finish(state: RunState, final: Final) -> AsyncIterator[ev.Event]:
         await cp.prune(0.0, run_id=state.run_id, records_only=True)
 
 
-async def _write_end(
-    state: RunState, final: Final, cp: Checkpointer, together: bool
-) -> AsyncIterator[ev.Event]:
+async def _write_end(state: RunState, final: Final, together: bool) -> AsyncIterator[ev.Event]:
     """The run's end in one store transaction: the records noted since the last commit,
     the completed row with its result, the session segment (when the session lives in
     the same store) and the release of the lease."""
     info = finish_info(state, "completed", final.finish_reason)
     info.extra["attempts"] = state.attempt  # its end is the row's: status, ended_at
-    records, state.pending = state.pending, []
+    session_id = state.params.session_id if together else None
     entries = state.new_entries() if together else ()
-    end = RunEnd(
-        info=info,
-        result=result_payload(state, final),
-        fence=state.lease.token,
-        records=records,
-        session_id=state.params.session_id if together else None,
-        entries=entries,
-        release=state.lease.owner,
-    )
-    await stop_heartbeat(state)  # the lease is released by the same transaction
     store = store_name(state)
-    n = sum(len(r.data["entries"]) for r in records if r.kind == "entries")
+    n = entries_in(state.pending)
     t0 = time.perf_counter()
     try:
-        written = await end_run(cp, end)
+        written = await end_released(state, info, result_payload(state, final), session_id, entries)
     except Exception as exc:  # the failed write is still reported (its own span)
         duration = time.perf_counter() - t0
         yield ev.CheckpointSaved(
@@ -147,7 +133,6 @@ async def _write_end(
             error=exc,
         )  # fmt: skip
         raise
-    state.lease.owner = None  # released
     duration = time.perf_counter() - t0
     yield ev.CheckpointSaved(
         **state.base(), kind="complete", store=store, entries=n, bytes=written,
@@ -156,7 +141,7 @@ async def _write_end(
     if together:
         yield ev.SessionWritten(
             **state.base(),
-            session_id=end.session_id or "",
+            session_id=session_id or "",
             entries=len(entries),
             store=store,
             duration_s=0.0,  # written in the end's transaction, timed there
