@@ -31,6 +31,7 @@ from ..stores.base import RunInfo, RunSnapshot
 from ..stores.lifecycle import DEAD_LETTER_KEY, cancel_request, life_of, request_cancel
 
 __all__ = [
+    "BAD_DEPS_KEY",
     "Admission",
     "admit",
     "cancel_request",
@@ -41,6 +42,10 @@ __all__ = [
 
 logger = logging.getLogger("lovia.workers")
 
+BAD_DEPS_KEY = "bad_deps_key"
+"""The outcome and dead-letter reason of a task whose ``deps_key`` is not a str of at most
+256 printable characters (on both queue back-ends): its run is dead-lettered, the deps
+factory never called."""
 LOST = ("killed", "lease_lost")
 """How an attempt ended when its worker died or stalled (see ``lovia.stores.lifecycle``)."""
 _SHOWN = 500

@@ -23,7 +23,7 @@ from ..stores import Store
 from ..stores import store as open_store
 from ..stores.lifecycle import list_lives
 from .execute import execute_run, record_unrunnable
-from .marks import Admission, admit, mark_dead_lettered
+from .marks import BAD_DEPS_KEY, Admission, admit, mark_dead_lettered
 from .metrics import queue_metrics
 from .queue import RunQueue
 from .registry import AgentRegistry, UnknownAgent
@@ -36,9 +36,6 @@ Message = tuple[str, dict[str, str]]
 _ACK = frozenset(
     {"completed", "replayed", "failed", "paused", "unknown_agent", "malformed", "refused"}
 )
-BAD_DEPS_KEY = "bad_deps_key"
-"""The outcome (and dead-letter reason) of a task whose ``deps_key`` is not a str of at
-most 256 printable characters: its run is dead-lettered, the factory never called."""
 _LAST_ERROR_TTL_S = 86400
 _FRONT_IDLE_MS = 10 * 365 * 86400 * 1000
 """The idle time given to a task handed back: any worker's next ``XAUTOCLAIM`` takes it,

@@ -33,7 +33,7 @@ from ...context import CancelToken
 from ...errors import UserError
 from ...runner import check_deps_key
 from ...workers.execute import execute_run, record_unrunnable
-from ...workers.marks import admit, mark_dead_lettered, poison_error
+from ...workers.marks import BAD_DEPS_KEY, admit, mark_dead_lettered, poison_error
 from ...workers.metrics import QueueMetrics
 from ...workers.registry import AgentRegistry, UnknownAgent
 from ._process import SHUTDOWN, ProcessLoop, maybe_await, process_loop
@@ -51,9 +51,6 @@ logger = logging.getLogger("lovia.integrations.celery")
 
 RETRIED = frozenset({"lease_held", "retry", "error"})
 """Outcomes that ask for another delivery (``error``: an unexpected exception)."""
-BAD_DEPS_KEY = "bad_deps_key"
-"""The dead-letter reason of a task whose ``deps_key`` is not a str of at most 256
-printable characters (its ``deps`` factory is never called with it)."""
 
 
 @dataclass(frozen=True, slots=True)
