@@ -169,7 +169,7 @@ class Sql:
         statement. Parameters after the run columns: result, fence, the records' kinds,
         versions and data, then session id, segment version, entries, created_at, owner."""
         n = len(RUN_COLUMNS)
-        res, _fence_n, kinds, vers, datas, sid, sver, ents, at, owner = (
+        res, _, kinds, vers, datas, sid, sver, ents, at, owner = (
             f"${i}" for i in range(n + 1, n + 11)
         )
         fenced = _fenced(n + 2)
