@@ -49,7 +49,7 @@ from .errors import (
 from .result import RunResult
 from .runner import DEFAULT_MAX_TURNS, Runner, RunStream
 from .tools import Tool
-from .usage import RunBudget, Usage
+from .usage import RunBudget
 
 if TYPE_CHECKING:
     from ._loop.state import RunState
@@ -163,14 +163,15 @@ class _AgentCall:
         while link is not None:
             depth += 1
             link = link.state.params.parent
-        started = len(parent.children) + (0 if call_id in parent.children else 1)
+        started = parent.child_count() + (0 if parent.has_child(call_id) else 1)
         for limit, used, allowed in (
             ("max_depth", depth, self.max_depth),
             ("max_children", started, self.max_children),
         ):
             if used > allowed:
                 raise EndRun(_nesting_error(parent, self.agent.name, run_id, limit, used, allowed))
-        parent.children.setdefault(call_id, Usage())  # the child's live state replaces it
+        if not parent.has_child(call_id):  # the child's live state replaces it
+            parent.child_started(call_id, None)
 
 
 async def _drain(
@@ -179,12 +180,12 @@ async def _drain(
     """Run the child to its end, handing its events to a ``nested=True`` parent stream."""
     async for event in stream:
         if isinstance(event, ev.RunCompleted | ev.RunFailed):
-            parent.children[call_id] = event.usage.copy()
-        if parent.child_events is not None and not stop.is_set():
+            parent.child_ended(call_id, event.usage.copy())
+        if parent.runtime.child_events is not None and not stop.is_set():
             wrapped = ev.ChildRunEvent(
                 **parent.base(), call_id=call_id, child_run_id=run_id, event=event
             )
-            await _hand_over(parent.child_events, wrapped, stop)
+            await _hand_over(parent.runtime.child_events, wrapped, stop)
     return await stream.result()
 
 

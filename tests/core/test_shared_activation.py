@@ -78,7 +78,7 @@ async def test_each_run_has_its_own_tools_and_strategy_state() -> None:
     assert one.active.strategy is two.active.strategy  # Compaction() is frozen config
     assert one.active.strategy_state is not two.active.strategy_state
     assert one.active.specs is two.active.specs
-    assert one.closers is None and one.resume_calls == () and one.undelivered == ()
+    assert one.runtime.closers is None and one.resume_calls is None and one.undelivered == ()
 
 
 async def test_a_replaced_tools_field_is_not_served_from_the_cache() -> None:

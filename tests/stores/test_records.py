@@ -87,7 +87,7 @@ def test_state_record_without_input_tokens_keeps_the_earlier_value() -> None:
 
     point = restore(snapshot)
     assert point.last_input_tokens == 812
-    assert point.trace_links == ["t:s"]
+    assert point.trace_links == ("t:s",)
     unknown = restore(RunSnapshot(info=snapshot.info, records=[state(last_input_tokens=None)]))
     assert unknown.last_input_tokens is None
 

@@ -35,7 +35,7 @@ from .lease import stop_heartbeat
 from .limits import cancelled_error, out_of_time
 from .outcomes import Final
 from .prepare import find_agent, inherit_session_labels, load_snapshot, prepare, run_started
-from .state import CHILD_EVENT_BUFFER, RunParams, RunState
+from .state import CHILD_EVENT_BUFFER, Progress, RunParams, RunState, Runtime
 from .turn import finalize, resume_turn, turn
 from .watch import RunWatch
 
@@ -106,7 +106,7 @@ class Emitter:
             span = tracer.start(event)
             if span is not None:
                 if type(event) in _PARENTS:  # the phase parents later work under it
-                    self.state.spans[event] = span
+                    self.state.runtime.spans[event] = span
                 if event.span is not span:
                     event = with_span(event, span)
         state = self.state
@@ -142,21 +142,20 @@ def new_state(params: RunParams) -> RunState:
     )
     state = RunState(
         params=params,
+        run_id=run_id,
         ctx=ctx,
         transcript=transcript,
-        run_id=run_id,
-        checkpointer=params.checkpointer,
-        session=params.session,
-        usage=ctx.usage,
+        progress=Progress(usage=ctx.usage),
+        runtime=Runtime(),
     )
     budget = params.budget
     seconds = budget.max_seconds if budget is not None else None
     deadline = None if seconds is None else state.started + seconds
-    state.watch = RunWatch(token, deadline, partial(_stop_error, state))
+    state.runtime.watch = RunWatch(token, deadline, partial(_stop_error, state))
     if params.nested:
-        state.child_events = asyncio.Queue(CHILD_EVENT_BUFFER)  # backpressure, no drops
+        state.runtime.child_events = asyncio.Queue(CHILD_EVENT_BUFFER)  # backpressure, no drops
     if params.parent is not None:  # the parent's budget and usage see this run live
-        params.parent.state.children[params.parent.call_id] = state
+        params.parent.state.child_started(params.parent.call_id, state)
     return state
 
 
@@ -165,25 +164,27 @@ async def _phases(state: RunState) -> AsyncIterator[ev.Event | Final]:
     output (nothing for a run completed before). Reason for length: it is the whole map."""
     snapshot = await load_snapshot(state)
     if snapshot is not None and snapshot.info.status == "completed":
-        state.completed_result = RunResult.from_stored(snapshot, state.params.agent, find_agent)
+        state.runtime.completed_result = RunResult.from_stored(
+            snapshot, state.params.agent, find_agent
+        )
         yield run_started(state, resumed=True)
-        async for event in write_session(state, state.completed_result.entries):
+        async for event in write_session(state, state.runtime.completed_result.entries):
             yield event  # idempotent: finishes a run that crashed before its session write
         return
-    state.resumed = snapshot is not None
-    history = None
+    history = stored = None
     if snapshot is not None:
-        state.trace_links = tuple(restore(snapshot).trace_links)
+        stored = restore(snapshot)  # folded once: the links now, the rest in prepare
+        state.progress.trace_links = stored.trace_links
     else:
         history = await inherit_session_labels(state)  # a resumed run keeps its labels
-    started = run_started(state, resumed=state.resumed)
+    started = run_started(state, resumed=snapshot is not None)
     yield started
     span = state.span_of(started)
     if span is not None:
         sc = span.get_span_context()
         if sc.is_valid:
             state.trace_ids = (f"{sc.trace_id:032x}", f"{sc.span_id:016x}")
-    async for event in prepare(state, snapshot, history):
+    async for event in prepare(state, snapshot, stored, history):
         yield event
     async for item in _turns(state):
         yield item
@@ -199,7 +200,7 @@ async def _turns(state: RunState) -> AsyncIterator[ev.Event | Final]:
                 final = item
             else:
                 yield item
-    elif state.resumed and _ends_with_answer(state):
+    elif state.resume_calls is not None and _ends_with_answer(state):
         step = finalize(state, _last_response(state), None)
         final = step if isinstance(step, Final) else None
     while final is None:
@@ -217,7 +218,7 @@ def _last_response(state: RunState) -> list[Any]:
     entries = state.new_entries()
     out: list[Any] = []
     for entry in reversed(entries):
-        if entry.type in ("text", "reasoning") and entry.turn == state.turn:
+        if entry.type in ("text", "reasoning") and entry.turn == state.progress.turn:
             out.append(entry)
         else:
             break
@@ -227,13 +228,13 @@ def _last_response(state: RunState) -> list[Any]:
 
 def _ends_with_answer(state: RunState) -> bool:
     entries = state.new_entries()
-    return bool(entries) and entries[-1].type == "text" and state.turn > 0
+    return bool(entries) and entries[-1].type == "text" and state.progress.turn > 0
 
 
 def _stop_error(state: RunState) -> BaseException:
     """The run's error when its token or deadline stopped one of its awaits."""
-    if state.lease.lost is not None:
-        return state.lease.lost
+    if state.runtime.lease.lost is not None:
+        return state.runtime.lease.lost
     return cancelled_error(state) if state.ctx.cancel_token.cancelled else out_of_time(state)
 
 
@@ -241,7 +242,7 @@ def _run_error(state: RunState, exc: BaseException) -> BaseException:
     """The run's error for an exception that ended it (stamped with run id and turn)."""
     if isinstance(exc, RunError):
         exc.run_id = exc.run_id or state.run_id
-        exc.turn = exc.turn if exc.turn is not None else state.turn
+        exc.turn = exc.turn if exc.turn is not None else state.progress.turn
     return exc
 
 
@@ -253,7 +254,7 @@ def _failed(state: RunState, error: BaseException) -> ev.RunFailed:
         message=message,
         error=error,
         usage=state.total_usage(),
-        turns=state.turn,
+        turns=state.progress.turn,
         finish_reason=getattr(error, "finish_reason", "error"),
         duration_s=state.elapsed(),
         child_usage=_children_total(state.child_usage().values()),
@@ -272,7 +273,7 @@ def _children_total(usages: Iterable[Usage]) -> Usage | None:
 
 
 def _completed(state: RunState, final: Final | None) -> tuple[ev.RunCompleted, RunResult[Any]]:
-    result = state.completed_result
+    result = state.runtime.completed_result
     if result is None:
         assert final is not None
         result = result_of(state, final)
@@ -301,9 +302,9 @@ def _stored_status(error: BaseException) -> Literal["paused", "cancelled", "fail
 
 async def _mark_failed(state: RunState, error: BaseException) -> None:
     cp = state.checkpointer
-    if cp is None or state.completed_result is not None or state.active is None:
+    if cp is None or state.runtime.completed_result is not None or state.active is None:
         return
-    if isinstance(error, LeaseLost) or state.lease.lost is not None:
+    if isinstance(error, LeaseLost) or state.runtime.lease.lost is not None:
         return  # the run belongs to the worker that took it over: write nothing
     status = _stored_status(error)
     try:
@@ -323,9 +324,9 @@ async def _mark_failed(state: RunState, error: BaseException) -> None:
 
 async def _release(state: RunState) -> None:
     await stop_heartbeat(state)
-    if state.checkpointer is not None and state.lease.owner is not None:
+    if state.checkpointer is not None and state.runtime.lease.owner is not None:
         try:
-            await state.checkpointer.release(state.run_id, state.lease.owner)
+            await state.checkpointer.release(state.run_id, state.runtime.lease.owner)
         except Exception:
             logger.exception("could not release the lease of run %s", state.run_id)
 
@@ -335,7 +336,7 @@ async def run_events(params: RunParams, outcome: Outcome) -> AsyncGenerator[ev.E
     state = new_state(params)
     tracer = make_run_tracer(params.tracer_provider, params.meter_provider)
     emitter = Emitter(state, tracer)
-    watch = state.watch
+    watch = state.runtime.watch
     assert watch is not None  # new_state gives every run its watch
     watch.token.add_listener(watch.fire)
     error: BaseException | None = None
@@ -402,8 +403,8 @@ async def _terminal(
 
 async def _cleanup(state: RunState) -> None:
     """Best effort when the consumer abandoned the stream or the run was torn down."""
-    while state.closers:
-        name, aclose = state.closers.pop()
+    while state.runtime.closers:
+        name, aclose = state.runtime.closers.pop()
         try:
             await call_close(aclose)
         except Exception:

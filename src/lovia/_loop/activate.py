@@ -224,7 +224,7 @@ class _Merged:
 
 async def activate(state: RunState, agent: Agent[Any, Any]) -> AsyncIterator[ev.Event]:
     """Resolve ``agent`` into ``state.active`` (emitting a PluginSetup per plugin)."""
-    again = state.activated.get(id(agent))
+    again = state.runtime.activated.get(id(agent))
     if again is not None:  # back to an agent set up earlier in this run
         state.active = again
         state.ctx.agent = agent
@@ -265,7 +265,7 @@ async def activate(state: RunState, agent: Agent[Any, Any]) -> AsyncIterator[ev.
         active.system = recorded
     active.strategy = strategy = _strategy(agent)
     active.strategy_state = strategy.new_state()
-    state.activated[id(agent)] = active
+    state.runtime.activated[id(agent)] = active
 
 
 async def _setup_plugins(
@@ -282,7 +282,7 @@ async def _setup_plugins(
     if agent.hooks is not None:
         merged.hooks.append((None, agent.hooks))
     live = state.ctx.entries
-    if not state.activated:  # seed: at run start, setup() sees no entries
+    if not state.runtime.activated:  # seed: at run start, setup() sees no entries
         state.ctx.entries = ()
     try:
         for plugin in plugins:

@@ -49,7 +49,7 @@ def _previous(
         return None, None
     info = snapshot.info
     if info.status == "running":  # it never ended on its own
-        if state.lease.took_over is not None:
+        if state.runtime.lease.took_over is not None:
             return "killed", None
         starts = _starts(snapshot)
         last = starts[-1] if starts else None
@@ -73,7 +73,7 @@ def note_attempt_start(state: RunState, snapshot: RunSnapshot | None) -> None:
             host=HOST,
             pid=pid,
             pid_started=process_started(pid),
-            fence=state.lease.token or 0,
+            fence=state.runtime.lease.token or 0,
             trace=":".join(state.trace_ids) if state.trace_ids else None,
             previous=previous,
             previous_ended_at=ended,

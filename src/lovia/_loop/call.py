@@ -111,7 +111,7 @@ async def call_model(
         call.span = state.span_of(started) if state is not None else None
         t0 = time.perf_counter()
         try:
-            async for event in _stream(call, state.watch if state is not None else None):
+            async for event in _stream(call, state.runtime.watch if state is not None else None):
                 yield event
         except (Exception, asyncio.CancelledError) as exc:
             yield _failed(call, _reported(state, exc), t0)
@@ -125,7 +125,7 @@ async def call_model(
         cost = price_call(provider.name, response.model or provider.model, usage)
         usage.cost_usd, usage.unpriced = (0.0, 1) if cost is None else (cost, 0)
         if state is not None:
-            state.usage.add(usage)
+            state.progress.usage.add(usage)
             note_usage(state, call.purpose, provider.name, response.model or provider.model, usage)
     finally:
         if hold is not None:

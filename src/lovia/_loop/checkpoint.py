@@ -2,8 +2,8 @@
 
 Phases note small append-only records; the drivers write them at fixed commit points
 (:func:`commit`), everything a phase boundary produced in one append. Resuming rebuilds
-the transcript, usage, turn counter and tool ledger from those records; what the crashed
-worker had completed is never redone.
+the run's progress (turn counter, usage, tool ledger) and transcript from those records;
+what the crashed worker had completed is never redone.
 """
 
 from __future__ import annotations
@@ -25,14 +25,13 @@ from ..stores.base import (
     RunStatus,
     end_run,
 )
-from ..stores.records import LedgerRecord, LedgerStatus, Record, StateRecord, read_records
+from ..stores.records import LedgerRecord, StateRecord, read_records
 from ..transcript import ToolCallEntry, ToolResultEntry, TranscriptEntry
 from ..usage import Usage
 from .lease import stop_heartbeat
-from .state import RunParams, RunState
+from .state import Progress, RunParams, RunState
 
 __all__ = [
-    "ResumePoint",
     "commit",
     "end_released",
     "entries_in",
@@ -59,8 +58,8 @@ async def commit(state: RunState, kind: str = "progress") -> AsyncIterator[ev.Ev
     start, after a model answer, before a tool that is not idempotent starts, at the end
     of the tool phase, and before a pause or a stop. Phases only note records.
     """
-    if state.checkpointer is None or not state.pending:
-        state.pending.clear()
+    if state.checkpointer is None or not state.runtime.pending:
+        state.runtime.pending.clear()
         return
     saved = await write_progress(state, kind)
     yield saved
@@ -86,31 +85,31 @@ async def end_released(
     as released once the write succeeded."""
     cp = state.checkpointer
     assert cp is not None
-    records, state.pending = state.pending, []
+    records, state.runtime.pending = state.runtime.pending, []
     end = RunEnd(
-        info=info, result=result, fence=state.lease.token, records=records,
-        session_id=session_id, entries=entries, release=state.lease.owner,
+        info=info, result=result, fence=state.runtime.lease.token, records=records,
+        session_id=session_id, entries=entries, release=state.runtime.lease.owner,
     )  # fmt: skip
     await stop_heartbeat(state)
     written = await end_run(cp, end)
-    state.lease.owner = None
+    state.runtime.lease.owner = None
     return written
 
 
 async def write_progress(state: RunState, kind: str) -> ev.CheckpointSaved:
-    """Write the noted records (``state.pending`` is not empty) in one append.
+    """Write the noted records (``state.runtime.pending`` is not empty) in one append.
 
     Returns the ``CheckpointSaved`` to emit; when its ``error`` is set the write failed
     (:func:`commit` raises it once the event is out).
     """
     cp = state.checkpointer
     assert cp is not None
-    records, state.pending = state.pending, []
+    records, state.runtime.pending = state.runtime.pending, []
     entries = entries_in(records)
     t0 = time.perf_counter()
     written, error = 0, None
     try:
-        written = await cp.append(state.run_id, records, fence=state.lease.token)
+        written = await cp.append(state.run_id, records, fence=state.runtime.lease.token)
     except Exception as exc:  # the failed write is still reported (its own span), then raised
         error = exc
     return ev.CheckpointSaved(
@@ -155,7 +154,7 @@ def run_info(state: RunState, status: RunStatus = "running") -> RunInfo:
         agent=agent,
         session_id=state.params.session_id,
         status=status,
-        turns=state.turn,
+        turns=state.progress.turn,
         input_tokens=usage.input_tokens,
         output_tokens=usage.output_tokens,
         cost_usd=usage.cost_usd,
@@ -197,46 +196,28 @@ def finish_info(
     return info
 
 
-class ResumePoint:
-    """What a stored checkpoint says about where the run stopped."""
-
-    def __init__(self) -> None:
-        self.entries: list[TranscriptEntry] = []
-        self.ledger: dict[str, LedgerStatus] = {}
-        self.turn = 0
-        self.usage = Usage()
-        self.agent: str | None = None
-        self.trace_links: list[str] = []
-        self.last_input_tokens: int | None = None
-        """Input tokens reported for the run's last model call (None: unknown)."""
-        self.children: dict[str, Usage] = {}
-        """Usage of the finished child runs, by the call that ran them."""
-
-
-def restore(snapshot: RunSnapshot) -> ResumePoint:
-    """Fold a run's records into a resume point (StoreError naming a damaged record)."""
-    point = ResumePoint()
-    point.entries = snapshot.entries()
-    for record in read_records(snapshot, ("ledger", "state")):  # views: _restore_views
-        _fold(point, record)
+def restore(snapshot: RunSnapshot) -> Progress:
+    """Fold a run's ledger and state records into its progress (StoreError naming a
+    damaged record); its entries are ``snapshot.entries()``, its views ``view_records``."""
+    progress = Progress()
+    links: list[str] = []
+    for record in read_records(snapshot, ("ledger", "state")):
+        if isinstance(record, LedgerRecord):
+            progress.ledger[record.call_id] = record.status
+            if record.child_usage is not None:  # an agent run as a tool: it rolls up
+                progress.children[record.call_id] = record.child_usage
+        elif isinstance(record, StateRecord):
+            progress.turn = record.turn
+            progress.usage = record.usage
+            progress.agent = record.agent or progress.agent
+            if record.tokens_recorded:
+                progress.last_input_tokens = record.last_input_tokens
+            if record.trace:
+                links.append(record.trace)
     if snapshot.info.trace_id and snapshot.info.span_id:
-        point.trace_links.append(f"{snapshot.info.trace_id}:{snapshot.info.span_id}")
-    return point
-
-
-def _fold(point: ResumePoint, record: Record) -> None:
-    if isinstance(record, LedgerRecord):
-        point.ledger[record.call_id] = record.status
-        if record.child_usage is not None:  # an agent run as a tool: it rolls up into ours
-            point.children[record.call_id] = record.child_usage
-    elif isinstance(record, StateRecord):
-        point.turn = record.turn
-        point.usage = record.usage
-        point.agent = record.agent or point.agent
-        if record.tokens_recorded:
-            point.last_input_tokens = record.last_input_tokens
-        if record.trace:
-            point.trace_links.append(record.trace)
+        links.append(f"{snapshot.info.trace_id}:{snapshot.info.span_id}")
+    progress.trace_links = tuple(links)
+    return progress
 
 
 def open_calls(entries: list[TranscriptEntry]) -> list[ToolCallEntry]:

@@ -66,11 +66,11 @@ def host_cancelled(state: RunState, exc: BaseException) -> RunCancelled:
     """What the store records for a run its host stopped (the run stays resumable)."""
     what = type(exc).__name__
     error = RunCancelled(
-        f"run {state.run_id} was stopped by its host at turn {state.turn} ({what})",
+        f"run {state.run_id} was stopped by its host at turn {state.progress.turn} ({what})",
         hint="Its checkpoint is resumable: run again with the same run_id (a durable "
         "engine's recovery does this).",
     )
-    error.run_id, error.turn = state.run_id, state.turn
+    error.run_id, error.turn = state.run_id, state.progress.turn
     error.cancelled_by = f"host: {what}"
     return error
 

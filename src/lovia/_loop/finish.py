@@ -73,7 +73,7 @@ def result_payload(state: RunState, final: Final) -> dict[str, Any]:
         "output": state.active.output.dump(final.output),
         "output_raw": final.raw,
         "usage": state.total_usage().to_dict(),
-        "turns": state.turn,
+        "turns": state.progress.turn,
         "finish_reason": final.finish_reason,
         "final_agent": state.active.agent.name,
         **_child_payload(state),
@@ -82,10 +82,10 @@ def result_payload(state: RunState, final: Final) -> dict[str, Any]:
 
 def _child_payload(state: RunState) -> dict[str, Any]:
     """Own and per-child usage, stored only for a run that had child runs."""
-    if not state.children:
+    if not state.child_count():
         return {}
     return {
-        "own_usage": state.usage.to_dict(),
+        "own_usage": state.progress.usage.to_dict(),
         "child_usage": {k: u.to_dict() for k, u in state.child_usage().items()},
     }
 
@@ -122,7 +122,7 @@ async def _write_end(state: RunState, final: Final, together: bool) -> AsyncIter
     session_id = state.params.session_id if together else None
     entries = state.new_entries() if together else ()
     store = store_name(state)
-    n = entries_in(state.pending)
+    n = entries_in(state.runtime.pending)
     t0 = time.perf_counter()
     try:
         written = await end_released(state, info, result_payload(state, final), session_id, entries)
@@ -154,7 +154,7 @@ async def write_session(state: RunState, entries: Sequence[Any]) -> AsyncIterato
         return
     t0 = time.perf_counter()
     # fenced when the session lives in the checkpointer's store (its leases are there)
-    fence = state.lease.token if _same(session, state.checkpointer) else None
+    fence = state.runtime.lease.token if _same(session, state.checkpointer) else None
     await session.append_segment(session_id, state.run_id, entries, fence=fence)
     yield ev.SessionWritten(
         **state.base(),
@@ -179,8 +179,8 @@ def _same(a: object, b: object) -> bool:
 
 async def close_plugins(state: RunState) -> AsyncIterator[ev.Event]:
     """Await every plugin's ``aclose`` in LIFO order; one failing does not stop the rest."""
-    while state.closers:
-        name, aclose = state.closers.pop()
+    while state.runtime.closers:
+        name, aclose = state.runtime.closers.pop()
         t0 = time.perf_counter()
         error: BaseException | None = None
         try:
@@ -202,9 +202,9 @@ def result_of(state: RunState, final: Final) -> RunResult[Any]:
     return RunResult(
         output=final.output,
         usage=state.total_usage(),
-        own_usage=state.usage.copy(),
+        own_usage=state.progress.usage.copy(),
         child_usage=state.child_usage(),
-        turns=state.turn,
+        turns=state.progress.turn,
         finish_reason=final.finish_reason,
         final_agent=state.active.agent,
         entries=tuple(state.new_entries()),

@@ -58,14 +58,18 @@ async def take_lease(state: RunState) -> bool:
         if holder is None or not holder_gone(holder):
             return False
         logger.info("taking over run %s from dead worker %s", state.run_id, holder)
-        state.lease.took_over = holder
+        state.runtime.lease.took_over = holder
         await cp.release(state.run_id, holder)
         sent = time.monotonic()
         token = await cp.acquire(state.run_id, owner, ttl)
         if token is None:
             return False
-    state.lease.owner, state.lease.token, state.lease.renewed = owner, token, sent
-    state.lease.ttl_s = ttl
+    state.runtime.lease.owner, state.runtime.lease.token, state.runtime.lease.renewed = (
+        owner,
+        token,
+        sent,
+    )
+    state.runtime.lease.ttl_s = ttl
     return True
 
 
@@ -81,17 +85,21 @@ async def lease_held(state: RunState) -> RunLeaseHeld:
 
 
 def _lost(state: RunState) -> LeaseLost:
-    assert state.lease.token is not None
-    return lease_lost(state.run_id, state.lease.token)
+    assert state.runtime.lease.token is not None
+    return lease_lost(state.run_id, state.runtime.lease.token)
 
 
 async def _renew_once(state: RunState, ttl: float) -> bool:
     cp = state.checkpointer
-    assert cp is not None and state.lease.owner is not None and state.lease.token is not None
+    assert (
+        cp is not None
+        and state.runtime.lease.owner is not None
+        and state.runtime.lease.token is not None
+    )
     sent = time.monotonic()
-    if not await cp.renew(state.run_id, state.lease.owner, state.lease.token, ttl):
+    if not await cp.renew(state.run_id, state.runtime.lease.owner, state.runtime.lease.token, ttl):
         return False
-    state.lease.renewed = max(state.lease.renewed, sent)
+    state.runtime.lease.renewed = max(state.runtime.lease.renewed, sent)
     return True
 
 
@@ -101,16 +109,16 @@ async def confirm_lease(state: RunState) -> None:
     Trusts a renewal younger than half the TTL (the lease then has at least that long
     left); otherwise renews it in the store, which fails when another worker took it.
     """
-    if state.lease.lost is not None:
-        raise state.lease.lost
-    if state.lease.token is None:
+    if state.runtime.lease.lost is not None:
+        raise state.runtime.lease.lost
+    if state.runtime.lease.token is None:
         return
-    ttl = state.lease.ttl_s
-    if time.monotonic() - state.lease.renewed < ttl / 2:
+    ttl = state.runtime.lease.ttl_s
+    if time.monotonic() - state.runtime.lease.renewed < ttl / 2:
         return
     if not await _renew_once(state, ttl):
-        state.lease.lost = _lost(state)
-        raise state.lease.lost
+        state.runtime.lease.lost = _lost(state)
+        raise state.runtime.lease.lost
 
 
 @dataclass(eq=False)
@@ -143,7 +151,7 @@ async def _renew_all(keeper: _Keeper) -> None:
     told so and cancelled. A store error renews nobody this tick and is retried on the
     next one (the runs go on; :func:`confirm_lease` still checks before side effects)."""
     states = list(keeper.runs.values())
-    leases = [(s.run_id, s.lease.owner or "", s.lease.token or 0) for s in states]
+    leases = [(s.run_id, s.runtime.lease.owner or "", s.runtime.lease.token or 0) for s in states]
     sent = time.monotonic()
     try:
         lost = await renew_many(keeper.cp, leases, keeper.ttl)
@@ -157,26 +165,26 @@ async def _renew_all(keeper: _Keeper) -> None:
         if keeper.runs.get(id(state)) is not state:
             continue  # it ended while the renewal was in flight
         if state.run_id not in lost:
-            state.lease.renewed = max(state.lease.renewed, sent)
+            state.runtime.lease.renewed = max(state.runtime.lease.renewed, sent)
             continue
         del keeper.runs[id(state)]
         logger.warning("run %s: lease lost to another worker; stopping", state.run_id)
-        state.lease.lost = _lost(state)
+        state.runtime.lease.lost = _lost(state)
         state.ctx.cancel_token.cancel("lease lost to another worker")
 
 
 def _key(state: RunState) -> _Key:
-    return (asyncio.get_running_loop(), id(state.checkpointer), state.lease.ttl_s)
+    return (asyncio.get_running_loop(), id(state.checkpointer), state.runtime.lease.ttl_s)
 
 
 def start_heartbeat(state: RunState) -> None:
     """Have the process's keeper for this store and TTL renew the run's lease (every
     third of the TTL) until :func:`stop_heartbeat`; starts the keeper when needed."""
-    assert state.checkpointer is not None and state.lease.token is not None
+    assert state.checkpointer is not None and state.runtime.lease.token is not None
     key = _key(state)
     keeper = _keepers.get(key)
     if keeper is None:
-        keeper = _keepers[key] = _Keeper(state.checkpointer, state.lease.ttl_s)
+        keeper = _keepers[key] = _Keeper(state.checkpointer, state.runtime.lease.ttl_s)
     keeper.runs[id(state)] = state
     if keeper.task is None:
         # its own empty context: the keeper belongs to no run (no run's span or vars)
@@ -187,7 +195,7 @@ def start_heartbeat(state: RunState) -> None:
 
 async def stop_heartbeat(state: RunState) -> None:
     """Stop renewing the run's lease; the keeper ends with its last run."""
-    if state.checkpointer is None or state.lease.token is None:
+    if state.checkpointer is None or state.runtime.lease.token is None:
         return
     key = _key(state)
     keeper = _keepers.get(key)

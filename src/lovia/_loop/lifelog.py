@@ -29,13 +29,13 @@ def note_failed_call(
     state: RunState, failed: ev.ModelCallFailed, *, view_hash: str, attempt: int, retries: int
 ) -> None:
     """Queue the record of a failed model call (not for the run's own cancellation)."""
-    if failed.error_type == "RunCancelled" or state.lease.lost is not None:
+    if failed.error_type == "RunCancelled" or state.runtime.lease.lost is not None:
         return
     error = failed.error
     status = error.status if isinstance(error, ProviderError) else None
     state.note(
         FailedCallRecord(
-            turn=state.turn,
+            turn=state.progress.turn,
             attempt=attempt,
             view_hash=view_hash,
             error_type=failed.error_type,

@@ -11,7 +11,8 @@ __all__ = ["cancelled_error", "check_budget", "check_cancel", "check_limits", "o
 def cancelled_error(state: RunState) -> RunCancelled:
     """The run's error once its cancel token is set."""
     return RunCancelled(
-        f"run {state.run_id} was cancelled at turn {state.turn} ({state.ctx.cancel_token.reason})",
+        f"run {state.run_id} was cancelled at turn {state.progress.turn} "
+        f"({state.ctx.cancel_token.reason})",
         hint="Its checkpoint is resumable: run again with the same run_id.",
     )
 
@@ -47,7 +48,9 @@ def _check_one(run: RunState, caller: RunState, extra_tool_calls: int | None, be
         usage = usage.copy()
         usage.tool_calls += extra_tool_calls
     # an ancestor's max_turns counts its own turns, which a child's model call does not add to
-    hit = budget.exceeded(usage, run.turn if run is caller else 0, run.elapsed(), before=before)
+    hit = budget.exceeded(
+        usage, run.progress.turn if run is caller else 0, run.elapsed(), before=before
+    )
     if hit is not None:
         raise _budget_error(run, caller, *hit)
 
@@ -65,7 +68,7 @@ def _budget_error(
     total = run.total_usage()
     whose = "" if run is caller else f" of parent run {run.run_id} (in child run {_path(caller)})"
     error = BudgetExceeded(
-        f"run budget{whose} exceeded at turn {caller.turn}{where}: {name}={limit} "
+        f"run budget{whose} exceeded at turn {caller.progress.turn}{where}: {name}={limit} "
         f"(used {used:g}; tokens in/out {total.input_tokens}/{total.output_tokens}, "
         f"tool calls {total.tool_calls}, cost ${total.cost_usd:.4f})",
         hint=f"Raise RunBudget({name}=...) or make the task smaller.",
@@ -91,7 +94,7 @@ def _path(state: RunState) -> str:
 def check_limits(state: RunState) -> None:
     """Before each turn: cancellation, max_turns, budget."""
     check_cancel(state)
-    if state.turn >= state.params.max_turns:
+    if state.progress.turn >= state.params.max_turns:
         raise MaxTurnsExceeded(
             f"run {state.run_id} reached max_turns={state.params.max_turns} without a final answer",
             hint="Raise max_turns=..., or check why the model keeps calling tools "

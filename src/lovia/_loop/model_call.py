@@ -39,7 +39,7 @@ MAX_OVERFLOW_RETRIES = 1
 def stamp(state: RunState, entry: Any) -> Any:
     """Give an entry this run's id, turn and active agent (a copy: entries are frozen)."""
     assert state.active is not None
-    return stamped(entry, state.run_id, state.turn, state.active.agent.name)
+    return stamped(entry, state.run_id, state.progress.turn, state.active.agent.name)
 
 
 async def model_step(state: RunState) -> AsyncIterator[ev.Event | Answer]:
@@ -206,7 +206,7 @@ def _summary_record(state: RunState, request: ModelRequest, provider: Provider) 
         replaced={e.id: e for e in request.messages if id(e) not in known},
         injected=(),
         run_id=state.run_id,
-        turn=state.turn,
+        turn=state.progress.turn,
         attempt=1,
         agent=state.active.agent.name,
         model=provider.model,
@@ -239,9 +239,9 @@ async def _build_view(state: RunState, attempt: int) -> AsyncIterator[ev.Event |
         system=active.system,
         agent_name=name,
         profile=active.provider.profile,
-        turn=state.turn,
+        turn=state.progress.turn,
         attempt=attempt,
-        last_input_tokens=state.last_input_tokens,
+        last_input_tokens=state.progress.last_input_tokens,
         last_view_size=state.last_view_size,
         result_caps=_result_caps(active),
     )
@@ -347,7 +347,7 @@ def _record(
         replaced=replaced,
         injected=injected,
         run_id=state.run_id,
-        turn=state.turn,
+        turn=state.progress.turn,
         attempt=attempt,
         agent=active.agent.name,
         summary=built.summary,
@@ -408,7 +408,7 @@ def _append_answer(
     entries = [stamp(state, e) for e in _unique_call_ids(state, response.entries)]
     state.transcript.extend(entries)
     if not response.usage.missing:
-        state.last_input_tokens = response.usage.input_tokens
+        state.progress.last_input_tokens = response.usage.input_tokens
     state.note_entries(entries)
     state.note_state(active.agent.name)
     appended.extend(entries)

@@ -18,11 +18,11 @@ from ..transcript import InputEntry, SystemEntry, TranscriptEntry, input_entries
 from ..view.record import ViewRecord, resolve_records, view_records
 from .activate import activate, resolve_provider
 from .attempts import adopt_snapshot, note_attempt_start
-from .checkpoint import ResumePoint, commit, open_calls, restore, run_info
+from .checkpoint import commit, open_calls, run_info
 from .finish import run_guardrails
 from .lease import lease_held, start_heartbeat, take_lease
 from .model_call import stamp
-from .state import RunState
+from .state import Progress, RunState
 
 __all__ = ["find_agent", "inherit_session_labels", "load_snapshot", "prepare"]
 
@@ -168,13 +168,13 @@ def run_started(state: RunState, resumed: bool) -> ev.RunStarted:
     return ev.RunStarted(
         run_id=state.run_id,
         agent=state.params.agent.name,
-        turn=state.turn,
+        turn=state.progress.turn,
         session_id=state.params.session_id,
         model=provider.model,
         provider=provider.name,
         resumed=resumed,
         attempt=state.attempt,
-        trace_links=state.trace_links,
+        trace_links=state.progress.trace_links,
         parent_run_id=state.params.parent.run_id if state.params.parent else None,
         parent_call_id=state.params.parent.call_id if state.params.parent else None,
         root_agent=_root_agent(state),
@@ -197,10 +197,12 @@ def _root_agent(state: RunState) -> str | None:
 async def prepare(
     state: RunState,
     snapshot: RunSnapshot | None,
+    stored: Progress | None,
     loaded: list[TranscriptEntry] | None = None,
 ) -> AsyncIterator[ev.Event]:
     """Everything before the first turn. The RunStarted event is emitted by the driver.
-    ``loaded``: the session's history when it was already read (with its labels)."""
+    ``stored``: the snapshot's progress (``restore``); ``loaded``: the session's history
+    when it was already read (with its labels)."""
     if state.session is not None and state.params.session_id is not None:
         history = loaded
         if history is None:
@@ -211,10 +213,10 @@ async def prepare(
         state.transcript.extend(history)
     state.run_start = len(state.transcript)
     note_attempt_start(state, snapshot)
-    if snapshot is not None:
+    if snapshot is not None and stored is not None:
         async for event in commit(state, "attempt"):  # at once: it may die soon
             yield event
-        async for event in _resume(state, snapshot):
+        async for event in _resume(state, snapshot, stored):
             yield event
         return
     async for event in activate(state, state.params.agent):
@@ -235,26 +237,30 @@ async def prepare(
         yield event
 
 
-async def _resume(state: RunState, snapshot: RunSnapshot) -> AsyncIterator[ev.Event]:
-    point: ResumePoint = restore(snapshot)
-    state.transcript.extend(point.entries)
-    state.ledger.update(point.ledger)
-    state.children.update(point.children)
-    state.turn = point.turn
-    state.usage.add(point.usage)
-    agent = find_agent(state.params.agent, point.agent or state.params.agent.name)
+async def _resume(
+    state: RunState, snapshot: RunSnapshot, stored: Progress
+) -> AsyncIterator[ev.Event]:
+    """Continue from the stored run: its entries and progress, its agent, its views."""
+    state.transcript.extend(snapshot.entries())
+    progress = state.progress
+    progress.ledger.update(stored.ledger)
+    progress.children.update(stored.children)
+    progress.turn = stored.turn
+    progress.usage.add(stored.usage)  # the same object as ``ctx.usage``
+    progress.last_input_tokens = stored.last_input_tokens
+    agent = find_agent(state.params.agent, stored.agent or state.params.agent.name)
     if agent is None:
         raise UserError(
-            f"run {state.run_id} stopped in agent {point.agent!r}, which is not "
+            f"run {state.run_id} stopped in agent {stored.agent!r}, which is not "
             "reachable from this agent's handoffs",
             hint="Resume with the same agent graph the run started with.",
         )
+    progress.agent = stored.agent
     async for event in activate(state, state.params.agent):
         yield event
     if agent is not state.params.agent:
         async for event in activate(state, agent):
             yield event
-    state.last_input_tokens = point.last_input_tokens
     _restore_views(state, snapshot, [state.params.agent, agent])
     state.repairs_left = agent.output_repairs
     for entry in _new_input(state, input_entries(state.params.input)):
@@ -288,7 +294,7 @@ def _restore_views(state: RunState, snapshot: RunSnapshot, agents: list[Agent[An
     entries = list(state.transcript)
     done: set[int] = set()
     for agent in agents:
-        active = state.activated.get(id(agent))
+        active = state.runtime.activated.get(id(agent))
         if active is None or id(agent) in done or active.strategy is None:
             continue
         done.add(id(agent))

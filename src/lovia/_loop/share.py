@@ -77,8 +77,8 @@ def _shared(budget: RunBudget | None) -> bool:
 
 
 def _estimate(state: RunState, request: ModelRequest, provider: Provider) -> Usage:
-    if state.last_input_tokens is not None:
-        tokens_in = state.last_input_tokens
+    if state.progress.last_input_tokens is not None:
+        tokens_in = state.progress.last_input_tokens
     else:
         chars = len(request.system)
         for entry in request.messages:
@@ -137,15 +137,15 @@ async def reserve(state: RunState, request: ModelRequest, provider: Provider) ->
 
 
 def _share(run: RunState) -> BudgetShare:
-    if run.budget_share is None:
-        run.budget_share = BudgetShare()
-    return run.budget_share
+    if run.runtime.budget_share is None:
+        run.runtime.budget_share = BudgetShare()
+    return run.runtime.budget_share
 
 
 async def _wait(state: RunState, returned: asyncio.Event) -> None:
     """Wait for ``returned``; cancelling the run (or its deadline) interrupts the wait."""
-    assert state.watch is not None
-    async with state.watch.armed():
+    assert state.runtime.watch is not None
+    async with state.runtime.watch.armed():
         await returned.wait()
 
 

@@ -101,7 +101,7 @@ def note_usage(state: RunState, purpose: str, provider: str, model: str, usage: 
     source = None if usage.unpriced else price_source(provider, model)
     state.note(
         CallUsageRecord(
-            turn=state.turn,
+            turn=state.progress.turn,
             purpose=purpose,
             provider=provider,
             model=model,

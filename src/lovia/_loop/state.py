@@ -51,8 +51,10 @@ __all__ = [
     "EventBase",
     "LeaseHold",
     "ParentLink",
+    "Progress",
     "RunParams",
     "RunState",
+    "Runtime",
     "current_run",
 ]
 
@@ -172,94 +174,136 @@ class LeaseHold:
 
 
 @dataclass(slots=True, kw_only=True)
-class RunState:
-    """Mutable per-run state shared by the phase functions."""
+class Progress:
+    """Where the run is, as its checkpoint records say it: exactly what
+    ``checkpoint.restore()`` folds back from a stored run's ledger and state records
+    (a new run starts from an empty one). A phase that changes a field here notes the
+    record that carries the change (``RunState.note_state``, a ``LedgerRecord``)."""
 
-    params: RunParams
-    ctx: RunContext[Any]
-    transcript: Transcript
-    run_id: str
-    active: ActiveAgent | None = None
-    run_start: int = 0
-    """Index in the transcript of this run's first entry (after session history)."""
     turn: int = 0
     usage: Usage = field(default_factory=Usage)
-    started: float = field(default_factory=time.monotonic)
-    started_wall: float = field(default_factory=time.time)
-    checkpointer: Checkpointer | None = None
-    session: SessionStore | None = None
+    """This run's own usage (child runs' is in ``children`` and ``Runtime.live``)."""
+    agent: str | None = None
+    """The agent active at the last state record (None: the starting agent)."""
     ledger: dict[str, LedgerStatus] = field(default_factory=dict[str, LedgerStatus])
+    """Each tool call's status: what makes a resumed run never redo a completed call."""
+    children: dict[str, Usage] = field(default_factory=dict[str, Usage])
+    """The total usage of each finished child run, by the tool call that ran it."""
+    last_input_tokens: int | None = None
+    """Input tokens reported for the run's last model call (None: unknown)."""
+    trace_links: tuple[str, ...] = ()
+    """``trace_id:span_id`` of the run span of each earlier attempt."""
+
+
+@dataclass(slots=True, kw_only=True)
+class Runtime:
+    """What this worker holds while it runs the run: never persisted, gone with it."""
+
+    watch: RunWatch | None = None
+    """The cancel token and ``max_seconds`` deadline around the loop's own awaits (set
+    by the driver as the run starts)."""
+    lease: LeaseHold = field(default_factory=LeaseHold)
+    pending: list[CheckpointRecord] = field(default_factory=list[CheckpointRecord])
+    """Checkpoint records noted since the last commit point (the driver writes them)."""
     closers: list[tuple[str, Callable[[], Awaitable[Any] | Any]]] | None = None
     """``(plugin name, aclose)`` of the plugin instances set up in this run (None: none;
-    add through :meth:`add_closer`)."""
+    add through :meth:`RunState.add_closer`)."""
     activated: dict[int, ActiveAgent] = field(default_factory=dict[int, ActiveAgent])
     """Agents already set up in this run (plugins are set up once per run per agent)."""
-    hasher: ViewHasher = field(default_factory=ViewHasher)
-    pending: list[CheckpointRecord] = field(default_factory=list[CheckpointRecord])
-    """Checkpoint records waiting for the next write."""
-    last_input_tokens: int | None = None
-    last_view_size: int = 0
-    repairs_left: int = 0
-    resumed: bool = False
-    resume_calls: Sequence[ToolCallEntry] = ()
-    """Resuming inside a turn's tool phase: the stored calls that have no result yet."""
-    watch: RunWatch | None = None
-    """The cancel token and ``max_seconds`` deadline around the loop's own awaits."""
-    trace_ids: tuple[str, str] | None = None
-    trace_links: tuple[str, ...] = ()
-    history: Sequence[TranscriptEntry] = ()
-    undelivered: Sequence[InputEntry] = ()
-    """Mailbox messages left when the run ended (set by the finish phase)."""
-    lease: LeaseHold = field(default_factory=LeaseHold)
-    """This worker's lease on the run (runtime: never persisted)."""
-    attempt: int = 1
-    """This lease grant's number among the run's attempts (1: the first)."""
-    first_trace: tuple[str, str] | None = None
-    """The first attempt's ``(trace_id, span_id)``: the run's row keeps them on resume."""
-    completed_result: RunResult[Any] | None = None
-    """Set when the run_id was already completed: the stored RunResult."""
-    children: dict[str, RunState | Usage] = field(default_factory=dict[str, "RunState | Usage"])
-    """Child runs by the tool call that started them: live while running, then usage."""
-    budget_share: BudgetShare | None = None
-    """Reservations of the model calls in flight in this run's tree (when its budget
-    limits tokens or cost and calls run in parallel: see ``share``)."""
+    live: dict[str, RunState | None] = field(default_factory=dict[str, "RunState | None"])
+    """Running child runs by the tool call that started them (None: admitted, not yet
+    started); a finished child's usage moves to ``Progress.children``."""
     child_events: asyncio.Queue[ev.Event] | None = None
     """Events of running child runs, for a ``nested=True`` stream (at most
     ``CHILD_EVENT_BUFFER``: a child waits while its parent's consumer is behind)."""
     spans: dict[ev.Event, Any] = field(default_factory=dict[ev.Event, Any])
     """The live span of each emitted event whose phase parents later work under it
     (``RunStarted``, ``ToolCallStarted``), by the event the phase built (events compare
-    by identity). The emitter writes it, the phase takes it (:meth:`span_of`): the
-    events themselves are never changed."""
+    by identity). The emitter writes it, the phase takes it (:meth:`RunState.span_of`):
+    the events themselves are never changed."""
+    budget_share: BudgetShare | None = None
+    """Reservations of the model calls in flight in this run's tree (when its budget
+    limits tokens or cost and calls run in parallel: see ``share``)."""
+    completed_result: RunResult[Any] | None = None
+    """Set when the run_id was already completed: the stored RunResult."""
+
+
+@dataclass(slots=True, kw_only=True)
+class RunState:
+    """One run while it runs: its parameters (frozen), its progress (what the records
+    say), this worker's runtime (never persisted), and the attempt's own facts. Created
+    at the run's start, dropped at its end; the phases share it."""
+
+    params: RunParams
+    run_id: str
+    ctx: RunContext[Any]
+    transcript: Transcript
+    """Session history, then this run's entries (from ``run_start``)."""
+    progress: Progress
+    runtime: Runtime
+    active: ActiveAgent | None = None
+    run_start: int = 0
+    """Index in the transcript of this run's first entry (after session history)."""
+    history: Sequence[TranscriptEntry] = ()
+    """The session's history this run started from (its length is in the run's row)."""
+    started: float = field(default_factory=time.monotonic)
+    started_wall: float = field(default_factory=time.time)
+    """When the run's first attempt started (a resumed run keeps the stored time)."""
+    hasher: ViewHasher = field(default_factory=ViewHasher)
+    """The view-record hash chain (continued from the last stored view on resume)."""
+    last_view_size: int = 0
+    repairs_left: int = 0
+    resume_calls: Sequence[ToolCallEntry] | None = None
+    """A resumed run: the stored calls of the turn it stopped in that have no result yet
+    (empty: it stopped between turns); None: a new run."""
+    attempt: int = 1
+    """This lease grant's number among the run's attempts (1: the first)."""
+    trace_ids: tuple[str, str] | None = None
+    """This attempt's run span ``(trace_id, span_id)``."""
+    first_trace: tuple[str, str] | None = None
+    """The first attempt's ``(trace_id, span_id)``: the run's row keeps them on resume."""
+    undelivered: Sequence[InputEntry] = ()
+    """Mailbox messages left when the run ended (set by the finish phase)."""
+
+    @property
+    def checkpointer(self) -> Checkpointer | None:
+        return self.params.checkpointer
+
+    @property
+    def session(self) -> SessionStore | None:
+        return self.params.session
 
     def add_closer(self, name: str, aclose: Callable[[], Awaitable[Any] | Any]) -> None:
         """Register a plugin instance's ``aclose`` (called last-in, first-out at the end)."""
-        if self.closers is None:
-            self.closers = []
-        self.closers.append((name, aclose))
+        runtime = self.runtime
+        if runtime.closers is None:
+            runtime.closers = []
+        runtime.closers.append((name, aclose))
 
     def span_of(self, event: ev.Event) -> Any:
         """The span the emitter opened for ``event`` (None: not traced); taken once."""
-        return self.spans.pop(event, None)
+        return self.runtime.spans.pop(event, None)
 
     def note(self, record: Record) -> None:
         """Queue a checkpoint record (dropped when the run has no checkpointer)."""
-        if self.checkpointer is not None:
-            self.pending.append(to_checkpoint(record))
+        if self.params.checkpointer is not None:
+            self.runtime.pending.append(to_checkpoint(record))
 
     def note_entries(self, entries: Sequence[TranscriptEntry]) -> None:
-        if self.checkpointer is not None and entries:
+        if self.params.checkpointer is not None and entries:
             self.note(EntriesRecord(tuple(entries)))
 
     def note_state(self, agent: str, *, trace: str | None = None) -> None:
         """Queue the run's counters with ``agent`` active (``trace``: a resuming worker's)."""
-        if self.checkpointer is not None:
+        progress = self.progress
+        progress.agent = agent
+        if self.params.checkpointer is not None:
             self.note(
                 StateRecord(
-                    turn=self.turn,
-                    usage=self.usage.copy(),
+                    turn=progress.turn,
+                    usage=progress.usage.copy(),
                     agent=agent,
-                    last_input_tokens=self.last_input_tokens,
+                    last_input_tokens=progress.last_input_tokens,
                     trace=trace,
                 )
             )
@@ -269,24 +313,54 @@ class RunState:
 
     def base(self) -> EventBase:
         agent = self.active.agent.name if self.active else self.params.agent.name
-        return {"run_id": self.run_id, "agent": agent, "turn": self.turn}
+        return {"run_id": self.run_id, "agent": agent, "turn": self.progress.turn}
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started
 
     def total_usage(self) -> Usage:
         """This run's own usage plus its child runs' (running ones as used so far)."""
-        total = self.usage.copy()
-        for child in self.children.values():
-            total.add(child if isinstance(child, Usage) else child.total_usage())
+        total = self.progress.usage.copy()
+        for usage in self.progress.children.values():
+            total.add(usage)
+        for child in self.runtime.live.values():
+            if child is not None:
+                total.add(child.total_usage())
         return total
 
     def child_usage(self) -> dict[str, Usage]:
         """Each child run's total usage, by the tool call that started it."""
-        return {
-            call_id: child.copy() if isinstance(child, Usage) else child.total_usage()
-            for call_id, child in self.children.items()
-        }
+        out = {call_id: usage.copy() for call_id, usage in self.progress.children.items()}
+        for call_id, child in self.runtime.live.items():
+            if call_id not in out:
+                out[call_id] = child.total_usage() if child is not None else Usage()
+        return out
+
+    def child_count(self) -> int:
+        """Child runs started by this run's tool calls, finished or running."""
+        return len(self.progress.children.keys() | self.runtime.live.keys())
+
+    def has_child(self, call_id: str) -> bool:
+        return call_id in self.runtime.live or call_id in self.progress.children
+
+    def child_started(self, call_id: str, child: RunState | None) -> None:
+        """``call_id`` runs a child run (None: admitted, not started yet): its usage is
+        counted live from now on, in place of any the call's earlier attempt stored."""
+        self.progress.children.pop(call_id, None)
+        self.runtime.live[call_id] = child
+
+    def child_ended(self, call_id: str, usage: Usage) -> None:
+        """The child run of ``call_id`` ended having used ``usage`` in all."""
+        self.runtime.live.pop(call_id, None)
+        self.progress.children[call_id] = usage
+
+    def settle_child(self, call_id: str) -> Usage | None:
+        """The total usage of the child run ``call_id`` ran (None: it ran none), final
+        now that the call has ended (a child still counted live is read and settled)."""
+        if call_id in self.runtime.live:
+            child = self.runtime.live[call_id]
+            self.child_ended(call_id, child.total_usage() if child is not None else Usage())
+        return self.progress.children.get(call_id)
 
 
 current_run: ContextVar[RunState | None] = ContextVar("lovia_current_run", default=None)

@@ -31,7 +31,6 @@ from ..stores.records import ApprovalRecord, LedgerRecord, LedgerStatus
 from ..tools import Tool, ToolArgumentsError, serialize_result
 from ..tools.tool import ResultNotSerializable
 from ..transcript import HandoffEntry, ToolCallEntry, ToolResultEntry
-from ..usage import Usage
 from .checkpoint import commit, write_progress
 from .engine import host_stop
 from .lease import confirm_lease
@@ -200,7 +199,7 @@ async def _prechecks(state: RunState, calls: Sequence[ToolCallEntry]) -> Checked
     for are skipped: a resumed turn answers only the open ones)."""
     checked = Checked()
     for call in calls:
-        if state.ledger.get(call.call_id) in ("completed", "failed"):
+        if state.progress.ledger.get(call.call_id) in ("completed", "failed"):
             continue
         planned = sum(1 for p in checked.plans if p.will_run)
         plan = await _precheck(state, call, planned, checked)
@@ -235,7 +234,7 @@ async def _precheck(state: RunState, call: ToolCallEntry, planned: int, checked:
         kwargs = t.validate(call.arguments)
     except ToolArgumentsError as exc:
         return Plan(call, t, refusal=str(exc))
-    if state.ledger.get(call.call_id) == "started" and not t.idempotent:
+    if state.progress.ledger.get(call.call_id) == "started" and not t.idempotent:
         return Plan(call, t, refusal=UNKNOWN_OUTCOME, recovered=True)
     decision = await _approval(state, t, call, checked.decided)
     if isinstance(decision, Wait):
@@ -318,12 +317,9 @@ def _started(state: RunState, plan: Plan) -> ev.ToolCallStarted:
 
 def _ledger(state: RunState, plan: Plan, status: LedgerStatus) -> None:
     call_id = plan.call.call_id
-    state.ledger[call_id] = status
-    total: Usage | None = None
-    child = state.children.get(call_id) if status != "started" else None
-    if child is not None:  # an agent tool: its child run's usage, kept with the result
-        total = child if isinstance(child, Usage) else child.total_usage()
-        state.children[call_id] = total
+    state.progress.ledger[call_id] = status
+    # an agent tool: its child run's usage, kept with the result
+    total = state.settle_child(call_id) if status != "started" else None
     key = call_key(state.run_id, call_id)  # the key the tool saw as ctx.idempotency_key
     state.note(LedgerRecord(call_id=call_id, status=status, key=key, child_usage=total))
 
@@ -341,7 +337,7 @@ async def _run_one(state: RunState, plan: Plan, carried: bool) -> AsyncIterator[
     # commit point: no tool starts before its ledger entry is durable
     async for event in commit(state, "tool_result" if carried else "ledger"):
         yield event
-    watch = state.watch
+    watch = state.runtime.watch
     assert watch is not None
     t0 = time.perf_counter()
     async with watch.armed():
@@ -355,7 +351,7 @@ async def _run_one(state: RunState, plan: Plan, carried: bool) -> AsyncIterator[
 def _parallel(state: RunState, group: list[Plan]) -> bool:
     """A group of several calls runs in parallel; so does one call under a nested stream
     (it waits on tasks, so child runs' events surface while tools run)."""
-    return group[0].will_run and (len(group) > 1 or state.child_events is not None)
+    return group[0].will_run and (len(group) > 1 or state.runtime.child_events is not None)
 
 
 async def _run_parallel(
@@ -382,7 +378,7 @@ async def _run_parallel(
             done, first = await _wait(state, tasks)
             if first is not None:
                 yield first
-            if state.child_events is not None:
+            if state.runtime.child_events is not None:
                 async for event in _child_events(state):
                     yield event
             for task in sorted(done, key=lambda t: order[id(tasks[t][0])]):
@@ -412,7 +408,11 @@ async def _record_settled(
     for task, (plan, t0) in tasks.items():
         if not task.cancelled() and task.exception() is None:
             _complete(state, plan, task.result(), time.perf_counter() - t0)
-    if state.pending and state.checkpointer is not None and state.lease.lost is None:
+    if (
+        state.runtime.pending
+        and state.checkpointer is not None
+        and state.runtime.lease.lost is None
+    ):
         saved = await write_progress(state, "tool_result")
         if saved.error is not None:  # the run's own error is what the caller gets
             logger.error(
@@ -450,14 +450,14 @@ async def _wait(
     state: RunState, tasks: Collection[asyncio.Task[Any]]
 ) -> tuple[list[asyncio.Task[Any]], ev.Event | None]:
     """Wait for the first tool to finish, or (nested stream) for a child run's event."""
-    assert state.watch is not None
-    queue = state.child_events
+    assert state.runtime.watch is not None
+    queue = state.runtime.child_events
     waiting: set[asyncio.Future[Any]] = set(tasks)
     getter = asyncio.ensure_future(queue.get()) if queue is not None else None
     if getter is not None:
         waiting.add(getter)
     try:
-        async with state.watch.armed():
+        async with state.runtime.watch.armed():
             done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
     finally:
         if getter is not None:
@@ -468,7 +468,7 @@ async def _wait(
 
 
 async def _child_events(state: RunState) -> AsyncIterator[ev.Event]:
-    queue = state.child_events
+    queue = state.runtime.child_events
     while queue is not None and not queue.empty():
         yield queue.get_nowait()
 
@@ -560,7 +560,7 @@ def _complete(
     is_error = outcome.is_error
     result = ToolResultEntry(  # stamped as built (what stamp() does, without a copy)
         run_id=state.run_id,
-        turn=state.turn,
+        turn=state.progress.turn,
         agent=state.active.agent.name,
         call_id=plan.call.call_id,
         name=plan.call.name,
@@ -580,7 +580,7 @@ def _complete(
             )
         )
     state.transcript.extend(new)
-    state.usage.tool_calls += 1 if started else 0
+    state.progress.usage.tool_calls += 1 if started else 0
     state.note_entries(new)
     if started or plan.handoff is not None:
         _ledger(state, plan, "failed" if is_error else "completed")

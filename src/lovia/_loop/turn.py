@@ -39,9 +39,9 @@ async def turn(
     calls) was stored before a crash or a pause."""
     if resumed is None:
         check_limits(state)
-        state.turn += 1
-    state.ctx.turn = state.turn
-    before = state.usage.copy()
+        state.progress.turn += 1
+    state.ctx.turn = state.progress.turn
+    before = state.progress.usage.copy()
     started = ev.TurnStarted(**state.base())
     yield started
     span = state.span_of(started)  # the turn's span: TurnEnded is built with it
@@ -76,7 +76,7 @@ async def turn(
         case _:
             assert_never(step)
     check_cancel(state)
-    usage = state.usage.minus(before)
+    usage = state.progress.usage.minus(before)
     yield ev.TurnEnded(**state.base(), usage=usage, tool_calls=len(calls), span=span)
     if transfer is not None:
         async for event in switch_agent(state, transfer.handoff):

@@ -1,7 +1,7 @@
 """The run's stop signals — its cancel token and its ``max_seconds`` deadline — as an
 ``asyncio.timeout`` around each of the loop's own awaits.
 
-``async with state.watch.armed():`` wraps a model call's stream, a wait for tools, a
+``async with state.runtime.watch.armed():`` wraps a model call's stream, a wait for tools, a
 wait for budget room; never user code: around each event a stream hands to its consumer
 the block is paused (``pause()`` / ``resume()``: one timeout per call, rescheduled), so
 stopping never interrupts the caller's own code. Inside, the deadline is the timeout's;
