@@ -288,7 +288,7 @@ CYCLES: dict[tuple[str, str], str] = {
     "each other (under TYPE_CHECKING; no import at run time)",
     ("lovia.result", "lovia.agent"): "RunResult.final_agent is an Agent, and Agent.as_tool's "
     "output= callback takes a RunResult (under TYPE_CHECKING only)",
-    ("lovia._loop.state", "lovia._loop.share"): "RunState holds its run's BudgetShare and the "
+    ("lovia._loop.state", "lovia._loop.share"): "a run's Runtime holds its BudgetShare and the "
     "share's methods take the RunState (under TYPE_CHECKING only; the engine is private)",
 }
 """The import edges that close a cycle, each with why; with them left out, the import

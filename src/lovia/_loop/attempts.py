@@ -10,13 +10,12 @@ The last attempt's end is the run's row itself, so ending a run costs no extra w
 
 from __future__ import annotations
 
-import os
 import time
 from typing import Any
 
 from ..errors import ApprovalPending, RunCancelled
 from ..stores.base import RunSnapshot
-from ..stores.lifecycle import HOST, process_gone, process_started
+from ..stores.lifecycle import HOST, process_gone, this_process
 from ..stores.records import AttemptEnd, AttemptRecord, read_records
 from .state import RunState
 
@@ -63,8 +62,10 @@ def _previous(
 
 
 def note_attempt_start(state: RunState, snapshot: RunSnapshot | None) -> None:
-    """Queue this attempt's record (the caller writes it)."""
-    pid = os.getpid()
+    """Queue this attempt's record (the caller writes it; nothing without a store)."""
+    if state.checkpointer is None:
+        return
+    pid, pid_started = this_process()
     previous, ended = _previous(state, snapshot)
     state.note(
         AttemptRecord(
@@ -72,7 +73,7 @@ def note_attempt_start(state: RunState, snapshot: RunSnapshot | None) -> None:
             at=state.started_wall if snapshot is None else time.time(),
             host=HOST,
             pid=pid,
-            pid_started=process_started(pid),
+            pid_started=pid_started,
             fence=state.runtime.lease.token or 0,
             trace=":".join(state.trace_ids) if state.trace_ids else None,
             previous=previous,

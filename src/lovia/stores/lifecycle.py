@@ -52,6 +52,7 @@ __all__ = [
     "owner_id",
     "process_gone",
     "process_started",
+    "this_process",
     "request_cancel",
     "state_of",
 ]
@@ -94,10 +95,23 @@ def process_started(pid: int) -> str:
     return "" if stat is None else stat[1]
 
 
+_this_process: tuple[int, str] = (0, "")
+
+
+def this_process() -> tuple[int, str]:
+    """This process's pid and start time: read from the kernel once per process (a
+    forked child has another pid, so it reads its own)."""
+    global _this_process
+    pid = os.getpid()
+    if _this_process[0] != pid:
+        _this_process = (pid, process_started(pid))
+    return _this_process
+
+
 def owner_id() -> str:
     """A lease owner id for this process: ``host:pid:pid_start:random``."""
-    pid = os.getpid()
-    return f"{HOST}:{pid}:{process_started(pid) or '-'}:{secrets.token_hex(4)}"
+    pid, started = this_process()
+    return f"{HOST}:{pid}:{started or '-'}:{secrets.token_hex(4)}"
 
 
 def _parse_owner(owner: str) -> tuple[str, int, str]:
