@@ -3,6 +3,9 @@
 :func:`call_model` checks the run budget and the lease, emits ``ModelCallStarted``, streams the
 provider (the run's watch armed around each read), prices the response, adds it to
 the run's usage and emits ``MessageCompleted`` — or ``ModelCallFailed`` and re-raises.
+Its last item is the call's outcome, :class:`Returned` (the response and the entries
+``MessageCompleted`` carried), which the caller takes: nothing comes back through the
+call object.
 Tracing, metrics, hooks and budgets therefore see every call the same way; only
 ``purpose`` (``lovia.call.purpose`` on the ``chat`` span) tells them apart.
 
@@ -50,7 +53,7 @@ from .spend import check_spend, note_usage, settle
 from .state import EventBase, RunState
 from .watch import Armed, RunWatch
 
-__all__ = ["Done", "ModelCall", "Purpose", "Relay", "call_model"]
+__all__ = ["Done", "ModelCall", "Purpose", "Relay", "Returned", "call_model"]
 
 logger = logging.getLogger("lovia.loop")
 
@@ -65,9 +68,18 @@ class Done(Generic[T]):
     value: T
 
 
+@dataclass(slots=True, frozen=True)
+class Returned:
+    """The outcome of :func:`call_model`, its last item: the response, priced, and the
+    entries its ``MessageCompleted`` (or ``SummaryCompleted``) carried."""
+
+    response: ModelResponse
+    entries: Sequence[TranscriptEntry]
+
+
 @dataclass(slots=True, kw_only=True)
 class ModelCall:
-    """One model call: what to send, to whom, why; the response once it returned."""
+    """One model call: what to send, to whom, why; how long it took and its span."""
 
     provider: Provider
     request: ModelRequest
@@ -77,7 +89,6 @@ class ModelCall:
     compacted: bool = False
     deltas: bool = True
     """Emit streamed chunks as events (off for summaries: they are not the answer)."""
-    response: ModelResponse | None = None
     ttfc: float | None = None
     """Seconds to the first streamed chunk (None when the call did not stream)."""
     duration: float = 0.0
@@ -91,8 +102,9 @@ Record = Callable[[ModelResponse], Sequence[TranscriptEntry]]
 
 async def call_model(
     call: ModelCall, state: RunState | None, record: Record | None = None
-) -> AsyncIterator[ev.Event]:
-    """Make ``call``: budget, events, pricing, usage. ``state`` is None outside a run.
+) -> AsyncIterator[ev.Event | Returned]:
+    """Make ``call``: budget, events, pricing, usage; ends with its :class:`Returned`.
+    ``state`` is None outside a run.
 
     ``record(response)`` returns the entries ``MessageCompleted`` carries (the main call
     appends them to the transcript there); default: the response's own entries.
@@ -103,7 +115,7 @@ async def call_model(
         await confirm_lease(state)  # a worker fenced out while stalled stops unpaid
         hold = await reserve(state, call.request, call.provider)  # parallel children share
     provider = call.provider
-    spend = None
+    spend = response = None
     try:
         spend = await check_spend(state, call.request, provider) if state is not None else None
         started = _started(call)
@@ -111,13 +123,15 @@ async def call_model(
         call.span = state.span_of(started) if state is not None else None
         t0 = time.perf_counter()
         try:
-            async for event in _stream(call, state.runtime.watch if state is not None else None):
-                yield event
+            async for item in _stream(call, state.runtime.watch if state is not None else None):
+                if isinstance(item, ModelResponse):
+                    response = item
+                else:
+                    yield item
         except (Exception, asyncio.CancelledError) as exc:
             yield _failed(call, _reported(state, exc), t0)
             raise
-        response = call.response
-        assert response is not None
+        assert response is not None  # _items ends with the response or raises
         call.duration = time.perf_counter() - t0
         if not provider.profile.streaming:
             call.ttfc = None  # one-shot: "first chunk" would be the whole latency
@@ -130,7 +144,8 @@ async def call_model(
     finally:
         if hold is not None:
             hold.release()  # the usage is counted: calls waiting for room check again
-        await settle(spend, call.response)  # spend limits: the real cost replaces the estimate
+        await settle(spend, response)  # spend limits: the real cost replaces the estimate
+    assert response is not None
     entries = record(response) if record is not None else response.entries
     done = ev.SummaryCompleted if call.purpose == "summary" else ev.MessageCompleted
     yield done(
@@ -148,11 +163,15 @@ async def call_model(
         purpose=call.purpose,
         span=call.span,
     )
+    yield Returned(response, entries)
 
 
-async def _stream(call: ModelCall, watch: RunWatch | None) -> AsyncIterator[ev.Event]:
-    """The provider's stream as events; sets ``call.response`` and ``call.ttfc``. The
-    run's watch is armed while the provider is read, paused while an event is out."""
+async def _stream(
+    call: ModelCall, watch: RunWatch | None
+) -> AsyncIterator[ev.Event | ModelResponse]:
+    """The provider's stream as events, and its response when it arrives; sets
+    ``call.ttfc``. The run's watch is armed while the provider is read, paused while an
+    item is out."""
     if watch is None:
         async for event in _items(call, None):
             yield event
@@ -162,9 +181,10 @@ async def _stream(call: ModelCall, watch: RunWatch | None) -> AsyncIterator[ev.E
             yield event
 
 
-async def _items(call: ModelCall, armed: Armed | None) -> AsyncIterator[ev.Event]:
+async def _items(call: ModelCall, armed: Armed | None) -> AsyncIterator[ev.Event | ModelResponse]:
     t0 = time.perf_counter()
     stream = call.provider.stream(call.request)
+    response: ModelResponse | None = None
     first = False
     clean = DeltaCleaner()  # a surrogate pair split across chunks reaches consumers whole
     try:
@@ -172,7 +192,8 @@ async def _items(call: ModelCall, armed: Armed | None) -> AsyncIterator[ev.Event
             event = _delta(call.base, item, clean, call.span)
             if event is None:
                 assert isinstance(item, ModelResponse)  # _delta maps every other item
-                call.response = item
+                response = item
+                yield item  # known at once: spend is settled with it whatever follows
                 if call.deltas:
                     for held in _held_back(call.base, clean, call.span):
                         if armed is not None:
@@ -195,7 +216,7 @@ async def _items(call: ModelCall, armed: Armed | None) -> AsyncIterator[ev.Event
         if first:
             exc._lovia_partial = True  # pyright: ignore[reportAttributeAccessIssue] -- a marker model_step reads: no retry after partial output
         raise
-    if call.response is None:
+    if response is None:
         raise StreamInterrupted(
             "the provider's stream ended without a final response",
             hint="Check the provider adapter or server; this is a bug.",

@@ -24,7 +24,7 @@ from ..transcript import InputEntry, TextEntry, ToolCallEntry, TranscriptEntry, 
 from ..view.base import BuiltView, FullView, ViewInput, ViewRecord
 from ..view.compaction import Compaction
 from ..view.record import ViewHasher, view_parts
-from .call import Done, ModelCall, Purpose, Relay, call_model
+from .call import Done, ModelCall, Purpose, Relay, Returned, call_model
 from .lifelog import note_failed_call
 from .outcomes import Answer
 from .state import ActiveAgent, RunState
@@ -58,10 +58,13 @@ async def model_step(state: RunState) -> AsyncIterator[ev.Event | Answer]:
                 yield item
         assert view is not None
         call = _main_call(state, view, attempt, purpose)
-        appended: list[TranscriptEntry] = []
+        answer: Returned | None = None
         retries = 0
         try:  # phases 4-5: stream the answer; record() appends it to the transcript
-            async for event in call_model(call, state, partial(_append_answer, state, appended)):
+            async for event in call_model(call, state, partial(_append_answer, state)):
+                if isinstance(event, Returned):
+                    answer = event
+                    continue
                 if isinstance(event, ev.ProviderRetry):
                     retries += 1
                 elif isinstance(event, ev.ModelCallFailed):  # beside its view record
@@ -74,8 +77,8 @@ async def model_step(state: RunState) -> AsyncIterator[ev.Event | Answer]:
                 raise _overflow_error(exc, attempt) from exc
             attempt += 1
             continue
-        assert call.response is not None
-        yield Answer(call.response, tuple(appended))
+        assert answer is not None  # call_model ends with its outcome or raises
+        yield Answer(answer.response, tuple(answer.entries))
         return
 
 
@@ -189,10 +192,14 @@ async def _summarize(
         view_hash=record.hash,
         deltas=False,
     )
-    async for event in call_model(call, state):
-        await relay.send(event)
-    assert call.response is not None
-    return "".join(e.text for e in call.response.entries if isinstance(e, TextEntry))
+    out: Returned | None = None
+    async for item in call_model(call, state):
+        if isinstance(item, Returned):
+            out = item
+        else:
+            await relay.send(item)
+    assert out is not None  # call_model ends with its outcome or raises
+    return "".join(e.text for e in out.response.entries if isinstance(e, TextEntry))
 
 
 def _summary_record(state: RunState, request: ModelRequest, provider: Provider) -> ViewRecord:
@@ -398,11 +405,9 @@ def _unique_call_ids(state: RunState, entries: Sequence[Any]) -> list[Any]:
     return out
 
 
-def _append_answer(
-    state: RunState, appended: list[TranscriptEntry], response: ModelResponse
-) -> list[TranscriptEntry]:
+def _append_answer(state: RunState, response: ModelResponse) -> list[TranscriptEntry]:
     """Phase 5: append the answer to the transcript and note it (the driver commits it);
-    the entries go into ``MessageCompleted`` and, through ``appended``, the Answer."""
+    the entries go into ``MessageCompleted`` and the call's ``Returned``."""
     active = state.active
     assert active is not None
     entries = [stamp(state, e) for e in _unique_call_ids(state, response.entries)]
@@ -411,5 +416,4 @@ def _append_answer(
         state.progress.last_input_tokens = response.usage.input_tokens
     state.note_entries(entries)
     state.note_state(active.agent.name)
-    appended.extend(entries)
     return entries

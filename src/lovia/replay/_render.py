@@ -90,7 +90,7 @@ async def ask(
 ) -> ModelResponse:
     """One model call outside a run through the loop's one model-call path (priced,
     traced as a ``chat`` span with ``lovia.call.purpose``): a what-if, an LLM judge."""
-    from .._loop.call import ModelCall, call_model
+    from .._loop.call import ModelCall, Returned, call_model
     from ..telemetry.tracer import make_run_tracer
 
     call = ModelCall(
@@ -102,11 +102,14 @@ async def ask(
         deltas=False,
     )
     tracer = make_run_tracer(tracer_provider, meter_provider)
-    async for event in call_model(call, None):
-        if tracer is not None:
-            tracer.record(event)
-    assert call.response is not None
-    return call.response
+    out: Returned | None = None
+    async for item in call_model(call, None):
+        if isinstance(item, Returned):
+            out = item
+        elif tracer is not None:
+            tracer.record(item)
+    assert out is not None  # the call ends with its outcome or raises
+    return out.response
 
 
 _ADAPTERS = {
