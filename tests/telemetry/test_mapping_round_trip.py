@@ -22,7 +22,7 @@ from lovia.providers.base import ModelProfile, ModelRequest, TextChunk
 from lovia.stores import MemoryStore
 from lovia.telemetry import attributes as A
 from lovia.telemetry import clear_prices, event_from_span, events_from_span, set_price
-from lovia.telemetry.mapping import EVENTS, run_outcome
+from lovia.telemetry.mapping import EVENTS, Finished, _back_plugin, run_outcome
 from lovia.testing import FunctionModel, ScriptedModel, call, reply
 from lovia.testing._models import CallInfo
 from lovia.transcript import ToolCallEntry, ToolResultEntry
@@ -48,7 +48,8 @@ REBUILT = (
 )
 
 CONTENT = frozenset({"output", "entries", "record", "request", "span", "child_usage"})
-"""Fields a span never carries (content, objects): a rebuilt event leaves them empty."""
+"""Fields a span never carries (content, objects): a rebuilt event leaves them empty
+(``entries`` as a count, on views, checkpoints and session writes, is kept)."""
 
 
 @pytest.fixture(autouse=True)
@@ -235,9 +236,9 @@ def fields_of(e: events.Event) -> dict[str, Any]:
     """Every compared field of an event but content; a tool call by its id and name."""
     out: dict[str, Any] = {"type": type(e).__name__}
     for f in fields(e):
-        if not f.compare or f.name in CONTENT:
-            continue
         value = getattr(e, f.name)
+        if not f.compare or (f.name in CONTENT and not isinstance(value, int)):
+            continue  # a count of entries is kept, the entries themselves are not
         if isinstance(value, ToolCallEntry):
             value = (value.call_id, value.name)
         elif isinstance(value, ToolResultEntry):
@@ -736,3 +737,57 @@ def test_a_run_that_stopped_for_an_approval_is_paused_whatever_error_class_said_
     assert A.ERROR_TYPE not in row(waiting)
     failed = events.RunFailed(**NOBODY, error_type="PendingRefund", message="m")
     assert run_outcome(failed) == "failed"
+
+
+def test_a_retried_call_on_a_compacted_view_says_so() -> None:
+    """A retry after a context overflow runs on a compacted view: its span says so."""
+    retry = events.ModelCallStarted(**NOBODY, model="m", provider="p", compacted=True)
+    assert row(retry)[A.CONVERSATION_COMPACTED] is True
+    first = events.ModelCallStarted(**NOBODY, model="m", provider="p")
+    assert A.CONVERSATION_COMPACTED not in row(first)
+
+
+def test_the_plugin_span_builders_rebuild_name_timing_and_error() -> None:
+    """Built when lovia is imported (``SPANS``), so called here afresh: a rebuilt plugin
+    event names its plugin, run, agent and turn, and a failure by its status text or,
+    with none, its error type."""
+    attrs = {A.RUN_ID: "r1", A.AGENT_NAME: "a", A.TURN_INDEX: 2, A.PLUGIN_NAME: "notes"}
+    for cls in (events.PluginSetup, events.PluginClosed):
+        build = _back_plugin(cls)
+        fine = build(Finished(attrs, False, "", 0.5))
+        expected = cls(run_id="r1", agent="a", turn=2, plugin="notes", duration_s=0.5)
+        assert fields_of(fine) == fields_of(expected)
+        assert fine.error is None  # type: ignore[attr-defined]
+        failed = build(Finished({**attrs, A.ERROR_TYPE: "OSError"}, True, "OSError: gone", 0.5))
+        assert isinstance(failed, cls)
+        assert type(failed.error) is RuntimeError and str(failed.error) == "OSError: gone"
+        unnamed = build(Finished({**attrs, A.ERROR_TYPE: "OSError"}, True, "", 0.5))
+        assert isinstance(unnamed, cls) and str(unnamed.error) == "OSError"
+        bare = build(Finished({}, False, "", 0.0))
+        assert fields_of(bare) == fields_of(cls(**NOBODY, plugin=""))
+
+
+async def test_a_tool_span_without_status_is_read_by_its_attributes(otel: Otel) -> None:
+    """A failed or ledger-recovered call says so in attributes, not only in the status."""
+    attrs = {A.TOOL_CALL_ID: "c1", A.TOOL_NAME: "t", A.TOOL_IS_ERROR: True}
+    attrs |= {A.TOOL_RECOVERED: True, A.TOOL_STARTED: False, A.ERROR_TYPE: "ValueError"}
+    rebuilt = event_from_span(_span(otel, "execute_tool t", attrs))
+    assert isinstance(rebuilt, events.ToolCallCompleted)
+    assert fields_of(rebuilt) | {"duration_s": 0} == {
+        "type": "ToolCallCompleted",
+        **NOBODY,
+        "call": ("c1", "t"),
+        "result": ("c1", "t", True),
+        "is_error": True,
+        "error_type": "ValueError",
+        "duration_s": 0,
+        "started": False,
+        "known": True,
+        "recovered": True,
+    }
+    assert rebuilt.result.content == ""  # spans carry no tool result text
+
+
+async def test_a_failed_summary_call_is_still_a_summary_call(otel: Otel) -> None:
+    failed = event_from_span(_span(otel, "chat m", {A.CALL_PURPOSE: "summary"}, failed=True))
+    assert isinstance(failed, events.ModelCallFailed) and failed.purpose == "summary"
