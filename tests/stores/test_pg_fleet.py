@@ -24,7 +24,7 @@ from store_backends import PG_URL, pg_query
 from lovia import Agent, Runner, tool
 from lovia.errors import StoreError
 from lovia.stores import store
-from lovia.stores.base import CheckpointRecord, RunInfo
+from lovia.stores.base import CheckpointRecord, RunInfo, start_run
 from lovia.stores.postgres import PostgresStore
 from lovia.testing import ScriptedModel, call
 from lovia.workers import execute
@@ -107,8 +107,10 @@ async def _calls(db: PostgresStore, run_id: str) -> dict[str, int]:
     """Each store call a run makes, with the round trips it took."""
     counts: dict[str, int] = {}
     wire = _current_wire(db)
+    _one = [CheckpointRecord(kind="state", data={})]
     calls: list[tuple[str, Any]] = [
         ("begin", lambda: db.begin(RunInfo(run_id=run_id, agent="a"))),
+        ("start_run", lambda: start_run(db, RunInfo(run_id=f"{run_id}-s", agent="a"), _one)),
         ("acquire", lambda: db.acquire(run_id, "w1", 30)),
         ("load", lambda: db.load(run_id)),
         ("load_session", lambda: db.load_session(run_id)),
@@ -151,17 +153,18 @@ def _register_wire(request: pytest.FixtureRequest) -> Iterator[None]:
 async def test_a_multi_turn_run_takes_at_most_four_round_trips_per_model_turn(
     wire: WireCounter, schema: str, turns: int
 ) -> None:
-    """Lease, load, session and begin are one round trip each per run; each turn that
-    calls a tool writes its answer with the calls' ledger, then the results; the last
-    answer, the completed row, the session segment and the lease release go out as one
-    statement: 2 per turn + 4."""
+    """Lease, load and session are one round trip each per run, and the new run's row
+    goes out with its first records (one statement); each turn that calls a tool writes
+    its answer with the calls' ledger, then the results; the last answer, the completed
+    row, the session segment and the lease release go out as one statement: 2 per turn
+    + 3."""
     db = store(wire.url(_db(PG_URL), query=f"schema={schema}"))
     assert isinstance(db, PostgresStore)
     try:
         await _run(db, "warm", 3)
         wire.reset()
         assert await _run(db, f"r{turns}", turns) == turns
-        assert wire.round_trips <= 2 * turns + 4, wire.by_statement()
+        assert wire.round_trips <= 2 * turns + 3, wire.by_statement()
         assert wire.round_trips <= 4 * turns
         assert wire.named_statements > 0  # the statement cache: one round trip each
         assert await db.lease_holder(f"r{turns}") is None  # released with the end

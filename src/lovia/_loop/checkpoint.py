@@ -24,6 +24,7 @@ from ..stores.base import (
     RunSnapshot,
     RunStatus,
     end_run,
+    start_run,
 )
 from ..stores.records import LedgerRecord, StateRecord, read_records
 from ..transcript import ToolCallEntry, ToolResultEntry, TranscriptEntry
@@ -50,18 +51,21 @@ def store_name(state: RunState) -> str:
     return str(url).split(":", 1)[0]
 
 
-async def commit(state: RunState, kind: str = "progress") -> AsyncIterator[ev.Event]:
+async def commit(
+    state: RunState, kind: str = "progress", *, begin: RunInfo | None = None
+) -> AsyncIterator[ev.Event]:
     """A commit point: write every record noted since the last one in ONE append, emit
     ``CheckpointSaved``, and end the run with the store's error if the write failed.
 
     Only the drivers call it, at fixed points (see ``docs/sessions.md``): after the run's
-    start, after a model answer, before a tool that is not idempotent starts, at the end
-    of the tool phase, and before a pause or a stop. Phases only note records.
+    start (``begin``: the new run's row, in the same transaction), after a model answer,
+    before a tool that is not idempotent starts, at the end of the tool phase, and before
+    a pause or a stop. Phases only note records.
     """
-    if state.checkpointer is None or not state.runtime.pending:
+    if state.checkpointer is None or not (state.runtime.pending or begin is not None):
         state.runtime.pending.clear()
         return
-    saved = await write_progress(state, kind)
+    saved = await write_progress(state, kind, begin)
     yield saved
     if saved.error is not None:
         raise saved.error
@@ -96,8 +100,11 @@ async def end_released(
     return written
 
 
-async def write_progress(state: RunState, kind: str) -> ev.CheckpointSaved:
-    """Write the noted records (``state.runtime.pending`` is not empty) in one append.
+async def write_progress(
+    state: RunState, kind: str, begin: RunInfo | None = None
+) -> ev.CheckpointSaved:
+    """Write the noted records in one append (``begin``: the new run's row with them,
+    in one transaction where the store can).
 
     Returns the ``CheckpointSaved`` to emit; when its ``error`` is set the write failed
     (:func:`commit` raises it once the event is out).
@@ -109,7 +116,11 @@ async def write_progress(state: RunState, kind: str) -> ev.CheckpointSaved:
     t0 = time.perf_counter()
     written, error = 0, None
     try:
-        written = await cp.append(state.run_id, records, fence=state.runtime.lease.token)
+        fence = state.runtime.lease.token
+        if begin is not None:
+            written = await start_run(cp, begin, records, fence=fence)
+        else:
+            written = await cp.append(state.run_id, records, fence=fence)
     except Exception as exc:  # the failed write is still reported (its own span), then raised
         error = exc
     return ev.CheckpointSaved(

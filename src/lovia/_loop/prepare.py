@@ -228,10 +228,9 @@ async def prepare(
     inputs = [stamp(state, e) for e in input_entries(state.params.input)]
     new.extend(inputs)
     state.transcript.extend(new)
-    if state.checkpointer is not None:
-        await state.checkpointer.begin(run_info(state))
     state.note_entries(new)
-    async for event in commit(state, "start"):
+    begin = run_info(state) if state.checkpointer is not None else None
+    async for event in commit(state, "start", begin=begin):  # the row and the records
         yield event
     async for event in run_guardrails(state, "input", state.active.input_guardrails, inputs):
         yield event

@@ -152,6 +152,7 @@ class Sql:
             f"SELECT 1 FROM up, LATERAL (SELECT pg_notify('{self.channel}', up.run_id)) AS n"
         )
         self._end(records, leases, sessions, marks, updates)
+        self._start(records, leases, marks)
         self.append = (
             f"WITH {_fence(leases, 5)}, "
             f"run AS (UPDATE {runs} SET n_records = n_records + cardinality($2::text[]) "
@@ -162,6 +163,24 @@ class Sql:
             "unnest($2::text[], $3::text[], $4::text[]) "
             "WITH ORDINALITY AS r(kind, version, data, ord)) "
             f"SELECT EXISTS (SELECT 1 FROM run), {_fenced(5)}"
+        )
+
+    def _start(self, records: str, leases: str, marks: str) -> None:
+        """``start``: a new run's row and first records in one statement (nothing when the
+        fence is refused; no row and no records when the run exists: the caller appends).
+        Parameters after the run columns: the records' kinds, versions, data, the fence."""
+        n = len(RUN_COLUMNS)
+        kinds, vers, datas = (f"${i}" for i in range(n + 1, n + 4))  # the fence: n + 4
+        self.start = (
+            f"WITH {_fence(leases, n + 4)}, "
+            f"run AS (INSERT INTO {self.runs} ({COLS}, n_records) "
+            f"SELECT {marks}, cardinality({kinds}::text[]) WHERE {_fenced(n + 4)} "
+            "ON CONFLICT (run_id) DO NOTHING RETURNING 0 AS start), "
+            f"ins AS (INSERT INTO {records} (run_id, seq, kind, version, data) "
+            "SELECT $1, run.start + r.ord, r.kind, r.version::int, r.data::json FROM run, "
+            f"unnest({kinds}::text[], {vers}::text[], {datas}::text[]) "
+            "WITH ORDINALITY AS r(kind, version, data, ord)) "
+            f"SELECT EXISTS (SELECT 1 FROM run), {_fenced(n + 4)}"
         )
 
     def _end(self, records: str, leases: str, sessions: str, marks: str, updates: str) -> None:

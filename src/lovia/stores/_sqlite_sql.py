@@ -285,6 +285,19 @@ def append(
     conn.executemany(_INSERT_RECORD, [(run_id, start + i, *row) for i, row in enumerate(rows, 1)])
 
 
+def start(
+    conn: sqlite3.Connection,
+    row: tuple[Any, ...],
+    rows: list[tuple[str, int, str]],
+    fence: int | None,
+) -> None:
+    """A new run's row and first records in one transaction (a refused fence raises
+    before the transaction commits: neither is written)."""
+    begin(conn, row)
+    if rows:
+        append(conn, row[0], rows, fence)
+
+
 def load(conn: sqlite3.Connection, run_id: str) -> RunSnapshot | None:
     conn.execute("BEGIN")
     try:

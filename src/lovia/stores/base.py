@@ -55,6 +55,7 @@ __all__ = [
     "lease_lost",
     "prune_statuses",
     "renew_many",
+    "start_run",
 ]
 
 SCHEMA_VERSION = 1
@@ -286,6 +287,33 @@ async def end_run(cp: Checkpointer, end: RunEnd) -> int:
     if end.release is not None:
         await cp.release(run_id, end.release)
     return size
+
+
+class _StartsRuns(Protocol):
+    async def start_run(
+        self, info: RunInfo, records: Sequence[CheckpointRecord], *, fence: int | None = None
+    ) -> int: ...
+
+
+async def start_run(
+    cp: Checkpointer,
+    info: RunInfo,
+    records: Sequence[CheckpointRecord],
+    *,
+    fence: int | None = None,
+) -> int:
+    """Write a new run's row and its first records; the records' bytes.
+
+    Calls the store's optional ``start_run`` (SQLite and PostgreSQL have it: one
+    transaction, one round trip; a stale ``fence`` writes neither), else ``begin`` then
+    ``append``. Either way a write refused by the fence raises
+    :class:`~lovia.errors.LeaseLost`, and a run that already exists keeps its row (the
+    records are appended to it).
+    """
+    if getattr(cp, "start_run", None) is not None:
+        return await cast("_StartsRuns", cp).start_run(info, records, fence=fence)
+    await cp.begin(info)
+    return await cp.append(info.run_id, records, fence=fence) if records else 0
 
 
 @runtime_checkable

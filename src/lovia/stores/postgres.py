@@ -283,6 +283,26 @@ class PostgresStore:
             raise RunNotFound(f"no run {run_id!r} to append to", hint="Call begin() first.")
         return size
 
+    async def start_run(
+        self, info: RunInfo, records: Sequence[CheckpointRecord], *, fence: int | None = None
+    ) -> int:
+        """A new run's row and first records in one statement; the records' bytes (see
+        :func:`~lovia.stores.base.start_run`). A run that exists keeps its row: the records
+        are appended to it."""
+        rows, size = encode_records(info.run_id, records)
+        kinds = [kind for kind, _, _ in rows]
+        versions = [str(version) for _, version, _ in rows]
+        datas = [data for _, _, data in rows]
+        async with self._db() as db:
+            created, fenced = await db.fetchrow(
+                self._sql.start, *info_row(info), kinds, versions, datas, fence
+            )
+        if fence is not None and not fenced:
+            raise lease_lost(info.run_id, fence)
+        if not created and records:  # the run was there already: the usual append
+            await self.append(info.run_id, records, fence=fence)
+        return size
+
     async def load(self, run_id: str) -> RunSnapshot | None:
         """The run, its records in order and its result; None when unknown (one
         statement: the run row and its records from one snapshot)."""

@@ -154,6 +154,16 @@ class SQLiteStore:
             await self._write(sql.append, run_id, rows, fence, size=size)
         return size
 
+    async def start_run(
+        self, info: RunInfo, records: Sequence[CheckpointRecord], *, fence: int | None = None
+    ) -> int:
+        """A new run's row and first records in one transaction; the records' bytes
+        (see :func:`~lovia.stores.base.start_run`)."""
+        row = info_row(info)
+        rows, size = encode_records(info.run_id, records)
+        await self._write(sql.start, row, rows, fence, size=size + len(row[_EXTRA]))
+        return size
+
     async def load(self, run_id: str) -> RunSnapshot | None:
         """The run, its records in order and its result; None when unknown."""
         return await self._run(sql.load, run_id)
