@@ -54,3 +54,11 @@ def test_a_call_with_unknown_usage_reports_no_token_counts() -> None:
 
 def _call_completed(usage: Usage) -> ev.MessageCompleted:
     return ev.MessageCompleted(**BASE, usage=usage, finish_reason="stop")
+
+
+def test_a_turn_with_a_call_of_unknown_cost_says_its_cost_is_a_lower_bound() -> None:
+    """Unknown is not zero: the turn span counts the turn's calls of unknown cost."""
+    unpriced = attrs_of(ev.TurnEnded(**BASE, usage=Usage(input_tokens=4, unpriced=2)))
+    assert unpriced["lovia.cost.unpriced"] == 2
+    priced = attrs_of(ev.TurnEnded(**BASE, usage=Usage(input_tokens=4, cost_usd=0.01)))
+    assert "lovia.cost.unpriced" not in priced

@@ -281,16 +281,13 @@ def _stands_for(live: list[events.Event]) -> list[events.Event]:
 def as_rebuilt(e: events.Event) -> dict[str, Any]:
     """What a span keeps of a live event: every field but content, timings (checked
     against the span's own times), messages and error objects (the span's status text),
-    a compaction's entry ids (a count on the span), a turn's unpriced-call count (on the
-    run span only) and whether a refused tool was known (the span names the call)."""
+    a compaction's entry ids (a count on the span) and whether a refused tool was known
+    (the span names the call)."""
     out = fields_of(e)
     for lost in ("message", "error", "entry_ids", "known"):
         out.pop(lost, None)
     if not (isinstance(e, events.CheckpointSaved) and e.error is None):
         out.pop("duration_s", None)  # a fast write's own duration is kept on its span event
-    if isinstance(e, events.TurnEnded):
-        out["usage"] = e.usage.copy()
-        out["usage"].unpriced = 0
     return out
 
 
@@ -660,6 +657,9 @@ async def test_a_span_rebuilds_the_usage_it_carries(otel: Otel) -> None:
     assert run.usage == Usage(input_tokens=5, cost_usd=0.25, missing=True, unpriced=3)
     turn = event_from_span(_span(otel, "lovia.turn", {A.TURN_USAGE_PREFIX + "output_tokens": 2}))
     assert isinstance(turn, events.TurnEnded) and turn.usage == Usage(output_tokens=2)
+    unpriced = {A.TURN_USAGE_PREFIX + "output_tokens": 2, A.COST_UNPRICED: 2}
+    turn = event_from_span(_span(otel, "lovia.turn", unpriced))  # unknown is not zero
+    assert isinstance(turn, events.TurnEnded) and turn.usage == Usage(output_tokens=2, unpriced=2)
     chat = {A.USAGE_INPUT: 9, A.COST_USD: 0.5, A.COST_UNPRICED: 1}
     message = event_from_span(_span(otel, "chat m", chat))
     assert isinstance(message, events.MessageCompleted)

@@ -154,6 +154,8 @@ def run_outcome(e: ev.RunFailed) -> str:
 def _turn_end(e: ev.TurnEnded) -> Attrs:
     out = _usage_attrs(A.TURN_USAGE_PREFIX, e.usage)
     out[A.TURN_TOOL_CALLS] = e.tool_calls
+    if e.usage.unpriced:  # unknown is not zero: the turn's cost is a lower bound
+        out[A.COST_UNPRICED] = e.usage.unpriced
     return out
 
 
@@ -403,8 +405,12 @@ class Finished:
             **values,
             cost_usd=float(self.get(prefix + "cost_usd", 0.0)),
             missing=bool(self.get(prefix + "missing", False)),
-            unpriced=int(self.get(A.COST_UNPRICED, 0)) if prefix == A.RUN_USAGE_PREFIX else 0,
+            unpriced=int(self.get(A.COST_UNPRICED, 0)) if prefix in _PRICED_PREFIXES else 0,
         )
+
+
+_PRICED_PREFIXES = frozenset({A.RUN_USAGE_PREFIX, A.TURN_USAGE_PREFIX})
+"""Usage prefixes of the spans that carry ``lovia.cost.unpriced`` beside their usage."""
 
 
 def _back_run(s: Finished) -> ev.Event:
