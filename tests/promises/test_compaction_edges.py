@@ -25,7 +25,7 @@ from lovia.transcript import (
     new_id,
 )
 from lovia.view import RECALL_TOOL_NAME, BuiltView, Compaction, ViewRecord, estimate_tokens
-from view._helpers import SUMMARY_CALLS, build
+from view._helpers import SUMMARY_CALLS, assert_paired, build
 from view.test_compaction import result_of, start, tool_turn
 
 SYSTEM = "you are a test"  # the system prompt `build` passes: 14 chars, 3 tokens
@@ -154,7 +154,7 @@ async def test_the_estimate_is_the_reported_count_plus_what_was_added_since(delt
     overhead (the estimate is then that of the entries alone)."""
     for reported in (5_000, 20):
         tr = long_talk(4)
-        first = tr.view()
+        first = list(tr)
         tool_turn(tr, [40])
         tool_turn(tr, [40])
         overhead = max(0, reported - view_tokens(first))
@@ -168,9 +168,9 @@ async def test_a_count_reported_again_is_not_taken_in_twice() -> None:
     """A count already calibrated against (no new call since) does not move the estimate
     when more entries arrive: they are added to it."""
     tr = long_talk(3)
-    first = tr.view()
+    first = list(tr)
     tool_turn(tr, [40])
-    second = tr.view()
+    second = list(tr)
     tool_turn(tr, [400])
     reported = 3_000
     estimate = reported + view_tokens(tr) - view_tokens(first)
@@ -193,25 +193,23 @@ async def test_a_count_reported_before_the_first_view_is_not_taken_as_the_overhe
     assert await summarizes(s, [(tr.view(), (estimate, 50_000))]) is False
 
 
-async def test_after_a_summary_the_estimate_counts_the_summary_and_the_kept_turns() -> None:
+@pytest.mark.parametrize("delta", [0, -1])
+async def test_after_a_summary_the_estimate_counts_the_summary_and_the_kept_turns(
+    delta: int,
+) -> None:
+    """The count reported for a summarized view is calibrated against that view (summary
+    plus kept turns); the next estimate adds what came since."""
     s = Compaction(summarize_at=1, keep_recent_turns=1, clear_after_turns=None)
     tr = long_talk(6)
     st = s.new_state()
-    built = await build(s, st, tr.view(), window=view_tokens(tr))
+    built = await build(s, st, list(tr), window=view_tokens(tr))
     assert built.summary is not None
-    reported = 700
-    before = sum(estimate_tokens(m) for m in built.messages)
+    before = len(tr)
     tool_turn(tr, [40])
-    after = view_tokens([m for m in built.messages if m.id not in built.replaced])
-    after += estimate_tokens(built.messages[0]) + view_tokens(tr[-2:])
-    assert after > before
-    estimate = reported + after - before
-    again = await build(s, st, tr.view(), window=estimate, last_input_tokens=reported)
-    assert again.summary is None
-    other = s.new_state()
-    await build(s, other, tr.view()[:-2], window=view_tokens(tr[:-2]))
-    again = await build(s, other, tr.view(), window=estimate - 1, last_input_tokens=reported)
-    assert again.summary is not None
+    reported = 700
+    estimate = reported + view_tokens(list(tr)[before:])
+    again = await build(s, st, tr.view(), window=estimate + delta, last_input_tokens=reported)
+    assert (again.summary is not None) is (delta < 0)
 
 
 # ------------------------------------------------------------------ turns
@@ -264,7 +262,7 @@ async def test_responses_without_message_ids_count_as_turns() -> None:
         entries.append(TextEntry(text=f"answer {i} " + "a" * 400))
     entries += [SystemEntry(content="b"), TextEntry(text="b speaks " + "b" * 400)]
     SUMMARY_CALLS.clear()
-    built = await build(s, s.new_state(), entries, window=1_000)
+    built = await build(s, s.new_state(), entries, window=1_800)  # the kept turns fit half
     assert built.summary is not None
     kept = list(built.messages[1:])
     assert [getattr(m, "text", None) or m.content for m in kept] == [  # type: ignore[union-attr]
@@ -635,25 +633,74 @@ async def test_two_late_results_both_keep_their_calls() -> None:
     assert [e.id for e in SUMMARY_CALLS[0][:-1]] == [entries[0].id]
 
 
+class Recorded:
+    """A summary model that answers whatever it is given (no checks of its own)."""
+
+    def __init__(self) -> None:
+        self.calls: list[list[TranscriptEntry]] = []
+
+    async def __call__(
+        self, entries: Sequence[TranscriptEntry], prompt: str, provider: object = None
+    ) -> str:
+        self.calls.append(list(entries))
+        return f"summary {len(self.calls)}"
+
+
 async def test_after_a_first_summary_a_late_result_still_keeps_its_call() -> None:
     """The same pairing once the view's start has moved (positions after a summary)."""
     s = Compaction(keep_recent_turns=1, clear_after_turns=None)
     st = s.new_state()
+    summarize = Recorded()
     tr = start("the task")
     for turn in range(1, 6):
         tool_turn(tr, [800])
-        await build(s, st, tr.view(), window=1_000, turn=turn)
-    assert st.base > 0  # a summary moved the start of the view
-    (slow,) = tool_turn(tr, [0], answer=False)
-    text = TextEntry(text="while it runs", message_id=slow.message_id)
-    tr.append(text)
+        await build(s, st, tr.view(), window=1_000, turn=turn, summarize=summarize)
+    assert len(summarize.calls) >= 1
+    text = TextEntry(text="a slow one", message_id="m-slow")
+    slow = call("m-slow")
+    tr.extend([text, slow])
     for _ in range(3):
         tool_turn(tr, [800])
     tr.append(answer(slow, "late"))
-    SUMMARY_CALLS.clear()
-    built = await build(s, st, tr.view(), window=1_000, turn=9)
+    done = len(summarize.calls)
+    built = await build(s, st, tr.view(), window=1_000, turn=9, summarize=summarize)
+    assert built.summary is not None and len(summarize.calls) == done + 1
+    assert_paired(summarize.calls[-1][1:-1])
     ids = [m.id for m in built.messages]
-    assert slow.id in ids and text.id in ids and ids.index(slow.id) < ids.index(text.id)
+    assert ids.index(text.id) < ids.index(slow.id) < ids.index(result_of(tr, slow).id)
+
+
+async def test_a_late_result_keeps_its_call_at_the_very_start_of_the_view() -> None:
+    """After an overflow (many turns kept, no window): the cut would fall just after the
+    slow call; it moves back to it, so nothing is left to summarize."""
+    s = Compaction(keep_recent_turns=10, clear_after_turns=None)
+    slow = call("m0")
+    entries: list[TranscriptEntry] = [slow]
+    for i in range(1, 6):
+        c = call(f"m{i}")
+        entries += [c, answer(c, "r" * 80)]
+    entries.append(answer(slow, "late"))
+    summarize = Recorded()
+    built = await build(s, s.new_state(), entries, attempt=2, summarize=summarize)
+    assert built.summary is None and summarize.calls == []
+    assert [m.id for m in built.messages] == [e.id for e in entries]
+
+
+async def test_after_a_first_summary_recent_turns_over_the_target_are_summarized_too() -> None:
+    s = Compaction(keep_recent_turns=3, clear_after_turns=None, max_result_tokens=None)
+    st = s.new_state()
+    tr = start("the task")
+    summaries = 0
+    for turn in range(1, 12):
+        tool_turn(tr, [400])
+        built = await build(s, st, tr.view(), window=1_000, turn=turn)
+        summaries += built.summary is not None
+    assert summaries >= 1
+    for _ in range(3):
+        tool_turn(tr, [2_400])  # each turn alone is over half the threshold
+    built = await build(s, st, tr.view(), window=1_000, turn=15)
+    assert built.summary is not None
+    assert len(turns_in(built.messages)) == 1
 
 
 async def test_a_call_of_the_kept_turns_still_open_at_a_summary_gets_its_result() -> None:
@@ -732,9 +779,11 @@ async def test_a_resumed_run_with_a_new_message_summarizes_when_over_the_thresho
 async def test_restore_keeps_the_summary_and_stubs_of_the_crashed_view() -> None:
     s = Compaction(keep_recent_turns=1, clear_after_turns=None)
     tr = scenario()
+    tr.append(InputEntry(content="steer", origin="mailbox", turn=5))  # of the view's turn
     SUMMARY_CALLS.clear()
     built, record = await crashed_view(s, tr)
     assert built.summary is not None and built.evicted
+    assert built.order[-1] == tr[-1].id
     st = s.new_state()
     s.restore(st, record, list(tr))
     SUMMARY_CALLS.clear()
@@ -809,7 +858,6 @@ async def test_restore_takes_in_results_of_earlier_turns_left_out_of_the_view() 
     c = call("m1").model_copy(update={"turn": 1})
     tr.extend([c, answer(c, "ok").model_copy(update={"turn": 1})])
     tr.append(ToolResultEntry(call_id="nope", name="fetch", content="stray", turn=1))
-    tr.append(ToolResultEntry(call_id="nope2", name="fetch", content="stray", turn=1))
     built = await build(s, s.new_state(), tr.view(), turn=2)
     record = record_of(built, turn=2)
     st = s.new_state()
@@ -890,3 +938,56 @@ async def test_restore_with_a_stray_result_before_the_last_shown_entry() -> None
     s.restore(st, record_of(built), list(tr))
     again = await build(s, st, tr.view())
     assert list(again.order) == list(built.order)
+
+
+@pytest.mark.parametrize("delta", [0, -1])
+async def test_after_the_repeated_call_the_next_count_calibrates_the_estimate(delta: int) -> None:
+    """Resumed, the crashed call is sent again; the count reported for it is then taken in
+    like any other (that count plus what was added since)."""
+    s = RESUMED
+    tr, built, record = await grown_view(s)
+    st = s.new_state()
+    s.restore(st, record, list(tr))
+    again = await build(s, st, tr.view(), window=100_000, turn=13, last_input_tokens=4_000)
+    assert list(again.order) == list(built.order)
+    before = len(tr)
+    tool_turn(tr, [40])
+    reported = 5_000
+    estimate = reported + view_tokens(list(tr)[before:])
+    SUMMARY_CALLS.clear()
+    later = await build(
+        s, st, tr.view(), window=estimate + delta, turn=14, last_input_tokens=reported
+    )
+    assert (later.summary is not None) is (delta < 0)
+
+
+@pytest.mark.parametrize("delta", [0, -1])
+async def test_a_state_moved_to_another_transcript_still_calibrates(delta: int) -> None:
+    s = Compaction(summarize_at=1, keep_recent_turns=1, clear_after_turns=None)
+    st = s.new_state()
+    await build(s, st, long_talk(2).view(), window=100_000)
+    tr = long_talk(4)
+    first = list(tr)
+    await build(s, st, first, window=100_000)  # another transcript: starts over
+    tool_turn(tr, [40])
+    reported = 5_000
+    estimate = reported + view_tokens(tr) - view_tokens(first)
+    SUMMARY_CALLS.clear()
+    built = await build(s, st, tr.view(), window=estimate + delta, last_input_tokens=reported)
+    assert (built.summary is not None) is (delta < 0)
+
+
+async def test_restore_of_a_view_keeping_a_single_entry_after_its_summary() -> None:
+    s = Compaction(keep_recent_turns=1, clear_after_turns=None, max_result_tokens=None)
+    tr = start("the task")
+    for _ in range(5):
+        tool_turn(tr, [800])
+    tr.append(TextEntry(text="all done", message_id="final"))
+    SUMMARY_CALLS.clear()
+    built = await build(s, s.new_state(), tr.view(), window=1_000, turn=6)
+    assert built.summary is not None and [m.id for m in built.messages[1:]] == [tr[-1].id]
+    st = s.new_state()
+    s.restore(st, record_of(built, turn=6), list(tr))
+    SUMMARY_CALLS.clear()
+    again = await build(s, st, tr.view(), window=1_000, turn=6)
+    assert SUMMARY_CALLS == [] and list(again.order) == list(built.order)
