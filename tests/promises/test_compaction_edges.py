@@ -864,7 +864,9 @@ async def test_restore_takes_in_results_of_earlier_turns_left_out_of_the_view() 
     s.restore(st, record, list(tr))
     again = await build(s, st, tr.view(), turn=2)
     assert list(again.order) == list(built.order)
-    assert st.cursor == len(tr)
+    (later,) = tool_turn(tr, [10])
+    grown = await build(s, st, tr.view(), turn=3)
+    assert list(grown.order) == [*built.order, later.id, result_of(tr, later).id]
 
 
 async def test_restore_of_a_view_that_does_not_match_starts_afresh_with_a_warning(
