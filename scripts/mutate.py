@@ -49,7 +49,18 @@ MODULES: dict[str, tuple[str, list[str]]] = {
         "src/lovia/transcript.py",
         ["tests/core/test_transcript.py", "tests/core/test_hostile_text.py", "tests/promises"],
     ),
-    "compaction": ("src/lovia/view/compaction.py", ["tests/view", "tests/promises"]),
+    "compaction": (
+        "src/lovia/view/compaction.py",
+        [
+            "tests/view/test_compaction.py",
+            "tests/promises/test_compaction_promises.py",
+            "tests/promises/test_compaction_edges.py",
+            "tests/view/test_resume_view.py::test_the_scenario_evicts_clears_and_summarizes",
+            "tests/view/test_resume_view.py::test_resume_after_a_failed_model_call_sends_the_same_views",
+            "tests/view/test_resume_view.py::test_resume_after_a_hard_crash_at_every_checkpoint_write",
+            "tests/view/test_run.py",
+        ],
+    ),
     "view-record": ("src/lovia/view/record.py", ["tests/view", "tests/promises"]),
     "records": (
         "src/lovia/stores/records.py",
