@@ -94,6 +94,31 @@ async def test_a_stale_fence_refuses_even_a_bare_end_with_nothing_but_the_outcom
     assert snap is not None and snap.info.status == "running" and snap.info.ended_at is None
 
 
+async def test_a_fenced_write_to_a_run_deleted_under_its_worker_is_refused_as_lease_lost(
+    db: Store,
+) -> None:
+    """Deleting a run drops its lease: the worker still on it is fenced out (LeaseLost,
+    which stops it quietly), not told the run is missing, and nothing comes back."""
+    await db.begin(_info(session_id="s1"))
+    token = await db.acquire("r1", "w1", 30)
+    assert token is not None
+    await db.delete_run("r1")
+    with pytest.raises(LeaseLost):
+        await db.append("r1", _recs("late"), fence=token)
+    with pytest.raises(LeaseLost):
+        await db.finish(_info(status="failed"), None, fence=token)
+    with pytest.raises(LeaseLost):
+        await db.append_segment("s1", "r1", _SEGMENT, fence=token)
+    end = RunEnd(
+        info=_info(status="completed"), result=None, fence=token, records=_recs("end"),
+        session_id="s1", entries=_SEGMENT, release="w1",
+    )  # fmt: skip
+    with pytest.raises(LeaseLost):
+        await end_run(db, end)
+    assert await db.load("r1") is None
+    assert await db.load_session("s1") == []
+
+
 async def test_a_grant_to_the_same_owner_again_makes_its_earlier_token_stale(
     db: Store,
 ) -> None:
@@ -301,6 +326,27 @@ async def test_records_written_after_a_failed_end_continue_its_order(db: Store) 
         "one", "two", "three", "four", "five", "six", "seven", "eight"
     ]  # fmt: skip
     assert [r.kind for r in snap.records].count("ledger") == 4
+
+
+async def test_the_outcome_replaces_every_field_the_run_began_with(db: Store) -> None:
+    """What ``lovia runs`` shows after the end is the info the run ended with (the agent
+    that finished it after a handoff, its counters), by finish and by end_run alike."""
+    for run_id, ending in (("by-finish", "finish"), ("by-end", "end_run")):
+        await db.begin(_info(run_id, session_id="s1", extra={"first": 1}))
+        token = await db.acquire(run_id, "w1", 30)
+        done = RunInfo(
+            run_id=run_id, agent="reviewer", session_id="s2", status="completed",
+            finish_reason="stop", error_type="None", turns=4, input_tokens=10,
+            output_tokens=20, cost_usd=0.5, started_at=3.0, ended_at=9.0, trace_id="t",
+            span_id="s", history_len=2, extra={"second": 2}, parent_run_id="p",
+            parent_call_id="c",
+        )  # fmt: skip
+        if ending == "finish":
+            await db.finish(done, {"output": "ok"}, fence=token)
+        else:
+            await end_run(db, RunEnd(info=done, result={"output": "ok"}, fence=token))
+        snap = await db.load(run_id)
+        assert snap is not None and snap.info == done and snap.result == {"output": "ok"}
 
 
 # -- the tool ledger and retention ----------------------------------------------------
