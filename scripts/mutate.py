@@ -105,7 +105,6 @@ MODULES: dict[str, tuple[str, list[str]]] = {
     "fencing-sqlite-store": ("src/lovia/stores/sqlite.py", _FENCING_TESTS),
     "fencing-postgres": ("src/lovia/stores/postgres.py", _FENCING_TESTS),
     "fencing-pg-sql": ("src/lovia/stores/_pg_sql.py", _FENCING_TESTS),
-    "fencing-base": ("src/lovia/stores/base.py", _FENCING_TESTS),
 }
 
 # module key -> the functions scored (mutmut name patterns, ``*`` as in fnmatch), for a
@@ -126,9 +125,6 @@ FUNCTIONS: dict[str, list[str]] = {
     "fencing-sqlite": [f"lovia.stores._sqlite_sql.x_{name}__mutmut_*" for name in _SQL_FENCING],
     "fencing-sqlite-store": [f"{_SQLITE}{name}__mutmut_*" for name in _STORE_FENCING],
     "fencing-postgres": [f"{_PG}{name}__mutmut_*" for name in _STORE_FENCING],
-    "fencing-base": [
-        f"lovia.stores.base.x_{name}__mutmut_*" for name in ("lease_lost", "renew_many", "end_run")
-    ],
 }
 
 _RESULT = re.compile(r"^\s*(?P<name>\S+): (?P<status>.+)$")
