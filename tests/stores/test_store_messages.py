@@ -51,6 +51,9 @@ async def test_a_value_that_cannot_be_stored_names_the_run_or_session_it_belongs
     end = RunEnd(info=_info(status="completed"), result={"output": _BAD})
     with pytest.raises(StoreError, match=r"^cannot store result of run r1: "):
         await end_run(db, end)
+    end = RunEnd(info=_info(status="completed"), result=None, records=[_rec(note=_BAD)])
+    with pytest.raises(StoreError, match=r"^cannot store a state record of run r1: "):
+        await end_run(db, end)
     forged = TextEntry.model_construct(id="e1", text=_BAD, turn=1, ts=1.5)
     with pytest.raises(StoreError, match=r"^cannot store a segment of session s1: "):
         await db.append_segment("s1", "r1", [forged])
@@ -84,3 +87,15 @@ async def test_a_damaged_result_names_its_run(backend: Backend, db: Store) -> No
         await backend.raw("UPDATE lovia_runs SET result = '[1]' WHERE run_id = 'r1'")
     with pytest.raises(StoreError, match=r"^the result of run r1 is damaged: "):
         await db.load("r1")
+
+
+async def test_an_end_without_a_session_writes_no_segment_and_ignores_its_entries(
+    db: Store,
+) -> None:
+    """``entries`` only matter with ``session_id``: without one nothing of them is
+    encoded or written, even entries no store could hold."""
+    await db.begin(_info())
+    forged = TextEntry.model_construct(id="e1", text=_BAD, turn=1, ts=1.5)
+    await end_run(db, RunEnd(info=_info(status="completed"), result=None, entries=[forged]))
+    snap = await db.load("r1")
+    assert snap is not None and snap.info.status == "completed"
