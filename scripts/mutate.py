@@ -102,7 +102,10 @@ MODULES: dict[str, tuple[str, list[str]]] = {
     # (every back-end; the tests that call a mutated function are the ones run)
     "fencing-memory": ("src/lovia/stores/memory.py", _FENCING_TESTS),
     "fencing-sqlite": ("src/lovia/stores/_sqlite_sql.py", _FENCING_TESTS),
-    "fencing-sqlite-store": ("src/lovia/stores/sqlite.py", _FENCING_TESTS),
+    "fencing-sqlite-store": (
+        "src/lovia/stores/sqlite.py",
+        [*_FENCING_TESTS, "tests/stores/test_sqlite_large_writes.py"],
+    ),
     "fencing-postgres": ("src/lovia/stores/postgres.py", _FENCING_TESTS),
     "fencing-pg-sql": ("src/lovia/stores/_pg_sql.py", _FENCING_TESTS),
 }
