@@ -119,6 +119,8 @@ _STORE_FENCING = ["append", "load", "finish", "end_run", "acquire", "renew", "re
                   "lease_holder", "release", "append_segment"]  # fmt: skip
 _SQL_FENCING = ["exec_", "renew_many", "_check_fence", "append", "load", "finish",
                 "lease_holder", "segment", "end", "acquire"]  # fmt: skip
+_PG_SQL_FENCING = ["x__fence", "x__fenced", "xǁSqlǁ_run_writes", "xǁSqlǁ_end",
+                   "xǁSqlǁ_leases", "xǁSqlǁ_reads"]  # fmt: skip
 FUNCTIONS: dict[str, list[str]] = {
     "fencing-memory": [
         f"lovia.stores.memory.xǁMemoryStoreǁ{name}__mutmut_*"
@@ -128,6 +130,9 @@ FUNCTIONS: dict[str, list[str]] = {
     "fencing-sqlite": [f"lovia.stores._sqlite_sql.x_{name}__mutmut_*" for name in _SQL_FENCING],
     "fencing-sqlite-store": [f"{_SQLITE}{name}__mutmut_*" for name in _STORE_FENCING],
     "fencing-postgres": [f"{_PG}{name}__mutmut_*" for name in _STORE_FENCING],
+    # the statements of runs, records, leases and a run's end (not __init__'s names of
+    # the spend, label and notify parts, nor retention's prune statements)
+    "fencing-pg-sql": [f"lovia.stores._pg_sql.{name}__mutmut_*" for name in _PG_SQL_FENCING],
 }
 
 _RESULT = re.compile(r"^\s*(?P<name>\S+): (?P<status>.+)$")
