@@ -14,6 +14,7 @@ from typing import Any
 
 import pydantic_core
 import pytest
+from store_backends import Backend
 
 from lovia.errors import LeaseLost, RunNotFound
 from lovia.stores import CheckpointRecord, RunInfo, Store
@@ -378,3 +379,18 @@ async def test_a_run_whose_records_were_pruned_loads_empty_and_takes_new_records
     assert await _names(db) == []
     await db.append("r1", _recs("new"))
     assert await _names(db) == ["new"]
+
+
+async def test_postgres_opens_a_sessions_history_and_labels_in_one_read(
+    backend: Backend, db: Store
+) -> None:
+    """The read a run starts with: the session's segments in order and its labels."""
+    if backend.name != "postgres":
+        pytest.skip("open_session is PostgreSQL's one-statement read")
+    assert await db.append_segment("s1", "r1", _SEGMENT[:1])
+    assert await db.append_segment("s1", "r2", _SEGMENT[1:])
+    assert await db.session_labels("s1", {"tenant": "acme"}) == {"tenant": "acme"}  # type: ignore[attr-defined]
+    history, labels = await db.open_session("s1")  # type: ignore[attr-defined]
+    assert [e.id for e in history] == ["e00001", "e00002"]
+    assert labels == {"tenant": "acme"}
+    assert await db.open_session("nobody") == ([], {})  # type: ignore[attr-defined]
