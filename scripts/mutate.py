@@ -17,6 +17,7 @@ Not part of ``make test``: a full pass takes tens of minutes on two cores.
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import json
 import re
 import shutil
@@ -29,6 +30,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 WORK = ROOT / ".mutate"
 EQUIVALENT = ROOT / "scripts" / "mutation-equivalent.txt"
+
+_FENCING_TESTS = [
+    "tests/stores/test_conformance.py",
+    "tests/stores/test_end_run.py",
+    "tests/stores/test_fencing.py",
+    "tests/stores/test_store_messages.py",
+    "tests/stores/test_damaged.py",
+    "tests/stores/test_lease_fallbacks.py",
+    "tests/stores/test_start_run.py",
+]
 
 # module key -> (source file, the focused tests that pin its behaviour)
 MODULES: dict[str, tuple[str, list[str]]] = {
@@ -99,6 +110,41 @@ MODULES: dict[str, tuple[str, list[str]]] = {
     ),
     "tool-calls": ("src/lovia/_loop/tool_calls.py", ["tests/core", "tests/control"]),
     "checkpoint": ("src/lovia/_loop/checkpoint.py", ["tests/core", "tests/crash"]),
+    # the stores' leases, fencing and ledger reads, against the conformance suite
+    # (every back-end; the tests that call a mutated function are the ones run)
+    "fencing-memory": ("src/lovia/stores/memory.py", _FENCING_TESTS),
+    "fencing-sqlite": ("src/lovia/stores/_sqlite_sql.py", _FENCING_TESTS),
+    "fencing-sqlite-store": (
+        "src/lovia/stores/sqlite.py",
+        [*_FENCING_TESTS, "tests/stores/test_sqlite_large_writes.py"],
+    ),
+    "fencing-postgres": ("src/lovia/stores/postgres.py", _FENCING_TESTS),
+    "fencing-pg-sql": ("src/lovia/stores/_pg_sql.py", _FENCING_TESTS),
+}
+
+# module key -> the functions scored (mutmut name patterns, ``*`` as in fnmatch), for a
+# file whose other functions are not what its key measures; a key not listed scores its
+# whole file. Only these functions are mutated and counted.
+_SQLITE = "lovia.stores.sqlite.xǁSQLiteStoreǁ"
+_PG = "lovia.stores.postgres.xǁPostgresStoreǁ"
+_STORE_FENCING = ["append", "load", "finish", "end_run", "acquire", "renew", "renew_many",
+                  "lease_holder", "release", "append_segment"]  # fmt: skip
+_SQL_FENCING = ["exec_", "renew_many", "_check_fence", "append", "load", "finish",
+                "lease_holder", "segment", "end", "acquire"]  # fmt: skip
+_PG_SQL_FENCING = ["x__fence", "x__fenced", "xǁSqlǁ_run_writes", "xǁSqlǁ_end",
+                   "xǁSqlǁ_leases", "xǁSqlǁ_reads"]  # fmt: skip
+FUNCTIONS: dict[str, list[str]] = {
+    "fencing-memory": [
+        f"lovia.stores.memory.xǁMemoryStoreǁ{name}__mutmut_*"
+        for name in [*_STORE_FENCING, "_fence", "_resumable"]
+        if name != "end_run"  # the memory store ends a run with base.end_run's calls
+    ],
+    "fencing-sqlite": [f"lovia.stores._sqlite_sql.x_{name}__mutmut_*" for name in _SQL_FENCING],
+    "fencing-sqlite-store": [f"{_SQLITE}{name}__mutmut_*" for name in _STORE_FENCING],
+    "fencing-postgres": [f"{_PG}{name}__mutmut_*" for name in _STORE_FENCING],
+    # the statements of runs, records, leases and a run's end (not __init__'s names of
+    # the spend, label and notify parts, nor retention's prune statements)
+    "fencing-pg-sql": [f"lovia.stores._pg_sql.{name}__mutmut_*" for name in _PG_SQL_FENCING],
 }
 
 _RESULT = re.compile(r"^\s*(?P<name>\S+): (?P<status>.+)$")
@@ -162,10 +208,18 @@ def run_module(key: str) -> Score:
     source, tests = MODULES[key]
     where = scratch_copy(key, source, tests)
     mutmut = [sys.executable, "-m", "mutmut"]
+    only = FUNCTIONS.get(key, [])
     print(f"== {key}: mutating {source} against {' '.join(tests)}", flush=True)
+    if only:
+        print(f"   only the functions {' '.join(only)}", flush=True)
     log = where / "mutmut.log"
+    # "name*" also matches the function itself, which is how mutmut picks the tests of
+    # the clean run (a "name__mutmut_*" pattern picks none: it would run them all)
+    run = sorted({p.removesuffix("__mutmut_*") + "*" for p in only})
     with log.open("w", encoding="utf-8") as out:
-        done = subprocess.run([*mutmut, "run"], cwd=where, check=False, stdout=out, stderr=out)
+        done = subprocess.run(
+            [*mutmut, "run", *run], cwd=where, check=False, stdout=out, stderr=out
+        )
     if done.returncode != 0:
         tail = log.read_text(encoding="utf-8", errors="replace")[-3000:]
         raise SystemExit(f"mutmut failed on {key} (see {log}):\n{tail}")
@@ -183,6 +237,8 @@ def run_module(key: str) -> Score:
         if not m:
             continue
         name, status = m["name"], m["status"].strip()
+        if only and not any(fnmatch.fnmatchcase(name, p) for p in only):
+            continue
         if name in equivalent:
             score.equivalent.append(name)
         elif status in ("killed", "timeout", "caught by type check"):
