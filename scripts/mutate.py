@@ -86,9 +86,10 @@ MODULES: dict[str, tuple[str, list[str]]] = {
             "tests/promises",
         ],
     ),
-    "sse": ("src/lovia/providers/_sse.py", ["tests/providers/test_faults.py",
-                                            "tests/providers/test_liveness.py",
-                                            "tests/promises"]),
+    "sse": (
+        "src/lovia/providers/_sse.py",
+        ["tests/providers/test_faults.py", "tests/providers/test_liveness.py", "tests/promises"],
+    ),
     "mapping": (
         "src/lovia/telemetry/mapping.py",
         [
@@ -127,11 +128,11 @@ MODULES: dict[str, tuple[str, list[str]]] = {
 # whole file. Only these functions are mutated and counted.
 _SQLITE = "lovia.stores.sqlite.xǁSQLiteStoreǁ"
 _PG = "lovia.stores.postgres.xǁPostgresStoreǁ"
-_STORE_FENCING = ["append", "load", "finish", "end_run", "acquire", "renew", "renew_many",
-                  "lease_holder", "release", "append_segment"]  # fmt: skip
+_STORE_FENCING = ["append", "load", "finish", "start_run", "end_run", "acquire", "renew",
+                  "renew_many", "lease_holder", "release", "append_segment"]  # fmt: skip
 _SQL_FENCING = ["exec_", "renew_many", "_check_fence", "append", "load", "finish",
-                "lease_holder", "segment", "end", "acquire"]  # fmt: skip
-_PG_SQL_FENCING = ["x__fence", "x__fenced", "xǁSqlǁ_run_writes", "xǁSqlǁ_end",
+                "lease_holder", "segment", "start", "end", "acquire"]  # fmt: skip
+_PG_SQL_FENCING = ["x__fence", "x__fenced", "xǁSqlǁ_run_writes", "xǁSqlǁ_start", "xǁSqlǁ_end",
                    "xǁSqlǁ_leases", "xǁSqlǁ_reads"]  # fmt: skip
 FUNCTIONS: dict[str, list[str]] = {
     "fencing-memory": [
