@@ -405,12 +405,8 @@ class Finished:
             **values,
             cost_usd=float(self.get(prefix + "cost_usd", 0.0)),
             missing=bool(self.get(prefix + "missing", False)),
-            unpriced=int(self.get(A.COST_UNPRICED, 0)) if prefix in _PRICED_PREFIXES else 0,
+            unpriced=int(self.get(A.COST_UNPRICED, 0)),  # run and turn spans carry it
         )
-
-
-_PRICED_PREFIXES = frozenset({A.RUN_USAGE_PREFIX, A.TURN_USAGE_PREFIX})
-"""Usage prefixes of the spans that carry ``lovia.cost.unpriced`` beside their usage."""
 
 
 def _back_run(s: Finished) -> ev.Event:
