@@ -86,8 +86,39 @@ MODULES: dict[str, tuple[str, list[str]]] = {
             "tests/promises/test_span_attribute_promises.py",
         ],
     ),
-    "tool-calls": ("src/lovia/_loop/tool_calls.py", ["tests/core", "tests/control"]),
-    "checkpoint": ("src/lovia/_loop/checkpoint.py", ["tests/core", "tests/crash"]),
+    "tool-calls": (
+        "src/lovia/_loop/tool_calls.py",
+        [
+            "tests/core/test_checkpoint_writes.py",
+            "tests/core/test_commit_points.py",
+            "tests/core/test_resume.py",
+            "tests/core/test_loop.py",
+            "tests/core/test_tools.py",
+            "tests/core/test_late_dispatch.py",
+            "tests/control/test_approvals.py",
+            "tests/control/test_budget.py",
+            "tests/control/test_cancellation.py",
+            "tests/control/test_handoffs.py",
+            "tests/control/test_host_stop.py",
+            "tests/promises/test_tool_call_promises.py",
+        ],
+    ),
+    "checkpoint": (
+        "src/lovia/_loop/checkpoint.py",
+        [
+            "tests/core/test_checkpoint_writes.py",
+            "tests/core/test_commit_points.py",
+            "tests/core/test_resume.py",
+            "tests/core/test_resume_options.py",
+            "tests/core/test_resume_system.py",
+            "tests/core/test_loop.py",
+            "tests/core/test_fencing.py",
+            "tests/control/test_approvals.py",
+            "tests/control/test_cancellation.py",
+            "tests/control/test_host_stop.py",
+            "tests/promises/test_checkpoint_promises.py",
+        ],
+    ),
 }
 
 _RESULT = re.compile(r"^\s*(?P<name>\S+): (?P<status>.+)$")
