@@ -10,14 +10,29 @@ import time
 from typing import Any
 
 import pytest
+from opentelemetry import trace as otel_trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from lovia import Agent, ApprovalPending, RunCancelled, Runner, ToolError, events, tool
+from lovia import (
+    Agent,
+    ApprovalPending,
+    BudgetExceeded,
+    RunBudget,
+    RunCancelled,
+    Runner,
+    ToolError,
+    events,
+    tool,
+)
 from lovia.context import CancelToken
 from lovia.errors import ProviderServerError, TooManyToolCalls
 from lovia.stores import MemoryStore
 from lovia.testing import ScriptedModel, call
 from lovia.tools import ToolArgumentsError
 from lovia.transcript import ToolCallEntry
+from lovia.usage import Usage
 
 
 @tool
@@ -406,7 +421,9 @@ async def test_a_tool_that_times_out_says_after_how_long() -> None:
     )
 
 
-async def test_a_failing_tool_is_retried_then_reports_the_exception() -> None:
+async def test_a_failing_tool_is_retried_then_reports_the_exception(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     tries: list[int] = []
 
     @tool(retries=2)
@@ -424,7 +441,12 @@ async def test_a_failing_tool_is_retried_then_reports_the_exception() -> None:
         raise KeyError("sk-ant-api03-" + "x" * 40)
 
     model = ScriptedModel([[call("flaky", id="f"), call("broken", id="b")], "done"])
-    stream = await _run(Agent(name="a", model=model, tools=[flaky, broken]))
+    with caplog.at_level(logging.INFO, logger="lovia.tools"):
+        stream = await _run(Agent(name="a", model=model, tools=[flaky, broken]))
+    assert [r.getMessage() for r in caplog.records if r.name == "lovia.tools"][:2] == [
+        "tool flaky failed (not yet); retrying",
+        "tool flaky failed (not yet); retrying",
+    ]
     done = _completed(stream)
     assert (done["f"].result.content, done["f"].is_error) == ("worked", False)
     assert tries == [1, 1, 1, 2, 2]
@@ -434,7 +456,9 @@ async def test_a_failing_tool_is_retried_then_reports_the_exception() -> None:
     assert "x" * 40 not in b.result.content  # the key it quoted is masked
 
 
-async def test_a_result_that_cannot_be_sent_is_an_error_and_not_retried() -> None:
+async def test_a_result_that_cannot_be_sent_is_an_error_and_not_retried(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     tries: list[int] = []
 
     @tool(retries=3)
@@ -443,9 +467,13 @@ async def test_a_result_that_cannot_be_sent_is_an_error_and_not_retried() -> Non
         tries.append(1)
         return object()
 
-    stream = await _run(Agent(name="a", model=ScriptedModel([call("opaque", id="o"), "done"]),
-                              tools=[opaque]))  # fmt: skip
+    with caplog.at_level(logging.WARNING, logger="lovia.tools"):
+        stream = await _run(Agent(name="a", model=ScriptedModel([call("opaque", id="o"), "done"]),
+                                  tools=[opaque]))  # fmt: skip
     o = _completed(stream)["o"]
+    assert [r.getMessage() for r in caplog.records if r.name == "lovia.tools"] == [
+        "tool opaque " + o.result.content.removeprefix("Tool 'opaque' ")
+    ]
     assert tries == [1]
     assert o.error_type == "ResultNotSerializable" and o.is_error
     assert o.result.content.startswith("Tool 'opaque' ")
@@ -685,3 +713,353 @@ async def test_a_resumed_turn_answers_a_call_of_unknown_outcome_without_running_
     assert snap is not None
     # the unknown outcome stays unknown in the ledger: only the model got an answer
     assert _ledger(snap) == {"done": "completed", "bad": "failed", "k": "started", "i": "completed"}
+
+
+# -- what each commit of the tool phase makes durable, and under which span a tool runs
+
+
+class _Kinds(MemoryStore):
+    """A memory store that keeps each append's record kinds."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.appends: list[list[str]] = []
+
+    async def append(self, run_id: str, records: Any, *, fence: int | None = None) -> int:
+        self.appends.append([r.kind for r in records])
+        return await super().append(run_id, records, fence=fence)
+
+
+async def test_each_tool_phase_commit_is_named_by_what_it_makes_durable() -> None:
+    """The first call's start goes out as a ``ledger`` write; a later call's start carries
+    the results before it (``tool_result``), and so does the phase's last write."""
+    db = _Kinds()
+
+    @tool
+    async def one(n: int) -> int:
+        """Run alone."""
+        return n
+
+    @tool(concurrency_safe=True)
+    async def many(n: int) -> int:
+        """Run in parallel."""
+        await asyncio.sleep(0.05 * n)
+        return n
+
+    model = ScriptedModel(
+        [
+            [call("one", n=1, id="a"), call("one", n=2, id="b"), call("many", n=1, id="c"),
+             call("many", n=3, id="d"), call("many", n=5, id="e")],
+            "done",
+        ]
+    )  # fmt: skip
+    agent = Agent(name="x", model=model, tools=[one, many], max_parallel_tools=2)
+    stream = await _run(agent, run_id="r", checkpointer=db)
+    saved = [(e.kind, e.entries) for e in stream if isinstance(e, events.CheckpointSaved)]
+    assert saved == [
+        ("start", 2),
+        ("ledger", 5),  # the answer (its five calls) with a's start
+        ("tool_result", 1),  # a's result, b starts
+        ("tool_result", 1),  # b's result, c and d start
+        ("tool_result", 1),  # c's result, e takes its slot
+        ("tool_result", 1),  # d's result while e runs
+        ("tool_result", 1),  # e's result, the phase's last write
+        ("complete", 1),
+    ]
+    assert db.appends[1:7] == [
+        ["view", "usage", "entries", "state", "ledger"],
+        ["entries", "ledger", "ledger"],
+        ["entries", "ledger", "ledger", "ledger"],
+        ["entries", "ledger", "ledger"],
+        ["entries", "ledger"],
+        ["entries", "ledger"],
+    ]
+    assert [e.call.call_id for e in stream if isinstance(e, events.ToolCallCompleted)] == list(
+        "abcde"
+    )
+    done = _completed(stream)
+    assert 0.25 <= done["e"].duration_s < 5.0 and 0.15 <= done["d"].duration_s < 5.0
+
+
+async def test_max_parallel_tools_of_one_runs_safe_calls_one_at_a_time() -> None:
+    live: list[str] = []
+    most = 0
+
+    @tool(concurrency_safe=True)
+    async def fetch(n: str) -> str:
+        """Fetch something."""
+        nonlocal most
+        live.append(n)
+        most = max(most, len(live))
+        await asyncio.sleep(0.01)
+        live.remove(n)
+        return n
+
+    model = ScriptedModel([[call("fetch", n=s, id=s) for s in "abc"], "done"])
+    await Runner.run(Agent(name="a", model=model, tools=[fetch], max_parallel_tools=1), "go")
+    assert most == 1
+
+
+def _tracer() -> TracerProvider:
+    tp = TracerProvider()
+    tp.add_span_processor(SimpleSpanProcessor(InMemorySpanExporter()))
+    return tp
+
+
+@pytest.mark.parametrize("parallel", [False, True])
+async def test_a_tool_runs_under_its_calls_span(
+    parallel: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The span the tool sees as current is its call's span (a tool's own spans nest
+    under it), the call's events carry that same span, and it is current only while
+    the tool runs."""
+    inside: dict[str, Any] = {}
+
+    @tool(concurrency_safe=True)
+    async def probe(n: str) -> str:
+        """Look at the current span."""
+        inside[n] = otel_trace.get_current_span()
+        return n
+
+    ids = ["a", "b"] if parallel else ["a"]
+    model = ScriptedModel([[call("probe", n=i, id=i) for i in ids], "done"])
+    with caplog.at_level(logging.ERROR):
+        stream = await _run(Agent(name="x", model=model, tools=[probe]), tracer_provider=_tracer())
+    done = _completed(stream)
+    started = {e.call.call_id: e for e in stream if isinstance(e, events.ToolCallStarted)}
+    for i in ids:
+        span = done[i].span
+        assert span is not None and span is inside[i]
+        assert started[i].span is span
+        assert span.name == "execute_tool probe"
+    assert otel_trace.get_current_span() is otel_trace.INVALID_SPAN
+    assert [r for r in caplog.records if r.levelno >= logging.ERROR] == []
+
+
+async def test_an_untraced_tool_sees_no_span() -> None:
+    seen: list[Any] = []
+
+    @tool
+    def probe() -> str:
+        """Look at the current span."""
+        seen.append(otel_trace.get_current_span().get_span_context().is_valid)
+        return "ok"
+
+    stream = await _run(Agent(name="x", model=ScriptedModel([call("probe", id="p"), "done"]),
+                              tools=[probe]))  # fmt: skip
+    assert seen == [False] and _completed(stream)["p"].span is None
+
+
+async def test_an_agent_run_as_a_tool_is_linked_and_its_usage_kept_with_the_result() -> None:
+    db = MemoryStore()
+    child = Agent(name="kid", model=ScriptedModel(["kid says"]))
+    parent = Agent(
+        name="p",
+        model=ScriptedModel([call("kid", input="hi", id="c9"), "ok"]),
+        tools=[child.as_tool()],
+    )
+    result = await Runner.run(parent, "go", run_id="p1", checkpointer=db)
+    kid = next(i for i in await db.list_runs() if i.agent == "kid")
+    assert (kid.parent_run_id, kid.parent_call_id) == ("p1", "c9")
+    kid_usage = result.child_usage["c9"]
+    assert kid_usage.requests == 1 and kid_usage.input_tokens == kid.input_tokens
+    snap = await db.load("p1")
+    assert snap is not None
+    ledger = [r.data for r in snap.records if r.kind == "ledger"]
+    assert [(d["status"], "child_usage" in d) for d in ledger] == [
+        ("started", False),
+        ("completed", True),
+    ]
+    assert Usage.from_dict(ledger[1]["child_usage"]) == kid_usage
+
+
+async def test_a_call_answered_without_running_leaves_no_ledger_entry() -> None:
+    db = MemoryStore()
+    b = Agent(name="b", model=ScriptedModel(["from b"]))
+    model = ScriptedModel(
+        [[call("nope", id="u"), call("add", {"a": "x", "b": 1}, id="v"),
+          call("transfer_to_b", id="h")]]
+    )  # fmt: skip
+    await Runner.run(
+        Agent(name="a", model=model, tools=[add], handoffs=[b]), "go", run_id="r", checkpointer=db
+    )
+    snap = await db.load("r")
+    assert snap is not None
+    assert _ledger(snap) == {"h": "completed"}  # the handoff is recorded: it happened
+    results = [e for e in snap.entries() if e.type in ("tool_result", "handoff")]
+    assert [(e.type, e.call_id, e.turn, e.agent) for e in results] == [
+        ("tool_result", "u", 1, "a"),
+        ("tool_result", "v", 1, "a"),
+        ("tool_result", "h", 1, "a"),
+        ("handoff", "h", 1, "a"),
+    ]
+
+
+async def test_cancel_mid_group_records_the_finished_sync_call_not_the_waiting_one() -> None:
+    """A cancel stops the async calls of a group (their outcome stays unknown: the ledger
+    says started); a sync call's thread that finished is recorded, so a resume does not
+    run it again."""
+    token = CancelToken()
+    db = MemoryStore()
+
+    @tool(concurrency_safe=True)
+    async def wait() -> str:
+        """Wait a long time."""
+        await asyncio.sleep(30)
+        return "waited"
+
+    @tool(concurrency_safe=True)
+    def quick() -> str:
+        """Cancel the run, then finish."""
+        token.cancel()
+        time.sleep(0.1)
+        return "quick done"
+
+    model = ScriptedModel([[call("wait", id="w"), call("quick", id="q")]])
+    agent = Agent(name="a", model=model, tools=[wait, quick])
+    with pytest.raises(RunCancelled):
+        await Runner.run(agent, "go", run_id="r", checkpointer=db, cancel_token=token)
+    snap = await db.load("r")
+    assert snap is not None and snap.info.status == "cancelled"
+    assert _ledger(snap) == {"w": "started", "q": "completed"}
+    assert _results(snap) == {"q": ("quick done", False)}
+
+
+# -- a budget reached at a call's pre-check
+
+
+@pytest.mark.lovia_unconsumed
+async def test_a_budget_reached_mid_answer_runs_the_calls_before_it_and_keeps_their_results() -> (
+    None
+):
+    ran: list[int] = []
+
+    @tool
+    def note(n: int) -> str:
+        """Note a number."""
+        ran.append(n)
+        return f"noted {n}"
+
+    db = MemoryStore()
+    model = ScriptedModel([[call("note", n=1, id="a"), call("note", n=2, id="b")], "never"])
+    stream = await _run(
+        Agent(name="x", model=model, tools=[note]),
+        run_id="r",
+        checkpointer=db,
+        budget=RunBudget(max_tool_calls=1),
+    )
+    error = _failure(stream)
+    assert isinstance(error, BudgetExceeded) and ran == [1]
+    assert (error.limit, error.used) == ("max_tool_calls", 1.0)  # the calls that ran
+    saved = [(e.kind, e.entries) for e in stream if isinstance(e, events.CheckpointSaved)]
+    assert saved == [("start", 2), ("ledger", 2), ("tool_result", 1)]
+    snap = await db.load("r")
+    assert snap is not None
+    assert _results(snap) == {"a": ("noted 1", False)} and _ledger(snap) == {"a": "completed"}
+
+
+@pytest.mark.lovia_unconsumed
+async def test_a_budget_reached_at_an_answers_first_call_keeps_the_answer() -> None:
+    ran: list[int] = []
+
+    @tool
+    def note(n: int) -> str:
+        """Note a number."""
+        ran.append(n)
+        return f"noted {n}"
+
+    db = MemoryStore()
+    model = ScriptedModel([call("note", n=1, id="a"), call("note", n=2, id="b"), "never"])
+    stream = await _run(
+        Agent(name="x", model=model, tools=[note]),
+        run_id="r",
+        checkpointer=db,
+        budget=RunBudget(max_tool_calls=1),
+    )
+    assert isinstance(_failure(stream), BudgetExceeded) and ran == [1]
+    saved = [(e.kind, e.entries) for e in stream if isinstance(e, events.CheckpointSaved)]
+    assert saved[-1] == ("progress", 1)  # the second answer, before the run ends
+    snap = await db.load("r")
+    assert snap is not None
+    assert [e.call_id for e in snap.entries() if e.type == "tool_call"] == ["a", "b"]
+
+
+# -- approvals see the run
+
+
+async def test_approval_callables_get_the_runs_context() -> None:
+    seen: list[tuple[str, str, str]] = []
+
+    def needs(ctx: Any, c: ToolCallEntry) -> bool:
+        seen.append(("needs", ctx.run_id, c.call_id))
+        return True
+
+    def policy(ctx: Any, c: ToolCallEntry) -> bool:
+        seen.append(("policy", ctx.run_id, c.call_id))
+        return True
+
+    log: list[str] = []
+    model = ScriptedModel([call("refund", amount=1, id="c1"), "done"])
+    agent = Agent(name="a", model=model, tools=[_refund(log, needs)], approval=policy)
+    await Runner.run(agent, "go", run_id="r")
+    assert seen == [("needs", "r", "c1"), ("policy", "r", "c1")] and log == ["refund 1"]
+
+
+async def test_a_pause_writes_the_decisions_already_made() -> None:
+    """One call is decided with the run, another waits: the pause writes the decision
+    (so the resume does not ask again) and runs nothing."""
+    log: list[str] = []
+    db = MemoryStore()
+    model = ScriptedModel([[call("refund", amount=1, id="c1"), call("refund", amount=2, id="c2")]])
+    stream = await _run(
+        Agent(name="a", model=model, tools=[_refund(log)]),
+        run_id="r",
+        checkpointer=db,
+        approvals={"c1": True},
+    )
+    error = _failure(stream)
+    assert isinstance(error, ApprovalPending) and [c.call_id for c in error.pending] == ["c2"]
+    saved = [(e.kind, e.entries) for e in stream if isinstance(e, events.CheckpointSaved)]
+    assert saved == [("start", 2), ("progress", 2), ("progress", 0)]
+    snap = await db.load("r")
+    assert snap is not None and snap.info.status == "paused"
+    assert [(r.data["call_id"], r.data["decision"]) for r in snap.records
+            if r.kind == "approval"] == [("c1", "approved")]  # fmt: skip
+    assert log == []
+
+
+# -- the ledger is the authority on what ran
+
+
+async def test_a_call_the_ledger_says_ended_is_not_run_again_even_without_its_result() -> None:
+    ran: list[str] = []
+
+    @tool(idempotent=True)
+    def look(n: int) -> str:
+        """Look something up."""
+        ran.append(f"look {n}")
+        if n == 2:
+            raise ValueError("no")
+        return f"looked {n}"
+
+    def torn(record: Any) -> bool:  # the results are lost, the ledger is not
+        if record.kind == "entries":
+            return not any(e["type"] == "tool_result" for e in record.data["entries"])
+        return True
+
+    steps = [[call("look", n=1, id="ok"), call("look", n=2, id="bad"), call("look", n=3, id="o")]]
+    db = await _crashed_with(torn, steps, [look])
+    snap = await db.load("r")
+    assert snap is not None
+    # cut the last call back to "started": it is the only one a resume runs
+    keep = [r for r in snap.records if not (r.kind == "ledger" and r.data["call_id"] == "o"
+                                             and r.data["status"] != "started")]  # fmt: skip
+    again = MemoryStore()
+    await again.begin(snap.info)
+    await again.append("r", keep)
+    ran.clear()
+    result = await Runner.run(
+        Agent(name="a", model=ScriptedModel(["ok"]), tools=[look]), None, run_id="r",
+        checkpointer=again,
+    )  # fmt: skip
+    assert result.output == "ok" and ran == ["look 3"]
