@@ -28,6 +28,7 @@ from lovia import (
 )
 from lovia.context import CancelToken
 from lovia.errors import ProviderServerError, TooManyToolCalls
+from lovia.plugins import PluginInstance
 from lovia.stores import MemoryStore
 from lovia.testing import ScriptedModel, call
 from lovia.tools import ToolArgumentsError
@@ -1063,3 +1064,116 @@ async def test_a_call_the_ledger_says_ended_is_not_run_again_even_without_its_re
         checkpointer=again,
     )  # fmt: skip
     assert result.output == "ok" and ran == ["look 3"]
+
+
+class _Closing:
+    """A plugin whose close (user code, run before the run's end is written) looks at
+    what the store holds."""
+
+    name = "closing"
+
+    def __init__(self, db: MemoryStore, seen: list[dict[str, str]]) -> None:
+        self.db, self.seen = db, seen
+
+    async def setup(self, ctx: Any) -> PluginInstance:
+        async def aclose() -> None:
+            snap = await self.db.load(ctx.run_id)
+            assert snap is not None
+            self.seen.append(_ledger(snap))
+
+        return PluginInstance(aclose=aclose)
+
+
+def _cancel_mid_group(token: CancelToken) -> list[Any]:
+    @tool(concurrency_safe=True)
+    async def wait() -> str:
+        """Wait a long time."""
+        await asyncio.sleep(30)
+        return "waited"
+
+    @tool(concurrency_safe=True)
+    def quick() -> str:
+        """Cancel the run, then finish."""
+        token.cancel()
+        time.sleep(0.1)
+        return "quick done"
+
+    return [wait, quick]
+
+
+async def test_settled_results_are_stored_before_the_runs_plugins_close(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    token = CancelToken()
+    db = MemoryStore()
+    seen: list[dict[str, str]] = []
+    model = ScriptedModel([[call("wait", id="w"), call("quick", id="q")]])
+    agent = Agent(
+        name="a", model=model, tools=_cancel_mid_group(token), plugins=[_Closing(db, seen)]
+    )
+    with caplog.at_level(logging.ERROR), pytest.raises(RunCancelled):
+        await Runner.run(agent, "go", run_id="r", checkpointer=db, cancel_token=token)
+    assert seen == [{"w": "started", "q": "completed"}]
+    assert [r for r in caplog.records if r.levelno >= logging.ERROR] == []
+
+
+async def test_a_failed_write_of_settled_results_is_logged_and_the_run_still_cancelled(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    token = CancelToken()
+
+    class Failing(MemoryStore):
+        async def append(self, run_id: str, records: Any, *, fence: int | None = None) -> int:
+            if token.cancelled:
+                raise OSError("disk gone")
+            return await super().append(run_id, records, fence=fence)
+
+    db = Failing()
+    model = ScriptedModel([[call("wait", id="w"), call("quick", id="q")]])
+    agent = Agent(name="a", model=model, tools=_cancel_mid_group(token))
+    with caplog.at_level(logging.ERROR, logger="lovia.tools"), pytest.raises(RunCancelled):
+        await Runner.run(agent, "go", run_id="r", checkpointer=db, cancel_token=token)
+    assert [r.getMessage() for r in caplog.records if r.name == "lovia.tools"] == [
+        "recording the tool results of run r failed: disk gone"
+    ]
+
+
+async def test_cancel_mid_group_without_a_store_ends_the_run_cancelled() -> None:
+    token = CancelToken()
+    model = ScriptedModel([[call("wait", id="w"), call("quick", id="q")]])
+    agent = Agent(name="a", model=model, tools=_cancel_mid_group(token))
+    with pytest.raises(RunCancelled):
+        await Runner.run(agent, "go", checkpointer=None, store=None, cancel_token=token)
+
+
+async def test_a_cancel_during_a_sync_tool_that_fails_starts_no_further_call() -> None:
+    token = CancelToken()
+    db = MemoryStore()
+    ran: list[str] = []
+
+    @tool
+    def first() -> str:
+        """Cancel the run, then fail."""
+        token.cancel()
+        time.sleep(0.1)
+        raise ValueError("no")
+
+    @tool
+    def second() -> str:
+        """Must not run."""
+        ran.append("second")
+        return "ran"
+
+    model = ScriptedModel([[call("first", id="a"), call("second", id="b")]])
+    handle = Runner.stream(
+        Agent(name="x", model=model, tools=[first, second]),
+        "go",
+        run_id="r",
+        checkpointer=db,
+        cancel_token=token,
+    )
+    stream = [e async for e in handle]
+    assert isinstance(_failure(stream), RunCancelled) and ran == []
+    assert [e.call.call_id for e in stream if isinstance(e, events.ToolCallStarted)] == ["a"]
+    snap = await db.load("r")
+    assert snap is not None and _ledger(snap) == {"a": "failed"}
