@@ -1177,3 +1177,38 @@ async def test_a_cancel_during_a_sync_tool_that_fails_starts_no_further_call() -
     assert [e.call.call_id for e in stream if isinstance(e, events.ToolCallStarted)] == ["a"]
     snap = await db.load("r")
     assert snap is not None and _ledger(snap) == {"a": "failed"}
+
+
+async def test_a_nested_stream_shows_the_child_runs_events_while_it_runs() -> None:
+    """The parent's consumer sees the child's events live, not once the child ended:
+    here the child waits for the consumer to react to one of them."""
+    gate = asyncio.Event()
+
+    @tool
+    async def wait_for_gate() -> str:
+        """Wait until the consumer opens the gate."""
+        try:
+            async with asyncio.timeout(5):
+                await gate.wait()
+        except TimeoutError:
+            return "never opened"
+        return "opened"
+
+    child = Agent(
+        name="kid",
+        model=ScriptedModel([call("wait_for_gate", id="g"), "kid done"]),
+        tools=[wait_for_gate],
+    )
+    parent = Agent(
+        name="p",
+        model=ScriptedModel([call("kid", input="hi", id="c1"), "ok"]),
+        tools=[child.as_tool()],
+    )
+    inner: list[Any] = []
+    async for e in Runner.stream(parent, "go", nested=True):
+        if isinstance(e, events.ChildRunEvent):
+            inner.append(e.event)
+            if isinstance(e.event, events.ToolCallStarted):
+                gate.set()
+    kid_done = [e for e in inner if isinstance(e, events.ToolCallCompleted)]
+    assert [e.result.content for e in kid_done] == ["opened"]
