@@ -1212,3 +1212,47 @@ async def test_a_nested_stream_shows_the_child_runs_events_while_it_runs() -> No
                 gate.set()
     kid_done = [e for e in inner if isinstance(e, events.ToolCallCompleted)]
     assert [e.result.content for e in kid_done] == ["opened"]
+
+
+async def test_a_parallel_group_first_in_an_answer_writes_its_starts_as_a_ledger_write() -> None:
+    db = _Kinds()
+
+    @tool(concurrency_safe=True)
+    async def many(n: int) -> int:
+        """Run in parallel."""
+        return n
+
+    model = ScriptedModel([[call("many", n=1, id="a"), call("many", n=2, id="b")], "done"])
+    stream = await _run(Agent(name="x", model=model, tools=[many]), run_id="r", checkpointer=db)
+    saved = [(e.kind, e.entries) for e in stream if isinstance(e, events.CheckpointSaved)]
+    assert saved[:2] == [("start", 2), ("ledger", 2)]
+    assert db.appends[1] == ["view", "usage", "entries", "state", "ledger", "ledger"]
+
+
+async def test_a_cancel_of_async_calls_writes_no_empty_checkpoint() -> None:
+    token = CancelToken()
+    db = _Kinds()
+
+    @tool(concurrency_safe=True)
+    async def wait(n: int) -> str:
+        """Cancel the run (the first call), then wait a long time."""
+        if n == 1:
+            token.cancel()
+        await asyncio.sleep(30)
+        return "waited"
+
+    model = ScriptedModel([[call("wait", n=1, id="a"), call("wait", n=2, id="b")]])
+    with pytest.raises(RunCancelled):
+        await Runner.run(Agent(name="x", model=model, tools=[wait]), "go", run_id="r",
+                         checkpointer=db, cancel_token=token)  # fmt: skip
+    assert [] not in db.appends
+    snap = await db.load("r")
+    assert snap is not None and _ledger(snap) == {"a": "started", "b": "started"}
+
+
+async def test_a_nested_stream_runs_plain_tools_too() -> None:
+    model = ScriptedModel([call("add", a=2, b=3, id="c1"), "done"])
+    stream = [e async for e in Runner.stream(Agent(name="a", model=model, tools=[add]), "go",
+                                             nested=True)]  # fmt: skip
+    assert _completed(stream)["c1"].result.content == "5"
+    assert isinstance(stream[-1], events.RunCompleted) and stream[-1].output == "done"
