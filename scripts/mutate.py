@@ -34,7 +34,7 @@ EQUIVALENT = ROOT / "scripts" / "mutation-equivalent.txt"
 _FENCING_TESTS = [
     "tests/stores/test_conformance.py",
     "tests/stores/test_end_run.py",
-    "tests/stores/test_fencing.py",
+    "tests/stores/test_lease_fences.py",
     "tests/stores/test_store_messages.py",
     "tests/stores/test_damaged.py",
     "tests/stores/test_lease_fallbacks.py",
