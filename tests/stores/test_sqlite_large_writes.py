@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from lovia.stores import CheckpointRecord, RunInfo
-from lovia.stores.base import RunEnd, end_run
+from lovia.stores.base import RunEnd, end_run, start_run
 from lovia.stores.sqlite import SQLiteStore
 from lovia.transcript import TextEntry
 
@@ -103,3 +103,14 @@ async def test_renewing_many_leases_at_once_runs_on_the_worker(
     assert await opened.renew_many(few, 30) == {r for r, _, _ in few}
     assert await opened.renew_many(many, 30) == {r for r, _, _ in many}
     assert threads == [LOOP, WORKER]
+
+
+async def test_a_large_start_runs_on_the_worker(opened: SQLiteStore, threads: list[str]) -> None:
+    """A new run's row with its first records: large records or a large row go to the
+    worker thread, a small start commits inline."""
+    big_record = [CheckpointRecord(kind="state", data={"blob": BIG})]
+    await start_run(opened, RunInfo(run_id="n1", agent="a"), big_record)
+    await start_run(opened, RunInfo(run_id="n2", agent="a", extra={"note": BIG}), [])
+    small = [CheckpointRecord(kind="state", data={"small": 1})]
+    await start_run(opened, RunInfo(run_id="n3", agent="a"), small)
+    assert threads == [WORKER, WORKER, LOOP]

@@ -10,7 +10,7 @@ from store_backends import Backend
 
 from lovia.errors import RunNotFound, SchemaVersionError, StoreError
 from lovia.stores import SCHEMA_VERSION, CheckpointRecord, RunInfo, Store
-from lovia.stores.base import RunEnd, end_run
+from lovia.stores.base import RunEnd, end_run, start_run
 from lovia.stores.memory import MemoryStore
 from lovia.transcript import TextEntry
 
@@ -54,6 +54,8 @@ async def test_a_value_that_cannot_be_stored_names_the_run_or_session_it_belongs
     end = RunEnd(info=_info(status="completed"), result=None, records=[_rec(note=_BAD)])
     with pytest.raises(StoreError, match=r"^cannot store a state record of run r1: "):
         await end_run(db, end)
+    with pytest.raises(StoreError, match=r"^cannot store a state record of run r9: "):
+        await start_run(db, _info(run_id="r9"), [_rec(note=_BAD)])
     forged = TextEntry.model_construct(id="e1", text=_BAD, turn=1, ts=1.5)
     with pytest.raises(StoreError, match=r"^cannot store a segment of session s1: "):
         await db.append_segment("s1", "r1", [forged])
