@@ -134,3 +134,26 @@ async def test_a_worker_fenced_out_before_a_model_call_stops_without_paying_for_
     assert isinstance(stream[-1], events.RunFailed)
     assert isinstance(stream[-1].error, LeaseLost)
     assert await store.lease_holder("r4") == "thief"
+
+
+class _TakenWhileLoading(MemoryStore):
+    """A store where another worker takes the lease while this one loads the run (a
+    stall between the grant and the start write)."""
+
+    async def load(self, run_id: str) -> Any:
+        snapshot = await super().load(run_id)
+        await self.release(run_id, (await self.lease_holder(run_id)) or "")
+        assert await self.acquire(run_id, "thief", 30) is not None
+        return snapshot
+
+
+@pytest.mark.lovia_unconsumed  # the run ends before its model is called, on purpose
+async def test_a_worker_fenced_out_before_its_start_write_stores_nothing_of_the_run() -> None:
+    store = _TakenWhileLoading()
+    model = ScriptedModel(["done"])
+    stream = await _drain(Agent(name="a", model=model), store, "r-start")
+    terminal = stream[-1]
+    assert isinstance(terminal, events.RunFailed) and isinstance(terminal.error, LeaseLost)
+    assert model.requests == []  # nothing was asked of the model either
+    snapshot = await store.load("r-start")
+    assert snapshot is None or snapshot.records == []  # neither its input nor its attempt
