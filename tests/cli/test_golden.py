@@ -146,13 +146,13 @@ GOLDEN_TRACE = """\
 trace <id32>  (search this trace id in Jaeger / Grafana Tempo)
 invoke_agent support  <dur>  tokens 12+8  ?  finish=stop
 ├─ lovia.checkpoint.write  <dur>
-├─ lovia.turn  <dur>  tokens 3+5
+├─ lovia.turn  <dur>  tokens 3+5  ?
 │  ├─ lovia.view  <dur>  view=<view>
 │  ├─ chat gm-1  <dur>  tokens 3+5  ?  finish=tool_calls  view=<view>
 │  ├─ execute_tool lookup  <dur>
 │  ├─ lovia.checkpoint.write  <dur>
 │  └─ lovia.checkpoint.write  <dur>
-├─ lovia.turn  <dur>  tokens 9+3
+├─ lovia.turn  <dur>  tokens 9+3  ?
 │  ├─ lovia.view  <dur>  view=<view>
 │  └─ chat gm-1  <dur>  tokens 9+3  ?  finish=stop  view=<view>
 ├─ lovia.checkpoint.write  <dur>
