@@ -43,7 +43,7 @@ async def test_a_start_with_a_stale_fence_stores_none_of_its_records(db: Store) 
     assert token is not None
     await db.release("s2", "w1")
     assert await db.acquire("s2", "w2", 30) == token + 1  # taken over: token is stale
-    with pytest.raises(LeaseLost):
+    with pytest.raises(LeaseLost, match=rf"^run s2: lease token {token} is stale"):
         await start_run(db, _info("s2"), _records("late"), fence=token)
     snap = await db.load("s2")
     assert snap is None or snap.records == []
@@ -53,10 +53,18 @@ async def test_a_start_of_a_run_that_exists_keeps_its_row_and_appends(db: Store)
     await db.begin(RunInfo(run_id="s3", agent="first"))
     token = await db.acquire("s3", "w1", 30)
     assert token is not None
-    await start_run(db, _info("s3"), _records("x"), fence=token)
+    await db.append("s3", _records("w"), fence=token)
+    await start_run(db, _info("s3"), _records("x", "y"), fence=token)
     snap = await db.load("s3")
     assert snap is not None and snap.info.agent == "first"  # the row was not replaced
-    assert [r.data["name"] for r in snap.records] == ["x"]
+    assert [r.data["name"] for r in snap.records] == ["w", "x", "y"]
+    await db.append("s3", _records("z"), fence=token)  # numbered after them
+    await db.release("s3", "w1")
+    assert await db.acquire("s3", "w2", 30) == token + 1
+    with pytest.raises(LeaseLost, match=rf"^run s3: lease token {token} is stale"):
+        await start_run(db, _info("s3"), _records("late"), fence=token)
+    again = await db.load("s3")
+    assert again is not None and [r.data["name"] for r in again.records] == ["w", "x", "y", "z"]
 
 
 async def test_a_start_without_records_writes_the_row(db: Store) -> None:

@@ -166,21 +166,24 @@ class Sql:
         )
 
     def _start(self, records: str, leases: str, marks: str) -> None:
-        """``start``: a new run's row and first records in one statement (nothing when the
-        fence is refused; no row and no records when the run exists: the caller appends).
-        Parameters after the run columns: the records' kinds, versions, data, the fence."""
+        """``start``: a new run's row and first records in one statement (a run that
+        exists keeps its row and gets the records appended; a refused fence writes
+        nothing). Parameters after the run columns: the records' kinds, versions and
+        data, then the fence."""
         n = len(RUN_COLUMNS)
-        kinds, vers, datas = (f"${i}" for i in range(n + 1, n + 4))  # the fence: n + 4
+        kinds, vers, datas = (f"${i}" for i in range(n + 1, n + 4))
+        count = f"cardinality({kinds}::text[])"
         self.start = (
             f"WITH {_fence(leases, n + 4)}, "
-            f"run AS (INSERT INTO {self.runs} ({COLS}, n_records) "
-            f"SELECT {marks}, cardinality({kinds}::text[]) WHERE {_fenced(n + 4)} "
-            "ON CONFLICT (run_id) DO NOTHING RETURNING 0 AS start), "
+            f"run AS (INSERT INTO {self.runs} AS t ({COLS}, n_records) "
+            f"SELECT {marks}, {count} WHERE {_fenced(n + 4)} "
+            f"ON CONFLICT (run_id) DO UPDATE SET n_records = t.n_records + {count} "
+            f"RETURNING t.n_records - {count} AS start), "
             f"ins AS (INSERT INTO {records} (run_id, seq, kind, version, data) "
             "SELECT $1, run.start + r.ord, r.kind, r.version::int, r.data::json FROM run, "
             f"unnest({kinds}::text[], {vers}::text[], {datas}::text[]) "
             "WITH ORDINALITY AS r(kind, version, data, ord)) "
-            f"SELECT EXISTS (SELECT 1 FROM run), {_fenced(n + 4)}"
+            f"SELECT {_fenced(n + 4)}"
         )
 
     def _end(self, records: str, leases: str, sessions: str, marks: str, updates: str) -> None:

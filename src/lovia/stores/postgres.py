@@ -294,13 +294,11 @@ class PostgresStore:
         versions = [str(version) for _, version, _ in rows]
         datas = [data for _, _, data in rows]
         async with self._db() as db:
-            created, fenced = await db.fetchrow(
+            fenced = await db.fetchval(
                 self._sql.start, *info_row(info), kinds, versions, datas, fence
             )
         if fence is not None and not fenced:
             raise lease_lost(info.run_id, fence)
-        if not created and records:  # the run was there already: the usual append
-            await self.append(info.run_id, records, fence=fence)
         return size
 
     async def load(self, run_id: str) -> RunSnapshot | None:
