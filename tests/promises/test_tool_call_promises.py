@@ -344,24 +344,29 @@ async def test_calls_that_are_not_concurrency_safe_run_one_at_a_time_in_order() 
     assert seen == [("a", 1), ("b", 1), ("c", 1)]
 
 
-async def test_max_parallel_tools_bounds_how_many_safe_calls_run_at_once() -> None:
+def _counting_fetch() -> tuple[Any, list[int]]:
+    """A parallel-safe tool and the most of its calls seen running at once (``most[0]``)."""
     live: list[str] = []
-    most = 0
+    most = [0]
 
     @tool(concurrency_safe=True)
     async def fetch(n: str) -> str:
         """Fetch something."""
-        nonlocal most
         live.append(n)
-        most = max(most, len(live))
+        most[0] = max(most[0], len(live))
         await asyncio.sleep(0.01)
         live.remove(n)
         return n
 
+    return fetch, most
+
+
+async def test_max_parallel_tools_bounds_how_many_safe_calls_run_at_once() -> None:
+    fetch, most = _counting_fetch()
     model = ScriptedModel([[call("fetch", n=s, id=s) for s in "abcde"], "done"])
     agent = Agent(name="a", model=model, tools=[fetch], max_parallel_tools=2)
     stream = await _run(agent)
-    assert most == 2
+    assert most == [2]
     assert sorted(_completed(stream)) == list("abcde")
 
 
@@ -783,22 +788,10 @@ async def test_each_tool_phase_commit_is_named_by_what_it_makes_durable() -> Non
 
 
 async def test_max_parallel_tools_of_one_runs_safe_calls_one_at_a_time() -> None:
-    live: list[str] = []
-    most = 0
-
-    @tool(concurrency_safe=True)
-    async def fetch(n: str) -> str:
-        """Fetch something."""
-        nonlocal most
-        live.append(n)
-        most = max(most, len(live))
-        await asyncio.sleep(0.01)
-        live.remove(n)
-        return n
-
+    fetch, most = _counting_fetch()
     model = ScriptedModel([[call("fetch", n=s, id=s) for s in "abc"], "done"])
     await Runner.run(Agent(name="a", model=model, tools=[fetch], max_parallel_tools=1), "go")
-    assert most == 1
+    assert most == [1]
 
 
 def _tracer() -> TracerProvider:

@@ -16,6 +16,8 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.sdk.trace.id_generator import IdGenerator
 
+from lovia import events as ev
+
 KEEP = (
     "error.type",
     "gen_ai.tool.name",
@@ -111,3 +113,24 @@ def span_tree(
 
     roots = sorted(by_parent.get(None, []), key=lambda c: c.context.span_id)
     return [node(r) for r in roots]
+
+
+REBUILT = (
+    ev.RunCompleted,
+    ev.RunFailed,
+    ev.TurnEnded,
+    ev.ViewBuilt,
+    ev.ModelCallCompleted,
+    ev.ModelCallFailed,
+    ev.ToolCallCompleted,
+    ev.GuardrailCompleted,
+    ev.GuardrailTriggered,
+    ev.HandoffOccurred,
+    ev.CompactionApplied,
+    ev.CheckpointSaved,
+    ev.SessionWritten,
+    ev.PluginSetup,
+    ev.PluginClosed,
+)
+"""The events a finished span stands for (what hooks fed from spans and
+``event_from_span`` give back)."""

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from telemetry_helpers import Otel
+from telemetry_helpers import REBUILT, Otel
 
 from lovia import Agent, AgentHooks, RunBudget, Runner, events, tool
 from lovia.errors import BadRequest
@@ -22,23 +22,6 @@ from lovia.testing._models import CallInfo
 from lovia.usage import Usage
 from lovia.view import DEFAULT_SUMMARY_PROMPT, Compaction
 
-REBUILT = (
-    events.RunCompleted,
-    events.RunFailed,
-    events.TurnEnded,
-    events.ViewBuilt,
-    events.ModelCallCompleted,
-    events.ModelCallFailed,
-    events.ToolCallCompleted,
-    events.GuardrailCompleted,
-    events.GuardrailTriggered,
-    events.HandoffOccurred,
-    events.CompactionApplied,
-    events.CheckpointSaved,
-    events.SessionWritten,
-    events.PluginSetup,
-    events.PluginClosed,
-)
 """The event types a span can stand for (what hooks as a span processor receive)."""
 
 

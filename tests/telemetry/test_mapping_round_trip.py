@@ -13,7 +13,7 @@ import pytest
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import Status, StatusCode
 from pydantic import BaseModel
-from telemetry_helpers import Otel
+from telemetry_helpers import REBUILT, Otel
 
 from lovia import Agent, RunBudget, Runner, events, tool
 from lovia.errors import BadRequest
@@ -28,24 +28,6 @@ from lovia.testing._models import CallInfo
 from lovia.transcript import ToolCallEntry, ToolResultEntry
 from lovia.usage import Usage
 from lovia.view import DEFAULT_SUMMARY_PROMPT, Compaction
-
-REBUILT = (
-    events.RunCompleted,
-    events.RunFailed,
-    events.TurnEnded,
-    events.ViewBuilt,
-    events.ModelCallCompleted,
-    events.ModelCallFailed,
-    events.ToolCallCompleted,
-    events.GuardrailCompleted,
-    events.GuardrailTriggered,
-    events.HandoffOccurred,
-    events.CompactionApplied,
-    events.CheckpointSaved,
-    events.SessionWritten,
-    events.PluginSetup,
-    events.PluginClosed,
-)
 
 CONTENT = frozenset({"output", "entries", "record", "request", "span", "child_usage"})
 """Fields a span never carries (content, objects): a rebuilt event leaves them empty
