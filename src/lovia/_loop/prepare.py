@@ -241,12 +241,9 @@ async def _resume(
 ) -> AsyncIterator[ev.Event]:
     """Continue from the stored run: its entries and progress, its agent, its views."""
     state.transcript.extend(snapshot.entries())
-    progress = state.progress
-    progress.ledger.update(stored.ledger)
-    progress.children.update(stored.children)
-    progress.turn = stored.turn
-    progress.usage.add(stored.usage)  # the same object as ``ctx.usage``
-    progress.last_input_tokens = stored.last_input_tokens
+    state.progress.usage.add(stored.usage)
+    stored.usage = state.progress.usage  # the same object as ``ctx.usage``
+    state.progress = stored
     agent = find_agent(state.params.agent, stored.agent or state.params.agent.name)
     if agent is None:
         raise UserError(
@@ -254,7 +251,6 @@ async def _resume(
             "reachable from this agent's handoffs",
             hint="Resume with the same agent graph the run started with.",
         )
-    progress.agent = stored.agent
     async for event in activate(state, state.params.agent):
         yield event
     if agent is not state.params.agent:

@@ -133,6 +133,12 @@ def _import_asyncpg() -> Any:
         ) from exc
 
 
+def _columns(rows: Sequence[tuple[str, int, str]]) -> tuple[list[str], list[str], list[str]]:
+    """Encoded records as the statements' three arrays: kinds, versions and data (the
+    versions as text: a ``text[]`` needs no type look-up round trip)."""
+    return [k for k, _, _ in rows], [str(v) for _, v, _ in rows], [d for _, _, d in rows]
+
+
 class PostgresStore:
     """Session and checkpoint store in PostgreSQL (see the module docs)."""
 
@@ -271,8 +277,7 @@ class PostgresStore:
         rows, size = encode_records(run_id, records)
         if not rows:
             return size
-        kinds, versions, datas = (list(column) for column in zip(*rows, strict=True))
-        versions = [str(version) for version in versions]  # text[]: no type look-up round trip
+        kinds, versions, datas = _columns(rows)
         async with self._db() as db:
             found, fenced = await db.fetchrow(
                 self._sql.append, run_id, kinds, versions, datas, fence
@@ -290,9 +295,7 @@ class PostgresStore:
         :func:`~lovia.stores.base.start_run`). A run that exists keeps its row: the records
         are appended to it."""
         rows, size = encode_records(info.run_id, records)
-        kinds = [kind for kind, _, _ in rows]
-        versions = [str(version) for _, version, _ in rows]
-        datas = [data for _, _, data in rows]
+        kinds, versions, datas = _columns(rows)
         async with self._db() as db:
             fenced = await db.fetchval(
                 self._sql.start, *info_row(info), kinds, versions, datas, fence
@@ -335,9 +338,7 @@ class PostgresStore:
         run_id = info.run_id
         data = None if end.result is None else dump_json(end.result, f"result of run {run_id}")
         rows, size = encode_records(run_id, end.records)
-        kinds = [kind for kind, _, _ in rows]
-        versions = [str(version) for _, version, _ in rows]
-        datas = [data_ for _, _, data_ in rows]
+        kinds, versions, datas = _columns(rows)
         text = None if end.session_id is None else encode_entries(end.session_id, end.entries)
         async with self._db() as db:
             fenced, written, _ = await db.fetchrow(
