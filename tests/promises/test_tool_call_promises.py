@@ -895,22 +895,8 @@ async def test_cancel_mid_group_records_the_finished_sync_call_not_the_waiting_o
     run it again."""
     token = CancelToken()
     db = MemoryStore()
-
-    @tool(concurrency_safe=True)
-    async def wait() -> str:
-        """Wait a long time."""
-        await asyncio.sleep(30)
-        return "waited"
-
-    @tool(concurrency_safe=True)
-    def quick() -> str:
-        """Cancel the run, then finish."""
-        token.cancel()
-        time.sleep(0.1)
-        return "quick done"
-
     model = ScriptedModel([[call("wait", id="w"), call("quick", id="q")]])
-    agent = Agent(name="a", model=model, tools=[wait, quick])
+    agent = Agent(name="a", model=model, tools=_cancel_mid_group(token))
     with pytest.raises(RunCancelled):
         await Runner.run(agent, "go", run_id="r", checkpointer=db, cancel_token=token)
     snap = await db.load("r")

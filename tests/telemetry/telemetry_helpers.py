@@ -3,6 +3,7 @@ private MeterProvider bound to every run's tracer; helpers to normalize span tre
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -17,6 +18,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.sdk.trace.id_generator import IdGenerator
 
 from lovia import events as ev
+from lovia.model import ModelRequest, TextChunk
+from lovia.testing import ScriptedModel
 
 KEEP = (
     "error.type",
@@ -134,3 +137,12 @@ REBUILT = (
 )
 """The events a finished span stands for (what hooks fed from spans and
 ``event_from_span`` give back)."""
+
+
+class Hanging(ScriptedModel):
+    """A model that streams a little text, then never answers (a run to cancel)."""
+
+    async def stream(self, request: ModelRequest) -> Any:
+        self.requests.append(request)
+        yield TextChunk("thinking")
+        await asyncio.Event().wait()

@@ -4,17 +4,16 @@ budget trip, handoff, summary)."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from telemetry_helpers import REBUILT, Otel
+from telemetry_helpers import REBUILT, Hanging, Otel
 
 from lovia import Agent, AgentHooks, RunBudget, Runner, events, tool
 from lovia.errors import BadRequest
-from lovia.providers.base import ModelProfile, ModelRequest, TextChunk
+from lovia.providers.base import ModelProfile, ModelRequest
 from lovia.stores import MemoryStore
 from lovia.telemetry import clear_prices, set_price
 from lovia.testing import FunctionModel, ScriptedModel, call, reply
@@ -41,13 +40,6 @@ def broken() -> str:
 def fetch(n: int) -> str:
     """Fetch page n."""
     return "x" * 1_500
-
-
-class Hanging(ScriptedModel):
-    async def stream(self, request: ModelRequest) -> Any:
-        self.requests.append(request)
-        yield TextChunk("thinking")
-        await asyncio.Event().wait()
 
 
 @dataclass

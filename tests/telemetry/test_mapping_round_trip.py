@@ -4,7 +4,6 @@ processor rebuild from them, field by field, against what the run emitted live."
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
 from typing import Any
@@ -13,12 +12,12 @@ import pytest
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import Status, StatusCode
 from pydantic import BaseModel
-from telemetry_helpers import REBUILT, Otel
+from telemetry_helpers import REBUILT, Hanging, Otel
 
 from lovia import Agent, RunBudget, Runner, events, tool
 from lovia.errors import BadRequest
 from lovia.model import ModelSettings
-from lovia.providers.base import ModelProfile, ModelRequest, TextChunk
+from lovia.providers.base import ModelProfile, ModelRequest
 from lovia.stores import MemoryStore
 from lovia.telemetry import attributes as A
 from lovia.telemetry import clear_prices, event_from_span, events_from_span, set_price
@@ -87,13 +86,6 @@ class Plugin:
                 raise OSError("notes file is gone")
 
         return PluginInstance(aclose=close)
-
-
-class Hanging(ScriptedModel):
-    async def stream(self, request: ModelRequest) -> Any:
-        self.requests.append(request)
-        yield TextChunk("thinking")
-        await asyncio.Event().wait()
 
 
 @dataclass
