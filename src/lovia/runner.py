@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import difflib
 import re
 from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any, Generic, TypedDict, TypeVar, Unpack
@@ -35,12 +36,14 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_MAX_TURNS",
     "MAX_ID_CHARS",
+    "OPTION_NAMES",
     "RunOptions",
     "RunStream",
     "Runner",
     "check_deps_key",
     "check_id",
     "resume_options",
+    "run_params",
 ]
 
 OutputT = TypeVar("OutputT")
@@ -101,31 +104,134 @@ def _open_store(value: Any) -> Any:
 
 
 class RunOptions(TypedDict, total=False):
-    """The keyword options of :meth:`Runner.run` and :meth:`Runner.run_sync`: those of
-    :meth:`Runner.stream` (a test keeps the two lists equal)."""
+    """The keyword options of :meth:`Runner.stream`, :meth:`Runner.run` and
+    :meth:`Runner.run_sync`. Each is optional; one not given takes its default (below)."""
 
     deps: Any
+    """Your dependencies object, ``RunContext.deps`` in tools (default None)."""
     session: SessionStore | str | None
+    """Where the conversation of ``session_id`` is kept: a store or a store URL."""
     session_id: str | None
+    """Continue this conversation: its history comes first in the transcript."""
     run_id: str | None
+    """This run's id (default: a new random one). A stored, unfinished run resumes; a
+    completed one returns its stored result."""
     checkpointer: Checkpointer | str | None
+    """Where the run's progress is recorded, so a crashed run resumes."""
     store: Store | str | None | Default
+    """Where the run is recorded when ``checkpointer``/``session`` are not given (default:
+    ``lovia.configure(store=...)`` or ``$LOVIA_STORE``; None: not recorded)."""
     prune_records: bool
+    """Once the run completes, drop its checkpoint records and keep its summary row
+    (``lovia runs`` still lists it; replay cannot). Default False."""
     max_turns: int
+    """Model turns before the run fails with ``MaxTurnsExceeded`` (default 50)."""
     budget: RunBudget | None
+    """Token, cost, tool-call and time limits of the run."""
     extra_instructions: str | None
+    """Appended to the agent's instructions for this run."""
     cancel_token: CancelToken | None
+    """Cancel the run from elsewhere (default: a new token, ``RunStream.cancel``)."""
     workspace: Any
+    """A ``lovia.plugins.Workspace``: files and shell for the tools; a session-bound
+    workspace continues its conversation."""
     approvals: Mapping[str, ApprovalVerdict] | None
+    """Decisions for calls that wait for approval, by call id."""
     approval: Approver | None
+    """Decides calls that need approval, as they come."""
     approved_by: str | None
+    """Who decided ``approvals`` (``cli:alice``, ``web:ops``; default ``api``), recorded
+    with each decision."""
     settings: ModelSettings | None
+    """Model settings for this run, over the agent's."""
     mailbox: Mailbox | None
+    """Messages pushed into the run between turns (default: a new mailbox)."""
     tracer_provider: TracerProvider | None
+    """An OpenTelemetry ``TracerProvider`` (default: the global one)."""
     meter_provider: MeterProvider | None
+    """An OpenTelemetry ``MeterProvider`` (default: the global one)."""
     nested: bool
+    """Child runs' events (agents run as tools, see :meth:`Agent.as_tool`) are yielded
+    too, each wrapped in a ``ChildRunEvent``. Default False."""
     labels: Mapping[str, str] | None
+    """Who the run is for (``{"tenant": "acme"}``): on its span, its stored row, the cost
+    metrics and spend limits; a session's first labelled run records them for its later
+    runs (see :mod:`lovia.labels`)."""
     deps_key: str | None
+    """The key ``deps`` was built from (a task queue's ``deps(deps_key)`` factory), stored
+    with the run (``RunInfo.extra["deps_key"]``) so a queue that re-queues the run builds
+    the same deps; never on spans, metrics or logs."""
+
+
+OPTION_NAMES: frozenset[str] = frozenset(RunOptions.__annotations__)
+"""The names :class:`RunOptions` declares (what ``Runner`` accepts)."""
+
+
+def run_params(agent: Agent[Any, Any], input: Any, options: RunOptions) -> RunParams:
+    """The run's frozen parameters from the caller's options, each checked once here."""
+    if not isinstance(agent, Agent):
+        raise UserError(f"Runner needs an Agent, got {agent!r}")
+    given: dict[str, Any] = dict(options)
+    _check_names(given)
+    _check_deps(agent, given.get("deps"))
+    check_id("run_id", given.get("run_id"))
+    _bind_workspace(given)
+    check_id("session_id", given.get("session_id"))
+    _resolve_stores(given)
+    for name in ("cancel_token", "mailbox"):  # None: a fresh one (the parameters' default)
+        if given.get(name, 0) is None:
+            del given[name]
+    given["labels"] = check_labels(given.get("labels"))
+    given["deps_key"] = check_deps_key(given.get("deps_key"))
+    from ._loop.state import RunParams  # the engine loads on the first run
+
+    params = RunParams(agent=agent, input=input, **given)
+    if params.max_turns < 1:
+        raise UserError("max_turns must be at least 1")
+    return params
+
+
+def _check_names(given: Mapping[str, Any]) -> None:
+    unknown = sorted(set(given) - OPTION_NAMES)
+    if not unknown:
+        return
+    name = unknown[0]
+    close = difflib.get_close_matches(name, OPTION_NAMES, n=1)
+    hint = f"Did you mean {close[0]!r}? " if close else ""
+    raise UserError(
+        f"Runner got an unknown option {name!r}",
+        hint=hint + "The options are those of lovia.RunOptions: " + ", ".join(sorted(OPTION_NAMES)),
+    )
+
+
+def _bind_workspace(given: dict[str, Any]) -> None:
+    """A session-bound workspace: its conversation continues run after run."""
+    workspace: Any = given.get("workspace")
+    bound = getattr(workspace, "session", None)
+    if isinstance(bound, str) and given.get("session_id") is None:
+        given["session_id"] = bound
+        if given.get("session") is None:
+            given["session"] = workspace.session_store_url()
+
+
+def _resolve_stores(given: dict[str, Any]) -> None:
+    """``store`` (or the configured default) as checkpointer and session; URLs opened."""
+    store = given.pop("store", DEFAULT)
+    recorder = default_store() if isinstance(store, Default) else store
+    session_id = given.get("session_id")
+    if recorder is not None:
+        if given.get("checkpointer") is None:
+            given["checkpointer"] = recorder
+        if session_id is not None and given.get("session") is None:
+            given["session"] = recorder
+    if session_id is not None and given.get("session") is None:
+        raise UserError(
+            "session_id was given without a session store",
+            hint='Pass session=lovia.stores.store("sqlite:///.lovia/lovia.db") (or a URL).',
+        )
+    for name in ("session", "checkpointer"):
+        if name in given:
+            given[name] = _open_store(given[name])
 
 
 def resume_options(
@@ -197,99 +303,15 @@ class Runner:
 
     @staticmethod
     def stream(
-        agent: Agent[Any, OutputT],
-        input: Any = None,
-        *,
-        deps: Any = None,
-        session: SessionStore | str | None = None,
-        session_id: str | None = None,
-        run_id: str | None = None,
-        checkpointer: Checkpointer | str | None = None,
-        store: Store | str | None | Default = DEFAULT,
-        prune_records: bool = False,
-        max_turns: int = DEFAULT_MAX_TURNS,
-        budget: RunBudget | None = None,
-        extra_instructions: str | None = None,
-        cancel_token: CancelToken | None = None,
-        workspace: Any = None,
-        approvals: Mapping[str, ApprovalVerdict] | None = None,
-        approval: Approver | None = None,
-        approved_by: str | None = None,
-        settings: ModelSettings | None = None,
-        mailbox: Mailbox | None = None,
-        tracer_provider: TracerProvider | None = None,
-        meter_provider: MeterProvider | None = None,
-        nested: bool = False,
-        labels: Mapping[str, str] | None = None,
-        deps_key: str | None = None,
+        agent: Agent[Any, OutputT], input: Any = None, **options: Unpack[RunOptions]
     ) -> RunStream[OutputT]:
         """Start a run and return its event stream (see :class:`RunStream`).
 
-        ``store``: where the run is recorded when ``checkpointer``/``session`` are not
-        given (default: ``lovia.configure(store=...)`` or ``$LOVIA_STORE``; None: not
-        recorded). ``prune_records``: once the run completes, drop its checkpoint
-        records and keep its summary row (``lovia runs`` still lists it; replay cannot).
-        ``approved_by``: who decided ``approvals`` (``cli:alice``, ``web:ops``; default
-        ``api``), recorded with each decision. ``nested=True``: events of child runs
-        (agents run as tools, see :meth:`Agent.as_tool`) are yielded too, each wrapped in
-        a ``ChildRunEvent``. ``labels``: who the run is for (``{"tenant": "acme"}``):
-        on its span, its stored row, the cost metrics and spend limits; a session's
-        first labelled run records them for its later runs (see :mod:`lovia.labels`).
-        ``deps_key``: the key ``deps`` was built from (a task queue's ``deps(deps_key)``
-        factory), stored with the run (``RunInfo.extra["deps_key"]``) so a queue that
-        re-queues the run builds the same deps; never on spans, metrics or logs.
+        The options are :class:`RunOptions` (each documented there); an option not given
+        takes the default of the run's parameters. A name that is not an option is a
+        ``UserError`` naming the closest option.
         """
-        if not isinstance(agent, Agent):
-            raise UserError(f"Runner needs an Agent, got {agent!r}")
-        _check_deps(agent, deps)
-        check_id("run_id", run_id)
-        bound = getattr(workspace, "session", None)
-        if isinstance(bound, str) and session_id is None:
-            # a session-bound workspace: its conversation continues run after run
-            session_id = bound
-            if session is None:
-                session = workspace.session_store_url()
-        check_id("session_id", session_id)
-        recorder = default_store() if isinstance(store, Default) else store
-        if recorder is not None:
-            checkpointer = recorder if checkpointer is None else checkpointer
-            if session_id is not None and session is None:
-                session = recorder
-        if session_id is not None and session is None:
-            raise UserError(
-                "session_id was given without a session store",
-                hint='Pass session=lovia.stores.store("sqlite:///.lovia/lovia.db") (or a URL).',
-            )
-        if max_turns < 1:
-            raise UserError("max_turns must be at least 1")
-        from ._loop.state import RunParams
-
-        params = RunParams(
-            agent=agent,
-            input=input,
-            deps=deps,
-            session=_open_store(session),
-            session_id=session_id,
-            run_id=run_id,
-            checkpointer=_open_store(checkpointer),
-            prune_records=prune_records,
-            max_turns=max_turns,
-            budget=budget,
-            extra_instructions=extra_instructions,
-            cancel_token=cancel_token if cancel_token is not None else CancelToken(),
-            mailbox=mailbox if mailbox is not None else Mailbox(),
-            workspace=workspace,
-            approvals=approvals,
-            approval=approval,
-            approved_by=approved_by,
-            settings=settings,
-            tracer_provider=tracer_provider,
-            meter_provider=meter_provider,
-            nested=nested,
-            labels=check_labels(labels),
-            deps_key=check_deps_key(deps_key),
-        )
-        return RunStream(params)
+        return RunStream(run_params(agent, input, options))
 
     @staticmethod
     async def run(

@@ -4,7 +4,7 @@ checked before each model call and before each tool call. max_turns has a defaul
 from __future__ import annotations
 
 import asyncio
-import inspect
+import dataclasses
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -202,8 +202,10 @@ async def test_within_budget_completes() -> None:
 
 def test_default_max_turns_is_documented() -> None:
     assert DEFAULT_MAX_TURNS == 50
-    default = inspect.signature(Runner.stream).parameters["max_turns"].default
-    assert default == DEFAULT_MAX_TURNS
+    from lovia._loop.state import RunParams
+
+    (field,) = [f for f in dataclasses.fields(RunParams) if f.name == "max_turns"]
+    assert field.default == DEFAULT_MAX_TURNS
     from lovia import runner
 
     assert runner.DEFAULT_MAX_TURNS == 50
