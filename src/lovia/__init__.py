@@ -38,7 +38,7 @@ from .model import ModelProfile, ModelSettings, Provider
 from .plugins import Plugin, PluginInstance
 from .pricing import load_prices, set_price
 from .result import RunResult
-from .runner import Runner, RunStream
+from .runner import RunOptions, Runner, RunStream
 from .spend import SpendLimit
 from .tools import Tool, tool
 from .transcript import InputEntry, TranscriptEntry
@@ -115,6 +115,7 @@ __all__ = [
     "RunContext",
     "RunError",
     "RunResult",
+    "RunOptions",
     "RunStream",
     "Runner",
     "Skills",
