@@ -38,7 +38,7 @@ from .model import ModelProfile, ModelSettings, Provider
 from .plugins import Plugin, PluginInstance
 from .pricing import load_prices, set_price
 from .result import RunResult
-from .runner import RunOptions, Runner, RunStream
+from .runner import Runner, RunOptions, RunStream
 from .spend import SpendLimit
 from .tools import Tool, tool
 from .transcript import InputEntry, TranscriptEntry
@@ -114,8 +114,8 @@ __all__ = [
     "RunCancelled",
     "RunContext",
     "RunError",
-    "RunResult",
     "RunOptions",
+    "RunResult",
     "RunStream",
     "Runner",
     "Skills",
