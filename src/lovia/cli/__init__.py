@@ -62,7 +62,49 @@ def build_parser() -> argparse.ArgumentParser:
         parents=[_common_options(top=True)],
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    runs = sub.add_parser("runs", parents=[common], help="list recent runs")
+    _runs_parser(sub.add_parser("runs", parents=[common], help="list recent runs"))
+    show = sub.add_parser("show", parents=[common], help="print a run's transcript")
+    show.add_argument(
+        "run",
+        metavar="RUN",
+        help="run id, a unique prefix, `last`, or a content reference (lovia:run/…/view/…)",
+    )
+    show.add_argument("--full", action="store_true", help="do not shorten long entries")
+    trace = sub.add_parser("trace", parents=[common], help="print a run's span tree")
+    trace.add_argument("run", metavar="RUN", help="run id, a unique prefix, or `last`")
+    _replay_parser(
+        sub.add_parser(
+            "replay", parents=[common], help="rebuild and verify each model view of a run"
+        )
+    )
+    _prune_parser(
+        sub.add_parser("prune", parents=[common], help="delete finished runs older than an age")
+    )
+    _reprice_parser(
+        sub.add_parser(
+            "reprice", parents=[common], help="recompute stored runs' cost with the current prices"
+        )
+    )
+    _web_parser(sub.add_parser("web", parents=[common], help="the postmortem in a browser"))
+    cancel = sub.add_parser(
+        "cancel", parents=[common], help="cancel a run by id (stored: a queued run never starts)"
+    )
+    cancel.add_argument("run", help="the run id")
+    cancel.add_argument("--reason", default="cancelled from the CLI", help="why (stored)")
+    _resume_parser(
+        sub.add_parser(
+            "resume", parents=[common], help="continue an interrupted, paused or failed run"
+        )
+    )
+
+    from ._eval_args import add_eval_parsers
+
+    add_eval_parsers(sub, common)
+    return parser
+
+
+def _runs_parser(runs: argparse.ArgumentParser) -> None:
+    """``lovia runs``: its filters."""
     runs.add_argument("--session", help="only runs of this session id")
     runs.add_argument("--agent", help="only runs that ended in this agent")
     runs.add_argument(
@@ -86,21 +128,10 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="KEY=VALUE",
         help="only runs with this attribution label (repeat: all of them); prints totals",
     )
-    show = sub.add_parser("show", parents=[common], help="print a run's transcript")
-    show.add_argument(
-        "run",
-        metavar="RUN",
-        help="run id, a unique prefix, `last`, or a content reference (lovia:run/…/view/…)",
-    )
-    show.add_argument("--full", action="store_true", help="do not shorten long entries")
-    trace = sub.add_parser("trace", parents=[common], help="print a run's span tree")
-    trace.add_argument("run", metavar="RUN", help="run id, a unique prefix, or `last`")
-    _replay_parser(
-        sub.add_parser(
-            "replay", parents=[common], help="rebuild and verify each model view of a run"
-        )
-    )
-    prune = sub.add_parser("prune", parents=[common], help="delete finished runs older than an age")
+
+
+def _prune_parser(prune: argparse.ArgumentParser) -> None:
+    """``lovia prune``: age, status and what to keep."""
     prune.add_argument("--older-than", required=True, metavar="AGE", help="30d, 12h, 90m, 45s")
     prune.add_argument(
         "--status", choices=["completed", "failed", "cancelled"], help="only these runs"
@@ -116,9 +147,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="also prune failed runs that ran tools (by default they are kept: they can "
         "resume, and their tool ledger stops a resume from running a tool again)",
     )
-    reprice = sub.add_parser(
-        "reprice", parents=[common], help="recompute stored runs' cost with the current prices"
-    )
+
+
+def _reprice_parser(reprice: argparse.ArgumentParser) -> None:
+    """``lovia reprice``: which runs, dry run, the correction metric."""
     reprice.add_argument("run", nargs="?", metavar="RUN", help="one run (id, prefix or `last`)")
     reprice.add_argument("--since", metavar="WHEN", help="runs started since (date or age: 7d)")
     reprice.add_argument("--until", metavar="WHEN", help="runs started before (date or age)")
@@ -131,22 +163,6 @@ def build_parser() -> argparse.ArgumentParser:
         "export the lovia.cost.correction metric (default: $LOVIA_TELEMETRY, "
         "OTEL_EXPORTER_OTLP_* variables)",
     )
-    _web_parser(sub.add_parser("web", parents=[common], help="the postmortem in a browser"))
-    cancel = sub.add_parser(
-        "cancel", parents=[common], help="cancel a run by id (stored: a queued run never starts)"
-    )
-    cancel.add_argument("run", help="the run id")
-    cancel.add_argument("--reason", default="cancelled from the CLI", help="why (stored)")
-    _resume_parser(
-        sub.add_parser(
-            "resume", parents=[common], help="continue an interrupted, paused or failed run"
-        )
-    )
-
-    from ._eval_args import add_eval_parsers
-
-    add_eval_parsers(sub, common)
-    return parser
 
 
 def _resume_parser(resume: argparse.ArgumentParser) -> None:
