@@ -1,11 +1,13 @@
 """Typed events, one per phase boundary of the agent loop.
 
 ``Runner.stream`` yields them, hooks receive them, and lovia's own tracing is built
-on them. Each event is frozen and carries ``run_id``, ``agent`` and ``turn``, plus
-``span``: the live OpenTelemetry span of its phase (``None`` when tracing is off), so
-a hook can enrich or scrub it before it is exported. Nothing changes an event once it
-is built: when a run is traced, the event hooks receive and the stream yields is built
-with its span (a copy of the one the phase made, which stays span-less).
+on them. Each event is a slotted dataclass, read-only by contract, and carries
+``run_id``, ``agent`` and ``turn``, plus ``span``: the live OpenTelemetry span of its
+phase (``None`` when tracing is off), so a hook can enrich or scrub it before it is
+exported. Nothing changes an event once it is built: when a run is traced, the event
+hooks receive and the stream yields is built with its span (a copy of the one the phase
+made, which stays span-less). Events are not ``frozen``: that would set each field
+through ``object.__setattr__``, several times the cost of building one.
 
 Events compare by identity (``eq=False``): they are occurrences, not values, and
 skipping the generated ``__eq__``/``__hash__`` keeps ``import lovia`` fast.
@@ -61,7 +63,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+@dataclass(slots=True, kw_only=True, eq=False)
 class Event:
     """Base of every event."""
 
@@ -73,7 +75,7 @@ class Event:
     built; live while hooks run (a phase's last event's span ends after its hooks)."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+@dataclass(slots=True, kw_only=True, eq=False)
 class RunStarted(Event):
     """A run began (or resumed from its checkpoint)."""
 
@@ -98,7 +100,7 @@ class RunStarted(Event):
     """The run's attribution labels (``lovia.label.<key>`` on the run span)."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+@dataclass(slots=True, kw_only=True, eq=False)
 class PluginSetup(Event):
     """A plugin's ``setup`` finished for the active agent (``error`` if it failed)."""
 
@@ -107,7 +109,7 @@ class PluginSetup(Event):
     error: BaseException | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+@dataclass(slots=True, kw_only=True, eq=False)
 class PluginClosed(Event):
     """A plugin's ``aclose`` finished at run end (``error`` if it failed)."""
 
@@ -116,14 +118,14 @@ class PluginClosed(Event):
     error: BaseException | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+@dataclass(slots=True, kw_only=True, eq=False)
 class GuardrailStarted(Event):
     kind: str
     """``input`` or ``output``."""
     guardrail: str
 
 
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+@dataclass(slots=True, kw_only=True, eq=False)
 class GuardrailCompleted(Event):
     kind: str
     guardrail: str
@@ -131,7 +133,7 @@ class GuardrailCompleted(Event):
     reason: str = ""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+@dataclass(slots=True, kw_only=True, eq=False)
 class GuardrailTriggered(Event):
     """A guardrail's tripwire fired; the run will end with the
     :class:`~lovia.errors.GuardrailTripped` error (this event was named
@@ -142,19 +144,19 @@ class GuardrailTriggered(Event):
     reason: str = ""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+@dataclass(slots=True, kw_only=True, eq=False)
 class TurnStarted(Event):
     """A new turn begins (limits were checked, the mailbox is about to be drained)."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+@dataclass(slots=True, kw_only=True, eq=False)
 class ViewStarted(Event):
     """The context strategy is about to build this turn's view."""
 
     attempt: int = 1
 
 
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+@dataclass(slots=True, kw_only=True, eq=False)
 class ViewBuilt(Event):
     """The view for one model call is ready (strategy + injectors)."""
 
@@ -167,7 +169,7 @@ class ViewBuilt(Event):
     attempt: int = 1
 
 
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+@dataclass(slots=True, kw_only=True, eq=False)
 class ApprovalDecided(Event):
     """A tool call that needed approval was approved or denied (recorded in the run)."""
 
@@ -180,7 +182,7 @@ class ApprovalDecided(Event):
     reason: str | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+@dataclass(slots=True, kw_only=True, eq=False)
 class CompactionApplied(Event):
     """The strategy changed the view (evicted, cleared or summarized entries)."""
 
@@ -192,7 +194,7 @@ class CompactionApplied(Event):
     duration_s: float = 0.0
 
 
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+@dataclass(slots=True, kw_only=True, eq=False)
 class ModelCallStarted(Event):
     """A model call begins (one per call; provider retries happen inside it)."""
 
@@ -212,7 +214,7 @@ class ModelCallStarted(Event):
     (``lovia replay --model``). Summary calls emit no deltas."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+@dataclass(slots=True, kw_only=True, eq=False)
 class ProviderRetry(Event):
     """The provider is retrying the call after a retryable error, before any content."""
 
@@ -222,17 +224,17 @@ class ProviderRetry(Event):
     delay_s: float
 
 
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+@dataclass(slots=True, kw_only=True, eq=False)
 class TextDelta(Event):
     text: str
 
 
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+@dataclass(slots=True, kw_only=True, eq=False)
 class ReasoningDelta(Event):
     text: str
 
 
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+@dataclass(slots=True, kw_only=True, eq=False)
 class ToolCallDelta(Event):
     index: int
     call_id: str | None = None
@@ -240,7 +242,7 @@ class ToolCallDelta(Event):
     arguments: str = ""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+@dataclass(slots=True, kw_only=True, eq=False)
 class ModelCallCompleted(Event):
     """A model call returned. Hook :class:`MessageCompleted` for the agent's answers,
     :class:`SummaryCompleted` for compaction's summaries, this class for every call
@@ -281,7 +283,7 @@ class SummaryCompleted(ModelCallCompleted):
     is built; its text becomes the view's summary entry, not a transcript entry."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+@dataclass(slots=True, kw_only=True, eq=False)
 class ModelCallFailed(Event):
     """The model call failed (after the provider's retries)."""
 
@@ -295,7 +297,7 @@ class ModelCallFailed(Event):
     """See :attr:`ModelCallStarted.purpose`."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+@dataclass(slots=True, kw_only=True, eq=False)
 class ToolCallStarted(Event):
     """A tool call passed its pre-checks and is about to run."""
 
@@ -304,7 +306,7 @@ class ToolCallStarted(Event):
     description: str = ""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+@dataclass(slots=True, kw_only=True, eq=False)
 class ToolCallCompleted(Event):
     """A tool call finished; ``is_error`` results go back to the model as errors."""
 
@@ -324,13 +326,13 @@ class ToolCallCompleted(Event):
     is unknown). Not an execution: tool metrics do not count it as one."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+@dataclass(slots=True, kw_only=True, eq=False)
 class HandoffOccurred(Event):
     from_agent: str
     to_agent: str
 
 
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+@dataclass(slots=True, kw_only=True, eq=False)
 class CheckpointSaved(Event):
     """Progress was written to the checkpointer (``error``: the write failed; the run
     then fails with that error)."""
@@ -343,7 +345,7 @@ class CheckpointSaved(Event):
     error: BaseException | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+@dataclass(slots=True, kw_only=True, eq=False)
 class SessionWritten(Event):
     """The run's new entries were written to the session as one segment."""
 
@@ -353,14 +355,14 @@ class SessionWritten(Event):
     duration_s: float = 0.0
 
 
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+@dataclass(slots=True, kw_only=True, eq=False)
 class TurnEnded(Event):
     usage: Usage = field(default_factory=Usage)
     """Usage of this turn."""
     tool_calls: int = 0
 
 
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+@dataclass(slots=True, kw_only=True, eq=False)
 class RunCompleted(Event):
     """Terminal event: the run produced its final output."""
 
@@ -375,7 +377,7 @@ class RunCompleted(Event):
     """The part of ``usage`` its child runs (agents as tools) used; None: no child run."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+@dataclass(slots=True, kw_only=True, eq=False)
 class RunFailed(Event):
     """Terminal event: the run ended without an output (the error is in ``result()``)."""
 
@@ -390,7 +392,7 @@ class RunFailed(Event):
     """The part of ``usage`` its child runs (agents as tools) used; None: no child run."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+@dataclass(slots=True, kw_only=True, eq=False)
 class ChildRunEvent(Event):
     """An event of a child run, on the parent's stream (only with ``nested=True``).
 

@@ -61,14 +61,14 @@ Purpose = Literal["main", "repair", "summary", "what_if", "eval"]
 T = TypeVar("T")
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True)
 class Done(Generic[T]):
     """The last item of a :class:`Relay` stream: the step's own result."""
 
     value: T
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True)
 class Returned:
     """The outcome of :func:`call_model`, its last item: the response, priced, and the
     entries its ``MessageCompleted`` (or ``SummaryCompleted``) carried."""

@@ -225,7 +225,7 @@ _INLINE: frozenset[type] = frozenset({Compaction, FullView})
 """Strategies whose ``build`` suspends only in ``summarize`` (see ``Relay.run_inline``)."""
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True)
 class PreparedView:
     """Phase 3's product: the request to send and the hash of its view."""
 

@@ -22,7 +22,7 @@ from ..transcript import InputEntry, ToolCallEntry, TranscriptEntry
 __all__ = ["Answer", "Final", "Repair", "Step", "ToolCalls", "Transfer"]
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True)
 class Answer:
     """The model step's outcome: its response and the entries appended for it."""
 
@@ -33,14 +33,14 @@ class Answer:
         return tuple(e for e in self.entries if isinstance(e, ToolCallEntry))
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True)
 class ToolCalls:
     """The model asked for tools (or a resumed turn has calls without results)."""
 
     calls: tuple[ToolCallEntry, ...]
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True)
 class Final:
     """The run's final output, parsed; the run ends after this turn."""
 
@@ -50,14 +50,14 @@ class Final:
     finish_reason: str
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True)
 class Repair:
     """The final answer did not validate: ask again (the entry is already appended)."""
 
     entry: InputEntry
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True)
 class Transfer:
     """The tool phase's outcome when a handoff was called: switch agents after the turn."""
 

@@ -56,7 +56,7 @@ UNKNOWN_OUTCOME = (
 )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Outcome:
     """What a tool call came to: its result text, and whether (and how) it failed."""
 
@@ -75,19 +75,19 @@ def _failed(content: str, error_type: str) -> Outcome:
     return Outcome(redact(content), is_error=True, error_type=error_type)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Approve:
     """Run the call."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Deny:
     """Do not run the call; the model gets ``reason`` as its error result."""
 
     reason: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Wait:
     """No decision yet: the run pauses until a human decides (``approvals=``)."""
 
