@@ -4,9 +4,9 @@
 on them. Each event is a slotted dataclass, read-only by contract, and carries
 ``run_id``, ``agent`` and ``turn``, plus ``span``: the live OpenTelemetry span of its
 phase (``None`` when tracing is off), so a hook can enrich or scrub it before it is
-exported. Nothing changes an event once it is built: when a run is traced, the event
-hooks receive and the stream yields is built with its span (a copy of the one the phase
-made, which stays span-less). Events are not ``frozen``: that would set each field
+exported. Nothing changes an event once anyone but the phase that built it has seen
+it: when a run is traced, the event that opens a span gets it as it is emitted, before
+hooks and the stream see it. Events are not ``frozen``: that would set each field
 through ``object.__setattr__``, several times the cost of building one.
 
 Events compare by identity (``eq=False``): they are occurrences, not values, and
