@@ -81,15 +81,8 @@ class Phase:
     attrs: Callable[[Any], Attrs] | None = None
 
 
-_USAGE_KEYS: dict[str, tuple[tuple[str, str], ...]] = {}
-"""Per prefix: (attribute, ``Usage`` field) of every usage attribute, in order."""
-
-
 def _usage_attrs(prefix: str, usage: Usage) -> Attrs:
-    keys = _USAGE_KEYS.get(prefix)
-    if keys is None:
-        keys = _USAGE_KEYS[prefix] = tuple((prefix + f, f) for f in A.USAGE_FIELDS)
-    out: Attrs = {key: getattr(usage, f) for key, f in keys}
+    out: Attrs = {prefix + f: getattr(usage, f) for f in A.USAGE_FIELDS}
     out[prefix + "cost_usd"] = usage.cost_usd
     if usage.missing:
         out[prefix + "missing"] = True
@@ -199,9 +192,8 @@ def _chat_start(e: ev.ModelCallStarted) -> Attrs:
         A.REQUEST_STREAM: e.stream,
         A.CALL_PURPOSE: e.purpose,
     }
-    settings = e.settings
-    for key, attr in _SETTINGS if settings else ():
-        value: Any = settings.get(key)
+    for key, attr in _SETTINGS:
+        value: Any = e.settings.get(key)
         if isinstance(value, (list, tuple)):
             out[attr] = [str(v) for v in cast("Sequence[object]", value)]  # user settings
         elif attr in _DOUBLES and isinstance(value, int) and not isinstance(value, bool):

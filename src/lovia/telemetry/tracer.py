@@ -133,8 +133,7 @@ class RunTracer:
         """The view span's context, made when a child needs it (most views have none)."""
         self._base: Attrs = {}
         self._base_key: tuple[str, str, int] | None = None
-        """``_base`` holds the attributes every span of this (run id, agent, turn) starts
-        with; it is shared by those spans' start attributes and never changed."""
+        """``_base``: the start attributes every span of this (run id, agent, turn) has."""
         self._chat: Span | None = None
         self._chat_labels: Attrs = {}
         self._chat_set: ChatLabels | None = None
@@ -158,8 +157,8 @@ class RunTracer:
         route = _ROUTES.get(kind)
         if route is None:
             return None
-        act, phase = route
-        if phase.action == "attach":
+        act, phase, guarded = route
+        if not guarded:  # an attached event: the innermost span's own event
             return act(self, phase, event)
         try:
             return act(self, phase, event)
@@ -205,12 +204,12 @@ class RunTracer:
         return self._base
 
     def _attrs(self, phase: Phase, event: ev.Event) -> Attrs:
-        """A span's start attributes (shared with its siblings when its phase adds none:
-        the SDK copies them, nobody changes them)."""
+        """A span's start attributes: the base of its run, agent and turn (built once
+        for all of them), then its phase's own."""
         base = self._base
         if (event.run_id, event.agent, event.turn) != self._base_key:
             base = self._base_attrs(event)
-        return base if phase.attrs is None else {**base, **phase.attrs(event)}
+        return dict(base) if phase.attrs is None else {**base, **phase.attrs(event)}
 
     def _container(self) -> Any:
         if self._view is not None:
@@ -698,10 +697,11 @@ def _act(phase: Phase) -> _Act:
     return RunTracer._leaf  # pyright: ignore[reportPrivateUsage]
 
 
-_ROUTES: dict[type[ev.Event], tuple[_Act, Phase]] = {
-    kind: (_act(phase), phase) for kind, phase in EVENTS.items()
+_ROUTES: dict[type[ev.Event], tuple[_Act, Phase, bool]] = {
+    kind: (_act(phase), phase, phase.action != "attach") for kind, phase in EVENTS.items()
 }
-"""``mapping.EVENTS`` with each phase's method: one lookup per event picks its work."""
+"""``mapping.EVENTS`` with each phase's method (and whether a failure in it is caught and
+logged): one lookup per event picks its work."""
 _ENDS = frozenset(kind for kind, phase in EVENTS.items() if phase.action in ("close", "leaf"))
 """Events whose span ``end`` ends (a closed phase, a leaf)."""
 _NOTES = frozenset(kind for kind, phase in EVENTS.items() if phase.action == "note")
