@@ -17,9 +17,9 @@ through ``mapping.EVENTS``:
 - metric labels name the run's starting agent (``_agent``), spans the acting agent;
 - leaf spans (session, handoff, compaction, plugins) start at ``now - duration_s``
   when their event is emitted and end after the hooks saw it;
-- a checkpoint write is a span event on the innermost open span, unless it failed or
-  took ``attributes.CHECKPOINT_SPAN_MIN_S`` or longer: then it is a span of its own
-  from ``now - duration_s`` to ``now`` (its real end, whatever the hooks take);
+- a checkpoint write is a span event on the innermost open span, never a span: stamped
+  when the write ended (before the hooks run), with its duration; a failed one with
+  ``error.type`` and ``error.message``;
 - streamed deltas cost one dict lookup and return the chat span.
 """
 
@@ -89,7 +89,6 @@ class RunTracer:
         "_guards",
         "_latest",
         "_m",
-        "_noted",
         "_policy",
         "_run",
         "_run_ctx",
@@ -145,7 +144,6 @@ class RunTracer:
         self._spend: Attrs = {}
         self._spend_key: tuple[Any, ...] = ()
         self._compacted = False
-        self._noted: tuple[Span, int] | None = None
 
     # -- the two calls the Emitter makes ---------------------------------------------
 
@@ -171,12 +169,8 @@ class RunTracer:
         it) if the phase ended."""
         if span is None:
             return
-        kind = type(event)
-        if kind in _ENDS:
+        if type(event) in _ENDS:
             span.end()
-        elif self._noted is not None and self._noted[0] is span and kind in _NOTES:
-            span.end(end_time=self._noted[1])
-            self._noted = None
 
     def record(self, event: ev.Event) -> Any:
         """``start`` then ``end``, for a consumer without hooks (a what-if call); returns
@@ -391,32 +385,24 @@ class RunTracer:
         return span
 
     def _note(self, phase: Phase, event: ev.Event) -> Span | None:
-        """A checkpoint write: an event on the innermost open span, or (failed, slow,
-        or no span open) a span of its own with its real start and end time."""
-        duration: float = getattr(event, "duration_s", 0.0) or 0.0
-        error = getattr(event, "error", None)
+        """A checkpoint write: an event on the innermost open span (none open: nothing
+        is recorded; a write is bookkeeping, never a span of its own)."""
         span = self._view if self._view is not None else self._turn
         if span is None:
             span = self._run
-        if error is None and duration < A.CHECKPOINT_SPAN_MIN_S and span is not None:
-            attrs = phase.attrs(event) if phase.attrs is not None else {}
-            attrs[A.CHECKPOINT_DURATION] = duration
-            attrs[A.AGENT_NAME] = event.agent
-            if event.turn:
-                attrs[A.TURN_INDEX] = event.turn
-            span.add_event(phase.span, attrs)
-            return span
-        now = time.time_ns()
-        span = self._tracer.start_span(
-            phase.span,
-            context=self._parent(phase.slot),
-            kind=phase.kind,
-            attributes=self._attrs(phase, event),
-            start_time=now - int(duration * 1e9),
-        )
+        if span is None:
+            return None
+        attrs = phase.attrs(event) if phase.attrs is not None else {}
+        attrs[A.CHECKPOINT_DURATION] = getattr(event, "duration_s", 0.0) or 0.0
+        attrs[A.AGENT_NAME] = event.agent
+        if event.turn:
+            attrs[A.TURN_INDEX] = event.turn
+        error = getattr(event, "error", None)
         if error is not None:
-            span.set_status(self._status(type(error).__name__, str(error), error))
-        self._noted = (span, now)
+            attrs[A.ERROR_MESSAGE] = C.status_text(
+                self._policy, type(error).__name__, str(error), error
+            )
+        span.add_event(phase.span, attrs)
         return span
 
     def _ended(self, phase: Phase, event: ev.Event, span: Span | None) -> Span | None:
@@ -704,7 +690,6 @@ _ROUTES: dict[type[ev.Event], tuple[_Act, Phase, bool]] = {
 logged): one lookup per event picks its work."""
 _ENDS = frozenset(kind for kind, phase in EVENTS.items() if phase.action in ("close", "leaf"))
 """Events whose span ``end`` ends (a closed phase, a leaf)."""
-_NOTES = frozenset(kind for kind, phase in EVENTS.items() if phase.action == "note")
 
 
 def _links(trace_links: tuple[str, ...]) -> list[Link]:
