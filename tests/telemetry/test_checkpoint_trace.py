@@ -212,7 +212,7 @@ async def test_a_failed_write_is_an_event_with_its_error_and_the_run_fails(
     ]
     # the span processor sees the three writes, the failed one with its error text
     writes = {e.kind: e for e in rebuilt if isinstance(e, events.CheckpointSaved)}
-    assert {k: str(e.error) if e.error else None for k, e in writes.items()} == {
+    assert {k: None if e.error is None else str(e.error) for k, e in writes.items()} == {
         "start": None,
         "ledger": None,
         "tool_result": message,
