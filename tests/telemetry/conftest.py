@@ -16,16 +16,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from telemetry_helpers import CountingIds, Otel
 
 import lovia._loop as loop_module
-from lovia.telemetry import attributes as A
 from lovia.telemetry import events_log
 from lovia.telemetry import tracer as tracer_module
-
-
-@pytest.fixture(autouse=True)
-def _checkpoint_writes_are_never_slow(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A checkpoint write becomes a span of its own past ``CHECKPOINT_SPAN_MIN_S``: on a
-    loaded machine any write may, so trees do not depend on timing unless a test says."""
-    monkeypatch.setattr(A, "CHECKPOINT_SPAN_MIN_S", float("inf"))
 
 
 @pytest.fixture

@@ -177,15 +177,15 @@ async def test_live_hooks_and_span_hooks_see_the_same_run(
 
 
 def as_span_processor_order(live: list[events.Event]) -> list[events.Event]:
-    """The live sequence with each (fast) checkpoint write moved to where the span
-    carrying it as a span event ends: just before that span's own event (the innermost
-    open view, turn or run; a turn the run failed in ends right before the run)."""
+    """The live sequence with each checkpoint write moved to where the span carrying
+    it as a span event ends: just before that span's own event (the innermost open
+    view, turn or run; a turn the run failed in ends right before the run)."""
     out: list[events.Event] = []
     carriers: list[tuple[str, list[events.Event]]] = []
     for e in live:
         if isinstance(e, events.RunStarted | events.TurnStarted | events.ViewStarted):
             carriers.append((type(e).__name__, []))
-        elif isinstance(e, events.CheckpointSaved) and carriers and e.error is None:
+        elif isinstance(e, events.CheckpointSaved) and carriers:
             carriers[-1][1].append(e)
             continue
         elif isinstance(e, events.ViewBuilt | events.TurnEnded):

@@ -5,9 +5,9 @@ Spans come from ``lovia.telemetry.load_spans`` (the local exporter of
 span may be a mapping or an object; :func:`normalize` reads the usual field names of
 OpenTelemetry ``ReadableSpan`` and of JSON span dumps; :func:`normalize_all` also
 turns the ``lovia.checkpoint.write`` span events a span carries into child rows of that
-span (a fast checkpoint write is a span event, not a span). Without stored spans,
-:func:`spans_from_run` rebuilds the run's outline (turns, model calls, tool calls) from
-the timestamps of its transcript entries.
+span (a checkpoint write is a span event, not a span; a failed one's row is an error).
+Without stored spans, :func:`spans_from_run` rebuilds the run's outline (turns, model
+calls, tool calls) from the timestamps of its transcript entries.
 """
 
 from __future__ import annotations
@@ -131,7 +131,8 @@ CHECKPOINT_EVENT = "lovia.checkpoint.write"
 
 def normalize_all(spans: Sequence[Any]) -> list[SpanRow]:
     """Every span as a :class:`SpanRow`, plus a child row for each checkpoint write
-    recorded as a span event (from ``ts - lovia.checkpoint.duration_s`` to ``ts``)."""
+    recorded as a span event (from ``ts - lovia.checkpoint.duration_s`` to ``ts``; an
+    error row when the event carries ``error.type``)."""
     out: list[SpanRow] = []
     for span in spans:
         row = normalize(span)
@@ -146,6 +147,11 @@ def _event_row(parent: SpanRow, item: Any, index: int) -> SpanRow:
     attributes = dict(_get(item, "attributes") or {})
     end = _seconds(_get(item, "ts_ns", "timestamp", "time_unix_nano")) or parent.start
     duration = float(attributes.get("lovia.checkpoint.duration_s") or 0.0)
+    error = None
+    if "error.type" in attributes:
+        error = str(attributes["error.type"])
+        message = attributes.get("error.message")
+        error += f": {message}" if message and message != error else ""
     return SpanRow(
         name=CHECKPOINT_EVENT,
         span_id=f"{parent.span_id}.e{index}",
@@ -154,6 +160,7 @@ def _event_row(parent: SpanRow, item: Any, index: int) -> SpanRow:
         start=end - duration,
         end=end,
         attributes=attributes,
+        error=error,
         from_event=True,
     )
 

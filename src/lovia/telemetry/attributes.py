@@ -22,14 +22,15 @@ from __future__ import annotations
 
 from typing import Final
 
-TELEMETRY_VERSION: Final = "4"
-"""4: ``lovia.cost.usd`` on ``invoke_agent`` is the run's own cost (``lovia.cost.total_usd``
-includes its children); ``lovia.run.outcome`` says ``cancelled``/``interrupted``; captured
-content goes out as log-based events (Logs API), never as span events; an MCP tool's
-``execute_tool`` span says ``gen_ai.tool.type=extension``; summary ``chat`` spans carry
-their own view hash. 3: a checkpoint write is a span event ``lovia.checkpoint.write`` on its
-enclosing span (a span of its own only when it failed or was slow, see
-``CHECKPOINT_SPAN_MIN_S``)."""
+TELEMETRY_VERSION: Final = "5"
+"""5: every checkpoint write is a span event ``lovia.checkpoint.write``, never a span (a
+failed one carries ``error.type`` and ``error.message``). 4: ``lovia.cost.usd`` on
+``invoke_agent`` is the run's own cost (``lovia.cost.total_usd`` includes its children);
+``lovia.run.outcome`` says ``cancelled``/``interrupted``; captured content goes out as
+log-based events (Logs API), never as span events; an MCP tool's ``execute_tool`` span
+says ``gen_ai.tool.type=extension``; summary ``chat`` spans carry their own view hash.
+3: a checkpoint write is a span event ``lovia.checkpoint.write`` on its enclosing span
+(a span of its own only when it failed or took 10 ms or longer)."""
 SEMCONV_VERSION: Final = "semantic-conventions-genai v1.42.0-dev"
 SCOPE_NAME: Final = "lovia"
 
@@ -43,8 +44,8 @@ SPAN_GUARDRAIL: Final = "lovia.guardrail"
 SPAN_HANDOFF: Final = "lovia.handoff"
 SPAN_COMPACTION: Final = "lovia.compaction"
 SPAN_CHECKPOINT: Final = "lovia.checkpoint.write"
-"""A checkpoint write that failed or took ``CHECKPOINT_SPAN_MIN_S`` or longer (the others
-are span events of the same name, ``EVENT_CHECKPOINT``)."""
+"""The span telemetry versions 3 and 4 made of a checkpoint write that failed or was slow
+(read back by ``mapping.SPANS``); lovia now records every write as ``EVENT_CHECKPOINT``."""
 SPAN_SESSION: Final = "lovia.session.write"
 SPAN_PLUGIN_SETUP: Final = "lovia.plugin.setup"
 SPAN_PLUGIN_CLOSE: Final = "lovia.plugin.close"
@@ -58,14 +59,11 @@ EVENT_TOOL_ARGUMENTS: Final = "lovia.tool.call.arguments"
 EVENT_TOOL_RESULT: Final = "lovia.tool.call.result"
 EVENT_GUARDRAIL_TRIPPED: Final = "lovia.guardrail.tripped"
 EVENT_CHECKPOINT: Final = "lovia.checkpoint.write"
-"""A checkpoint write, on the innermost open span (view, turn or run): kind, entries,
-bytes, store, duration (``lovia.checkpoint.duration_s``), agent and turn."""
-
-CHECKPOINT_SPAN_MIN_S: Final = 0.010
-"""A checkpoint write that takes this long (seconds) or longer is a span of its own,
-with its real start and end time, so a slow store shows in a trace waterfall; a failed
-write always is (status ERROR). Faster writes are span events: a span costs the SDK
-several times what an event does, and a recorded run writes ~5 checkpoints per turn."""
+"""A checkpoint write, on the innermost open span (view, turn or run), stamped when the
+write ended: kind, entries, bytes, store, duration (``lovia.checkpoint.duration_s``),
+agent and turn; a failed write adds ``error.type`` and ``error.message``. A write is
+bookkeeping, not a phase of the run, so it is never a span of its own: the span tree does
+not depend on how fast the store was, and a slow store costs no extra span."""
 
 # -- GenAI semantic-convention attributes --
 OPERATION_NAME: Final = "gen_ai.operation.name"
@@ -105,6 +103,9 @@ OUTPUT_TYPE: Final = "gen_ai.output.type"
 SERVER_ADDRESS: Final = "server.address"
 SERVER_PORT: Final = "server.port"
 ERROR_TYPE: Final = "error.type"
+ERROR_MESSAGE: Final = "error.message"
+"""A failed checkpoint write's error text, on its span event (the content policy's
+``status_text``, as a span's status description would be)."""
 
 # -- lovia attributes --
 VERSION: Final = "lovia.telemetry.version"

@@ -23,9 +23,9 @@ GuardrailStarted →          ``lovia.guardrail {name}``  INTERNAL open → clos
 ApprovalDecided             (the innermost open span)           attach: ``lovia.approval`` event
 HandoffOccurred             ``lovia.handoff``           INTERNAL leaf
 CompactionApplied           ``lovia.compaction``        INTERNAL leaf (under the view)
-CheckpointSaved             ``lovia.checkpoint.write``  INTERNAL note: a span event on the
-                                                                 innermost open span; a leaf
-                                                                 span if it failed or was slow
+CheckpointSaved             (the innermost open span)           note: a span event
+                                                                 ``lovia.checkpoint.write``,
+                                                                 never a span
 SessionWritten              ``lovia.session.write``     INTERNAL leaf
 PluginSetup / PluginClosed  ``lovia.plugin.setup|close  INTERNAL leaf
                             {plugin}``
@@ -365,7 +365,7 @@ EVENTS: Mapping[type[ev.Event], Phase] = {
     ev.ApprovalDecided: Phase(A.SPAN_TURN, "attach", "container"),
     ev.HandoffOccurred: Phase(A.SPAN_HANDOFF, "leaf", "run", attrs=_handoff),
     ev.CompactionApplied: Phase(A.SPAN_COMPACTION, "leaf", "container", attrs=_compaction),
-    ev.CheckpointSaved: Phase(A.SPAN_CHECKPOINT, "note", "container", attrs=_checkpoint),
+    ev.CheckpointSaved: Phase(A.EVENT_CHECKPOINT, "note", "container", attrs=_checkpoint),
     ev.SessionWritten: Phase(A.SPAN_SESSION, "leaf", "run", attrs=_session),
     ev.PluginSetup: Phase(
         A.SPAN_PLUGIN_SETUP, "leaf", "run", title=lambda e: e.plugin, attrs=_plugin
@@ -514,11 +514,8 @@ def _back_plugin(
 
 
 def _back_checkpoint(
-    base: dict[str, Any], attrs: Mapping[str, Any], duration_s: float, span: Finished | None
+    base: dict[str, Any], attrs: Mapping[str, Any], duration_s: float, error: Exception | None
 ) -> ev.Event:
-    error = None
-    if span is not None and span.failed:
-        error = RuntimeError(span.message or str(span.get(A.ERROR_TYPE)))
     return ev.CheckpointSaved(
         **base,
         kind=str(attrs.get(A.CHECKPOINT_KIND, "")),
@@ -532,12 +529,23 @@ def _back_checkpoint(
 
 def checkpoint_from_event(carrier: Finished, attrs: Mapping[str, Any]) -> ev.Event:
     """The ``CheckpointSaved`` a ``lovia.checkpoint.write`` span event stands for
-    (``carrier``: the finished span holding it; the event names its own agent and turn)."""
+    (``carrier``: the finished span holding it; the event names its own agent and turn;
+    a failed write's error is rebuilt from its ``error.message``, else its type)."""
     base = carrier.base()
     base["agent"] = str(attrs.get(A.AGENT_NAME, base["agent"]))
     base["turn"] = int(attrs.get(A.TURN_INDEX, 0))
     duration = float(attrs.get(A.CHECKPOINT_DURATION, 0.0))
-    return _back_checkpoint(base, attrs, duration, None)
+    error = None
+    if A.ERROR_TYPE in attrs:
+        error = RuntimeError(str(attrs.get(A.ERROR_MESSAGE) or attrs[A.ERROR_TYPE]))
+    return _back_checkpoint(base, attrs, duration, error)
+
+
+def _back_checkpoint_span(s: Finished) -> ev.Event:
+    """A checkpoint write recorded as a span (telemetry versions 3 and 4: a failed or slow
+    write), so traces stored by an earlier lovia still read back."""
+    error = RuntimeError(s.message or str(s.get(A.ERROR_TYPE))) if s.failed else None
+    return _back_checkpoint(s.base(), s.attrs, s.duration_s, error)
 
 
 SPANS: Mapping[str, Callable[[Finished], ev.Event | None]] = {
@@ -564,7 +572,7 @@ SPANS: Mapping[str, Callable[[Finished], ev.Event | None]] = {
         tokens_after=s.get(A.COMPACTION_TOKENS_AFTER),
         duration_s=s.duration_s,
     ),
-    A.SPAN_CHECKPOINT: lambda s: _back_checkpoint(s.base(), s.attrs, s.duration_s, s),
+    A.SPAN_CHECKPOINT: _back_checkpoint_span,
     A.SPAN_SESSION: lambda s: ev.SessionWritten(
         **s.base(),
         session_id=str(s.get(A.CONVERSATION_ID, "")),

@@ -50,9 +50,13 @@ class Totals:
 
     def add(self, amount: float, attributes: Mapping[str, AttributeValue]) -> None:
         """Add ``amount`` to the sum of ``attributes``' label set."""
+        self.add_key(amount, frozenset(attributes.items()))
+
+    def add_key(self, amount: float, key: LabelKey) -> None:
+        """``add`` for a label set already made a key (``frozenset(attributes.items())``):
+        a caller that counts the same label set again and again builds it once."""
         if amount < 0:
             return
-        key = frozenset(attributes.items())
         with self._lock:
             self._sums[key] = self._sums.get(key, 0) + amount
 

@@ -10,10 +10,11 @@ the span stands for — ``RunCompleted`` / ``RunFailed`` from ``invoke_agent`` s
 table the tracer uses (``mapping.SPANS``). Handlers get ``ctx=None``. Events rebuilt
 this way carry no content (no output, no tool result text, no exception object).
 
-A checkpoint write recorded as a span event (``lovia.checkpoint.write`` on the view,
-turn or run span) becomes its ``CheckpointSaved`` when that span ends, delivered before
-the span's own event (so a turn's writes arrive just before its ``TurnEnded``, the
-run's first and last write just before ``RunCompleted``).
+A checkpoint write (a span event ``lovia.checkpoint.write`` on the view, turn or run
+span) becomes its ``CheckpointSaved`` when that span ends, delivered before the span's
+own event (so a turn's writes arrive just before its ``TurnEnded``, the run's first and
+last write just before ``RunCompleted``); a failed write's ``error`` is a ``RuntimeError``
+with the event's ``error.message``.
 
 Sync handlers run in the thread that ended the span. Async handlers are scheduled on
 the running event loop if there is one, else run to completion right away.

@@ -17,9 +17,9 @@ through ``mapping.EVENTS``:
 - metric labels name the run's starting agent (``_agent``), spans the acting agent;
 - leaf spans (session, handoff, compaction, plugins) start at ``now - duration_s``
   when their event is emitted and end after the hooks saw it;
-- a checkpoint write is a span event on the innermost open span, unless it failed or
-  took ``attributes.CHECKPOINT_SPAN_MIN_S`` or longer: then it is a span of its own
-  from ``now - duration_s`` to ``now`` (its real end, whatever the hooks take);
+- a checkpoint write is a span event on the innermost open span, never a span: stamped
+  when the write ended (before the hooks run), with its duration; a failed one with
+  ``error.type`` and ``error.message``;
 - streamed deltas cost one dict lookup and return the chat span.
 """
 
@@ -28,6 +28,7 @@ from __future__ import annotations
 import logging
 import time
 import weakref
+from collections.abc import Callable
 from contextvars import ContextVar, Token
 from typing import Any
 
@@ -42,6 +43,7 @@ from . import attributes as A
 from . import content as C
 from . import semconv
 from .events_log import ContentEvents, events_for, structured, warn_no_logs
+from .label_sets import ChatLabels, chat_labels, record_chat, record_tool
 from .mapping import EVENTS, Attrs, Phase
 from .metrics import Instruments, instruments_for
 
@@ -62,6 +64,8 @@ logger = logging.getLogger("lovia.telemetry")
 _tracers: weakref.WeakKeyDictionary[Any, Tracer] = weakref.WeakKeyDictionary()
 _DELTAS = frozenset({ev.TextDelta, ev.ReasoningDelta, ev.ToolCallDelta})
 """Streamed chunks: ``start`` returns the chat span (``mapping.EVENTS`` says the same)."""
+_FEW = 3
+"""End attributes up to this many are set one by one (cheaper in the SDK than a batch)."""
 INTERRUPTED_CALL = frozenset({"RunCancelled", "CancelledError", "LeaseLost"})
 """``error.type`` of a model call cut off by the run itself (cancelled, out of time, lease
 lost): not a model-call error, so it records no ``gen_ai.client.operation.duration``."""
@@ -71,27 +75,33 @@ class RunTracer:
     """Opens and closes spans (and records metrics) from one run's events."""
 
     __slots__ = (
+        "_agent_label",
+        "_base",
+        "_base_key",
         "_capture",
         "_chat",
         "_chat_content",
         "_chat_labels",
+        "_chat_set",
         "_common",
         "_compacted",
         "_events",
         "_guards",
         "_latest",
         "_m",
-        "_noted",
         "_policy",
         "_run",
         "_run_ctx",
         "_run_labels",
         "_run_token",
         "_spend",
+        "_spend_key",
         "_tools",
         "_tracer",
         "_turn",
+        "_turn_ctx",
         "_view",
+        "_view_ctx",
     )
 
     def __init__(
@@ -115,17 +125,25 @@ class RunTracer:
         self._run: Span | None = None
         self._run_ctx: Any = None
         self._run_token: Token[tuple[Tracer, Any] | None] | None = None
-        self._turn: tuple[Span, Any] | None = None
-        self._view: tuple[Span, Any] | None = None
+        self._turn: Span | None = None
+        self._turn_ctx: Any = None
+        self._view: Span | None = None
+        self._view_ctx: Any = None
+        """The view span's context, made when a child needs it (most views have none)."""
+        self._base: Attrs = {}
+        self._base_key: tuple[str, str, int] | None = None
+        """``_base``: the start attributes every span of this (run id, agent, turn) has."""
         self._chat: Span | None = None
         self._chat_labels: Attrs = {}
+        self._chat_set: ChatLabels | None = None
         self._chat_content: dict[str, Any] = {}
         self._tools: dict[str, Span] = {}
         self._guards: dict[tuple[str, str], Span] = {}
         self._run_labels: Attrs = {}
+        self._agent_label: str | None = None
         self._spend: Attrs = {}
+        self._spend_key: tuple[Any, ...] = ()
         self._compacted = False
-        self._noted: tuple[Span, int] | None = None
 
     # -- the two calls the Emitter makes ---------------------------------------------
 
@@ -134,20 +152,14 @@ class RunTracer:
         kind = type(event)
         if kind in _DELTAS:  # streamed chunks: no span work
             return self._chat
-        phase = EVENTS.get(kind)
-        if phase is None:
+        route = _ROUTES.get(kind)
+        if route is None:
             return None
-        action = phase.action
-        if action == "attach":
-            return self._attach(event)
+        act, phase, guarded = route
+        if not guarded:  # an attached event: the innermost span's own event
+            return act(self, phase, event)
         try:
-            if action == "open":
-                return self._open(phase, event)
-            if action == "close":
-                return self._close(phase, event)
-            if action == "note":
-                return self._note(phase, event)
-            return self._leaf(phase, event)
+            return act(self, phase, event)
         except Exception:  # telemetry must never break a run
             logger.exception("tracing failed on %s", type(event).__name__)
             return None
@@ -157,18 +169,8 @@ class RunTracer:
         it) if the phase ended."""
         if span is None:
             return
-        kind = type(event)
-        if kind in _DELTAS:
-            return
-        phase = EVENTS.get(kind)
-        if phase is None:
-            return
-        action = phase.action
-        if action == "close" or action == "leaf":
+        if type(event) in _ENDS:
             span.end()
-        elif action == "note" and self._noted is not None and self._noted[0] is span:
-            span.end(end_time=self._noted[1])
-            self._noted = None
 
     def record(self, event: ev.Event) -> Any:
         """``start`` then ``end``, for a consumer without hooks (a what-if call); returns
@@ -182,60 +184,79 @@ class RunTracer:
     def _name(self, phase: Phase, event: ev.Event) -> str:
         return f"{phase.span} {phase.title(event)}" if phase.title is not None else phase.span
 
+    def _base_attrs(self, event: ev.Event) -> Attrs:
+        """The attributes every span of ``event``'s run, agent and turn starts with."""
+        key = (event.run_id, event.agent, event.turn)
+        if key != self._base_key:
+            attrs = dict(self._common)
+            if A.RUN_ID not in attrs and event.run_id:  # a span outside a run (what-if)
+                attrs[A.RUN_ID] = event.run_id
+            attrs[A.AGENT_NAME] = event.agent
+            if event.turn:
+                attrs[A.TURN_INDEX] = event.turn
+            self._base, self._base_key = attrs, key
+        return self._base
+
     def _attrs(self, phase: Phase, event: ev.Event) -> Attrs:
-        attrs = dict(self._common)
-        if A.RUN_ID not in attrs and event.run_id:  # a span outside a run (what-if)
-            attrs[A.RUN_ID] = event.run_id
-        attrs[A.AGENT_NAME] = event.agent
-        if event.turn:
-            attrs[A.TURN_INDEX] = event.turn
-        if phase.attrs is not None:
-            attrs.update(phase.attrs(event))
-        return attrs
+        """A span's start attributes: the base of its run, agent and turn (built once
+        for all of them), then its phase's own."""
+        base = self._base
+        if (event.run_id, event.agent, event.turn) != self._base_key:
+            base = self._base_attrs(event)
+        return dict(base) if phase.attrs is None else {**base, **phase.attrs(event)}
 
     def _container(self) -> Any:
         if self._view is not None:
-            return self._view[1]
+            if self._view_ctx is None:
+                self._view_ctx = trace.set_span_in_context(self._view)
+            return self._view_ctx
         if self._turn is not None:
-            return self._turn[1]
+            return self._turn_ctx
         return self._run_ctx
 
     def _parent(self, slot: str) -> Any:
         if slot == "run":
             return self._run_ctx
         if slot == "view" or slot == "tool":
-            return self._turn[1] if self._turn is not None else self._run_ctx
+            return self._turn_ctx if self._turn is not None else self._run_ctx
         return self._container()
 
-    def _open(self, phase: Phase, event: ev.Event) -> Span:
-        slot = phase.slot
-        if slot == "run":
-            assert isinstance(event, ev.RunStarted)  # the mapping table's run opener
-            return self._open_run(phase, event)
-        span = self._tracer.start_span(
-            self._name(phase, event),
-            context=self._parent(slot),
+    def _start(self, phase: Phase, event: ev.Event, parent: Any) -> Span:
+        title = phase.title
+        return self._tracer.start_span(
+            phase.span if title is None else f"{phase.span} {title(event)}",
+            context=parent,
             kind=phase.kind,
             attributes=self._attrs(phase, event),
         )
-        if slot == "turn":
-            self._turn = (span, trace.set_span_in_context(span))
-        elif slot == "view":
-            self._view = (span, trace.set_span_in_context(span))
-        elif slot == "chat":
-            self._chat = span
-            assert isinstance(event, ev.ModelCallStarted)
-            self._chat_opened(event, span)
-        elif slot == "tool":
-            assert isinstance(event, ev.ToolCallStarted)
-            call = event.call
-            self._tools[call.call_id] = span
-            if self._capture:
-                args = self._content(span, A.TOOL_ARGUMENTS, C.parse_args(call.arguments))
-                self._tool_event(A.EVENT_TOOL_ARGUMENTS, span, event, A.TOOL_ARGUMENTS, args)
-        else:
-            assert isinstance(event, ev.GuardrailStarted)
-            self._guards[(event.kind, event.guardrail)] = span
+
+    def _open_turn(self, phase: Phase, event: ev.Event) -> Span:
+        span = self._turn = self._start(phase, event, self._container())
+        self._turn_ctx = trace.set_span_in_context(span)
+        return span
+
+    def _open_view(self, phase: Phase, event: ev.Event) -> Span:
+        span = self._view = self._start(phase, event, self._parent("view"))
+        self._view_ctx = None
+        return span
+
+    def _open_chat(self, phase: Phase, event: ev.ModelCallStarted) -> Span:
+        span = self._chat = self._start(phase, event, self._container())
+        self._chat_opened(event, span)
+        return span
+
+    def _open_tool(self, phase: Phase, event: ev.ToolCallStarted) -> Span:
+        span = self._start(phase, event, self._parent("tool"))
+        call = event.call
+        self._tools[call.call_id] = span
+        if self._capture:
+            args = self._content(span, A.TOOL_ARGUMENTS, C.parse_args(call.arguments))
+            self._tool_event(A.EVENT_TOOL_ARGUMENTS, span, event, A.TOOL_ARGUMENTS, args)
+        return span
+
+    def _open_guardrail(self, phase: Phase, event: ev.GuardrailStarted) -> Span:
+        span = self._start(phase, event, self._container())
+        self._guards[(event.kind, event.guardrail)] = span
         return span
 
     def _forget_run_span(self) -> None:
@@ -252,6 +273,7 @@ class RunTracer:
         self._common[A.RUN_ID] = event.run_id
         if event.session_id:
             self._common[A.CONVERSATION_ID] = event.session_id
+        self._base_key = None  # the common attributes changed
         attrs = self._attrs(phase, event)
         attrs[A.PRICE_TABLE_VERSION] = price_table_version()
         span = self._tracer.start_span(
@@ -272,42 +294,23 @@ class RunTracer:
         }
         if event.provider:
             self._run_labels[A.PROVIDER_NAME] = event.provider
+        self._agent_label = event.agent
         # spend is the top-level run's: a child's cost counts under its root's agent
         self._spend = {A.AGENT_NAME: event.root_agent or event.agent, A.RUN_NESTED: nested}
         if event.labels:  # attribution, capped: top values by first seen, the rest "other"
             self._spend.update(label_cap().attributes(dict(event.labels)))
+        self._spend_key = tuple(self._spend.items())
         return span
 
-    def _attach(self, event: ev.Event) -> Any:
+    def _attach(self, phase: Phase, event: ev.Event) -> Any:
         if isinstance(event, ev.ProviderRetry):
-            span = self._chat
-            if span is not None:
-                text = C.status_text(self._policy, event.error_type, event.message)
-                span.add_event(
-                    A.EVENT_RETRY,
-                    {
-                        A.ERROR_TYPE: event.error_type,
-                        A.RETRY_MESSAGE: text,
-                        A.RETRY_ATTEMPT: event.attempt,
-                        A.RETRY_DELAY: event.delay_s,
-                    },
-                )
-            if self._m is not None:
-                labels = {
-                    k: self._chat_labels[k]
-                    for k in (A.PROVIDER_NAME, A.REQUEST_MODEL)
-                    if k in self._chat_labels
-                }
-                labels[A.ERROR_TYPE] = event.error_type
-                self._m.retries.add(1, labels)
-            return span
+            return self._retry(event)
         if isinstance(event, ev.ApprovalDecided):
             return self._approval(event)
         if isinstance(event, ev.GuardrailTriggered):
-            container = self._container()
-            if container is None:
+            span = self._innermost()
+            if span is None:
                 return None
-            span = trace.get_current_span(container)
             span.add_event(
                 A.EVENT_GUARDRAIL_TRIPPED,
                 {A.GUARDRAIL_NAME: event.guardrail, A.GUARDRAIL_KIND: event.kind},
@@ -315,12 +318,43 @@ class RunTracer:
             return span
         return self._chat
 
+    def _innermost(self) -> Span | None:
+        """The innermost open span of view, turn and run (None: none is open)."""
+        if self._view is not None:
+            return self._view
+        if self._turn is not None:
+            return self._turn
+        return trace.get_current_span(self._run_ctx) if self._run_ctx is not None else None
+
+    def _retry(self, event: ev.ProviderRetry) -> Any:
+        """A provider retry: a ``lovia.provider.retry`` event on the chat span."""
+        span = self._chat
+        if span is not None:
+            text = C.status_text(self._policy, event.error_type, event.message)
+            span.add_event(
+                A.EVENT_RETRY,
+                {
+                    A.ERROR_TYPE: event.error_type,
+                    A.RETRY_MESSAGE: text,
+                    A.RETRY_ATTEMPT: event.attempt,
+                    A.RETRY_DELAY: event.delay_s,
+                },
+            )
+        if self._m is not None:
+            labels = {
+                k: self._chat_labels[k]
+                for k in (A.PROVIDER_NAME, A.REQUEST_MODEL)
+                if k in self._chat_labels
+            }
+            labels[A.ERROR_TYPE] = event.error_type
+            self._m.retries.add(1, labels)
+        return span
+
     def _approval(self, event: ev.ApprovalDecided) -> Any:
         """A decision on a tool call: a ``lovia.approval`` event on the innermost span."""
-        container = self._container()
-        if container is None:
+        span = self._innermost()
+        if span is None:
             return None
-        span = trace.get_current_span(container)
         attrs: Attrs = {
             A.APPROVAL_CALL_ID: event.call_id,
             A.APPROVAL_TOOL: event.tool,
@@ -351,90 +385,75 @@ class RunTracer:
         return span
 
     def _note(self, phase: Phase, event: ev.Event) -> Span | None:
-        """A checkpoint write: an event on the innermost open span, or (failed, slow,
-        or no span open) a span of its own with its real start and end time."""
-        duration: float = getattr(event, "duration_s", 0.0) or 0.0
-        error = getattr(event, "error", None)
-        carrier = self._view or self._turn
-        span = carrier[0] if carrier is not None else self._run
-        if error is None and duration < A.CHECKPOINT_SPAN_MIN_S and span is not None:
-            attrs = phase.attrs(event) if phase.attrs is not None else {}
-            attrs[A.CHECKPOINT_DURATION] = duration
-            attrs[A.AGENT_NAME] = event.agent
-            if event.turn:
-                attrs[A.TURN_INDEX] = event.turn
-            span.add_event(phase.span, attrs)
-            return span
-        now = time.time_ns()
-        span = self._tracer.start_span(
-            phase.span,
-            context=self._parent(phase.slot),
-            kind=phase.kind,
-            attributes=self._attrs(phase, event),
-            start_time=now - int(duration * 1e9),
-        )
-        if error is not None:
-            span.set_status(self._status(type(error).__name__, str(error), error))
-        self._noted = (span, now)
-        return span
-
-    def _close(self, phase: Phase, event: ev.Event) -> Span | None:
-        slot = phase.slot
-        span: Span | None
-        if slot == "run":
-            assert isinstance(event, ev.RunCompleted | ev.RunFailed)
-            return self._close_run(phase, event)
-        if slot == "turn":
-            span, self._turn = (self._turn[0] if self._turn else None), None
-        elif slot == "view":
-            span, self._view = (self._view[0] if self._view else None), None
-            self._compacted = bool(getattr(event, "compacted", False))
-        elif slot == "chat":
-            span, self._chat = self._chat, None
-        elif slot == "tool":
-            assert isinstance(event, ev.ToolCallCompleted)
-            span = self._close_tool(phase, event)
-        else:
-            assert isinstance(event, ev.GuardrailCompleted | ev.GuardrailTriggered)
-            span = self._guards.pop((event.kind, event.guardrail), None)
+        """A checkpoint write: an event on the innermost open span (none open: nothing
+        is recorded; a write is bookkeeping, never a span of its own)."""
+        span = self._view if self._view is not None else self._turn
+        if span is None:
+            span = self._run
         if span is None:
             return None
         attrs = phase.attrs(event) if phase.attrs is not None else {}
-        span.set_attributes(attrs)
+        attrs[A.CHECKPOINT_DURATION] = getattr(event, "duration_s", 0.0) or 0.0
+        attrs[A.AGENT_NAME] = event.agent
+        if event.turn:
+            attrs[A.TURN_INDEX] = event.turn
+        error = getattr(event, "error", None)
+        if error is not None:
+            attrs[A.ERROR_MESSAGE] = C.status_text(
+                self._policy, type(error).__name__, str(error), error
+            )
+        span.add_event(phase.span, attrs)
+        return span
+
+    def _ended(self, phase: Phase, event: ev.Event, span: Span | None) -> Span | None:
+        """A phase's span that closes: its end attributes, and its status if it failed."""
+        if span is None:
+            return None
+        attrs = phase.attrs(event) if phase.attrs is not None else {}
+        if len(attrs) > _FEW:
+            span.set_attributes(attrs)
+        else:  # the SDK's set_attributes costs more than a few set_attribute calls
+            for key, value in attrs.items():
+                span.set_attribute(key, value)
         if A.ERROR_TYPE in attrs:
             error = getattr(event, "error", None)
             message = str(getattr(event, "message", ""))
             span.set_status(self._status(str(attrs[A.ERROR_TYPE]), message, error))
-        if slot == "chat":
-            self._chat_closed(event, span)
         return span
 
-    def _close_tool(self, phase: Phase, event: ev.ToolCallCompleted) -> Span:
+    def _close_turn(self, phase: Phase, event: ev.Event) -> Span | None:
+        span, self._turn, self._turn_ctx = self._turn, None, None
+        return self._ended(phase, event, span)
+
+    def _close_view(self, phase: Phase, event: ev.Event) -> Span | None:
+        span, self._view, self._view_ctx = self._view, None, None
+        self._compacted = bool(getattr(event, "compacted", False))
+        return self._ended(phase, event, span)
+
+    def _close_chat(self, phase: Phase, event: ev.Event) -> Span | None:
+        span, self._chat = self._chat, None
+        if self._ended(phase, event, span) is None:
+            return None
+        assert span is not None
+        self._chat_closed(event, span)
+        return span
+
+    def _close_guardrail(
+        self, phase: Phase, event: ev.GuardrailCompleted | ev.GuardrailTriggered
+    ) -> Span | None:
+        span = self._guards.pop((event.kind, event.guardrail), None)
+        return self._ended(phase, event, span)
+
+    def _close_tool(self, phase: Phase, event: ev.ToolCallCompleted) -> Span | None:
         span = self._tools.pop(event.call.call_id, None)
         if span is None:  # never started (refused / handoff): a zero-length leaf
-            span = self._tracer.start_span(
-                self._name(phase, event),
-                context=self._parent("tool"),
-                kind=phase.kind,
-                attributes=self._attrs(phase, event),
-            )
+            span = self._start(phase, event, self._parent("tool"))
         if self._capture and not event.is_error:
             result = self._content(span, A.TOOL_RESULT, event.result.content)
             self._tool_event(A.EVENT_TOOL_RESULT, span, event, A.TOOL_RESULT, result)
         if self._m is not None:
-            name = event.call.name if event.known else A.UNKNOWN_TOOL
-            labels: Attrs = {A.TOOL_NAME: name, A.AGENT_NAME: self._agent(event)}
-            if event.recovered:  # answered from the ledger: not a new execution
-                self._m.tool_recovered.add(1, {**labels, A.TOOL_OUTCOME: "unknown"})
-                return span
-            self._m.tool_calls.add(1, labels)  # every call the model made, run or refused
-            if event.is_error:
-                labels = {**labels, A.ERROR_TYPE: event.error_type or "ToolError"}
-                self._m.tool_errors.add(1, labels)
-            if event.started:
-                duration = {**labels, A.OPERATION_NAME: "execute_tool"}
-                self._m.tool_duration.record(event.duration_s, duration)
-        return span
+            record_tool(self._m, event, self._agent(event))
+        return self._ended(phase, event, span)
 
     def _close_run(self, phase: Phase, event: ev.RunCompleted | ev.RunFailed) -> Span | None:
         span = self._run
@@ -474,10 +493,10 @@ class RunTracer:
         status = self._status(error_type, message)
         spans: list[Span] = [*self._tools.values(), *self._guards.values()]
         spans.extend(s for s in (self._chat,) if s is not None)
-        spans.extend(p[0] for p in (self._view, self._turn) if p is not None)
+        spans.extend(s for s in (self._view, self._turn) if s is not None)
         self._tools.clear()
         self._guards.clear()
-        self._chat = self._view = self._turn = None
+        self._chat = self._view = self._turn = self._view_ctx = self._turn_ctx = None
         for span in spans:
             span.set_attribute(A.ERROR_TYPE, error_type)
             span.set_status(status)
@@ -486,17 +505,8 @@ class RunTracer:
     # -- chat details: content + metrics ---------------------------------------------
 
     def _chat_opened(self, event: ev.ModelCallStarted, span: Span) -> None:
-        self._chat_labels = {
-            A.OPERATION_NAME: "chat",
-            A.PROVIDER_NAME: event.provider,
-            A.REQUEST_MODEL: event.model,
-            A.AGENT_NAME: self._agent(event),
-            A.CALL_PURPOSE: event.purpose,
-        }
-        if event.server_address:
-            self._chat_labels[A.SERVER_ADDRESS] = event.server_address
-            if event.server_port:
-                self._chat_labels[A.SERVER_PORT] = event.server_port
+        chat = chat_labels(event, self._agent(event), self._spend, self._spend_key)
+        self._chat_set, self._chat_labels = chat, chat.base
         self._chat_content = {}
         if self._compacted:  # the view this call uses was compacted by the strategy
             span.set_attribute(A.CONVERSATION_COMPACTED, True)
@@ -518,8 +528,8 @@ class RunTracer:
             if self._capture:
                 out = C.output_messages(event.entries, event.finish_reason)
                 self._chat_content[A.OUTPUT_MESSAGES] = self._content(span, A.OUTPUT_MESSAGES, out)
-            if self._m is not None:
-                _chat_metrics(self._m, self._chat_labels, self._spend, event, self._latest)
+            if self._m is not None and self._chat_set is not None:
+                record_chat(self._m, self._chat_set, event, self._latest)
         elif (
             isinstance(event, ev.ModelCallFailed)
             and self._m is not None
@@ -595,7 +605,8 @@ class RunTracer:
     def _agent(self, event: ev.Event) -> str:
         """The ``gen_ai.agent.name`` metric label: the run's starting agent (see
         ``attributes.METRIC_LABELS``); the event's own agent outside a run."""
-        return str(self._run_labels.get(A.AGENT_NAME, event.agent))
+        agent = self._agent_label
+        return agent if agent is not None else event.agent
 
     def _content(self, span: Span, key: str, value: Any) -> Any:
         """Scrub one content value; put it on ``span`` (SPAN modes) and return it in
@@ -640,48 +651,45 @@ class RunTracer:
         )
 
 
-def _chat_metrics(
-    m: Instruments,
-    base: Attrs,
-    run: Attrs,
-    event: ev.ModelCallCompleted,
-    latest: semconv.LatestInstruments | None = None,
-) -> None:
-    """``run``: the spend labels of the run (its top-level run's agent, nested or not)."""
-    labels = {**base, A.RESPONSE_MODEL: event.response_model or event.model}
-    m.op_duration.record(event.duration_s, labels)
-    if event.time_to_first_chunk_s is not None:
-        m.ttfc.record(event.time_to_first_chunk_s, labels)
-    if latest is not None:
-        latest.record(labels, event.usage, None)
-    u = event.usage
-    spend: Attrs = {
-        A.AGENT_NAME: run.get(A.AGENT_NAME, base[A.AGENT_NAME]),
-        A.PROVIDER_NAME: base[A.PROVIDER_NAME],
-        A.REQUEST_MODEL: base[A.REQUEST_MODEL],
-        A.CALL_PURPOSE: base[A.CALL_PURPOSE],
-        A.RUN_NESTED: run.get(A.RUN_NESTED, False),
-    }
-    if len(run) > 2:  # attribution labels (lovia.label.*), already capped
-        spend.update((k, v) for k, v in run.items() if k.startswith(A.LABEL_PREFIX))
-    if u.cost_usd:
-        m.cost.add(u.cost_usd, spend)
-    if u.unpriced:
-        m.unpriced.add(u.unpriced, spend)
-    if u.missing:
-        return
-    if latest is None:  # the released name; the newest set replaces it
-        m.token_usage.record(u.input_tokens, {**labels, A.TOKEN_TYPE: "input"})
-        m.token_usage.record(u.output_tokens, {**labels, A.TOKEN_TYPE: "output"})
-    for kind, value in (
-        ("input", u.input_tokens),
-        ("output", u.output_tokens),
-        ("cache_read", u.cache_read_tokens),
-        ("cache_write", u.cache_write_tokens),
-        ("reasoning", u.reasoning_tokens),
-    ):
-        if value or kind in ("input", "output"):
-            m.tokens.add(value, {**spend, A.TOKEN_TYPE: kind})
+_Act = Callable[[RunTracer, Phase, Any], Any]
+_OPENERS: dict[str, _Act] = {
+    "run": RunTracer._open_run,  # pyright: ignore[reportPrivateUsage]
+    "turn": RunTracer._open_turn,  # pyright: ignore[reportPrivateUsage]
+    "view": RunTracer._open_view,  # pyright: ignore[reportPrivateUsage]
+    "chat": RunTracer._open_chat,  # pyright: ignore[reportPrivateUsage]
+    "tool": RunTracer._open_tool,  # pyright: ignore[reportPrivateUsage]
+    "guardrail": RunTracer._open_guardrail,  # pyright: ignore[reportPrivateUsage]
+}
+_CLOSERS: dict[str, _Act] = {
+    "run": RunTracer._close_run,  # pyright: ignore[reportPrivateUsage]
+    "turn": RunTracer._close_turn,  # pyright: ignore[reportPrivateUsage]
+    "view": RunTracer._close_view,  # pyright: ignore[reportPrivateUsage]
+    "chat": RunTracer._close_chat,  # pyright: ignore[reportPrivateUsage]
+    "tool": RunTracer._close_tool,  # pyright: ignore[reportPrivateUsage]
+    "guardrail": RunTracer._close_guardrail,  # pyright: ignore[reportPrivateUsage]
+}
+
+
+def _act(phase: Phase) -> _Act:
+    """The ``RunTracer`` method that does ``phase``'s span work."""
+    if phase.action == "open":
+        return _OPENERS[phase.slot]
+    if phase.action == "close":
+        return _CLOSERS[phase.slot]
+    if phase.action == "attach":
+        return RunTracer._attach  # pyright: ignore[reportPrivateUsage]
+    if phase.action == "note":
+        return RunTracer._note  # pyright: ignore[reportPrivateUsage]
+    return RunTracer._leaf  # pyright: ignore[reportPrivateUsage]
+
+
+_ROUTES: dict[type[ev.Event], tuple[_Act, Phase, bool]] = {
+    kind: (_act(phase), phase, phase.action != "attach") for kind, phase in EVENTS.items()
+}
+"""``mapping.EVENTS`` with each phase's method (and whether a failure in it is caught and
+logged): one lookup per event picks its work."""
+_ENDS = frozenset(kind for kind, phase in EVENTS.items() if phase.action in ("close", "leaf"))
+"""Events whose span ``end`` ends (a closed phase, a leaf)."""
 
 
 def _links(trace_links: tuple[str, ...]) -> list[Link]:
