@@ -115,6 +115,8 @@ class SQLiteStore:
         """Opened with ``mode=ro``: reads only; the file and its tables must exist."""
         self._worker = Worker(self.path, timeout_s, read_only)
         self._inline = Inline(self._worker)
+        self._counts: sql.Counts = {}
+        """Each running run's record count as last written here (see ``sql.Counts``)."""
         self._closed = False
         weakref.finalize(self, _close, self._worker, self._inline)
 
@@ -151,7 +153,7 @@ class SQLiteStore:
         """Append records in order after the run's last one; return payload bytes."""
         rows, size = encode_records(run_id, records)
         if rows:
-            await self._write(sql.append, run_id, rows, fence, size=size)
+            await self._write(sql.append, run_id, rows, fence, self._counts, size=size)
         return size
 
     async def start_run(
@@ -161,7 +163,8 @@ class SQLiteStore:
         (see :func:`~lovia.stores.base.start_run`)."""
         row = info_row(info)
         rows, size = encode_records(info.run_id, records)
-        await self._write(sql.start, row, rows, fence, size=size + len(row[_EXTRA]))
+        counts = self._counts
+        await self._write(sql.start, row, rows, fence, counts, size=size + len(row[_EXTRA]))
         return size
 
     async def load(self, run_id: str) -> RunSnapshot | None:
@@ -217,7 +220,8 @@ class SQLiteStore:
             text = encode_entries(end.session_id, end.entries)
             segment = (end.session_id, info.run_id, SCHEMA_VERSION, text, time.time())
         total = size + len(row[_EXTRA]) + len(data or "") + len(text)
-        await self._write(sql.end, row, data, end.fence, rows, segment, end.release, size=total)
+        args = (row, data, end.fence, rows, segment, end.release, self._counts)
+        await self._write(sql.end, *args, size=total)
         return size
 
     async def list_runs(
