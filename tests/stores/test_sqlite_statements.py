@@ -5,11 +5,13 @@ A run's appends are its most frequent writes. The store keeps each run's record 
 it last wrote it, so the next append is one UPDATE (count, fence and advance at once)
 and its INSERTs; a count that is wrong (another writer appended, a write rolled back)
 costs one read and the records are still numbered after the run's last one. A run's end
-checks its fence once,.
+checks its fence once, and a read that finds nothing answers without the worker.
 """
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -19,6 +21,7 @@ import pytest
 from lovia.errors import LeaseLost
 from lovia.stores import CheckpointRecord, RunInfo
 from lovia.stores import _sqlite_sql as sql
+from lovia.stores._codec import info_row
 from lovia.stores.base import RunEnd, end_run, start_run
 from lovia.stores.sqlite import SQLiteStore
 from lovia.transcript import InputEntry
@@ -211,3 +214,71 @@ async def test_the_counts_of_runs_that_never_end_are_dropped_past_a_bound(
     assert db._counts == {"r4": 2}  # pyright: ignore[reportPrivateUsage]
     await db.append("r1", _recs("b"))
     assert await _seqs(db, "r1") == [1, 2]
+
+
+# -- reads answered inline ------------------------------------------------------------
+
+
+@pytest.fixture
+def worker_calls(db: SQLiteStore, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the statement functions the worker thread ran from now on."""
+    seen: list[str] = []
+    worker = db._worker  # pyright: ignore[reportPrivateUsage]
+    submit = worker.submit
+
+    def spying(fn: Any, args: tuple[Any, ...], write: bool) -> Any:
+        seen.append(fn.__name__)
+        return submit(fn, args, write)
+
+    monkeypatch.setattr(worker, "submit", spying)
+    return seen
+
+
+async def test_an_unknown_run_or_session_is_answered_without_the_worker(
+    db: SQLiteStore, worker_calls: list[str]
+) -> None:
+    assert await db.load("nope") is None
+    assert await db.load_session("nope") == []
+    assert await db.session_labels("nope") == {}
+    assert worker_calls == []
+
+
+async def test_a_known_run_session_or_labels_read_back_whole(
+    db: SQLiteStore, worker_calls: list[str]
+) -> None:
+    await db.begin(_info(session_id="s1"))
+    await db.append("r1", _recs("a"))
+    entries = [InputEntry(id="e1", content="hi")]
+    assert await db.append_segment("s1", "r1", entries)
+    assert await db.session_labels("s1", {"tenant": "acme"}) == {"tenant": "acme"}
+    assert await _names(db) == ["a"]
+    assert await db.load_session("s1") == entries
+    assert await db.session_labels("s1") == {"tenant": "acme"}
+    assert worker_calls == ["load", "fetch"]  # the labels are one lookup: read inline
+
+
+async def test_reads_go_to_the_worker_while_it_has_jobs_called_before_them(
+    db: SQLiteStore, worker_calls: list[str]
+) -> None:
+    """A read never overtakes a write this store was asked for first: while that write
+    waits on the worker, the read of the run it creates queues behind it."""
+    held, release = threading.Event(), threading.Event()
+
+    def hold(conn: Any) -> None:
+        held.set()
+        release.wait(5)
+
+    blocker = db._run(hold, write=True)  # pyright: ignore[reportPrivateUsage]
+    try:
+        assert held.wait(5)
+        queued = db._run(sql.begin, info_row(_info("late")), write=True)  # pyright: ignore[reportPrivateUsage]
+        loading = asyncio.create_task(db.load("late"))
+        await asyncio.sleep(0.01)
+        assert not loading.done()
+    finally:
+        release.set()
+    await blocker
+    await queued
+    snap = await loading
+    assert snap is not None and snap.info.run_id == "late"
+    assert worker_calls == ["hold", "begin", "load"]

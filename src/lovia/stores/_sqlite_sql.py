@@ -337,6 +337,15 @@ def start(
         append(conn, row[0], rows, fence, counts)
 
 
+def has_run(conn: sqlite3.Connection, run_id: str) -> bool:
+    return conn.execute("SELECT 1 FROM runs WHERE run_id = ?", (run_id,)).fetchone() is not None
+
+
+def has_segments(conn: sqlite3.Connection, session_id: str) -> bool:
+    query = "SELECT 1 FROM sessions WHERE session_id = ? LIMIT 1"
+    return conn.execute(query, (session_id,)).fetchone() is not None
+
+
 def load(conn: sqlite3.Connection, run_id: str) -> RunSnapshot | None:
     conn.execute("BEGIN")
     try:

@@ -17,7 +17,9 @@ WAL (the worker does, every few hundred inline commits). When another writer hol
 lock (this store's worker, another process, a stalled process), or the worker still has
 jobs that were called first, the write goes to the worker, which waits its turn with
 ``timeout_s``. Either way the write, with its fence check, is one transaction, and the
-call returns after its commit.
+call returns after its commit. A read that is one index lookup runs inline on the same
+terms: a session's labels, and whether a run or a session exists (an unknown one is
+answered at once; a known one is read on the worker).
 
 Several processes can share one file: WAL lets readers run beside the writer, every
 write is a short ``BEGIN IMMEDIATE`` transaction, and the worker's busy timeout makes
@@ -129,6 +131,12 @@ class SQLiteStore:
             raise StoreError(f"{self!r} is closed")
         return self._worker.submit(fn, args, write)
 
+    def _read(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """``fn(conn, *args)`` read inline, or :data:`FALLBACK` (see the module docs)."""
+        if self._closed:
+            raise StoreError(f"{self!r} is closed")
+        return self._inline.read(fn, args)
+
     async def _write(self, fn: Callable[..., T], *args: Any, size: int = 0) -> T:
         """Commit ``fn(conn, *args)``: inline when small and the lock is free, else on
         the worker (see the module docs)."""
@@ -169,6 +177,8 @@ class SQLiteStore:
 
     async def load(self, run_id: str) -> RunSnapshot | None:
         """The run, its records in order and its result; None when unknown."""
+        if self._read(sql.has_run, run_id) is False:
+            return None
         return await self._run(sql.load, run_id)
 
     async def finish(
@@ -314,6 +324,8 @@ class SQLiteStore:
 
     async def load_session(self, session_id: str) -> list[TranscriptEntry]:
         """Every segment's entries, in the order the segments were written."""
+        if self._read(sql.has_segments, session_id) is False:
+            return []
         query = "SELECT version, entries FROM sessions WHERE session_id = ? ORDER BY seq"
         rows = await self._run(sql.fetch, query, (session_id,))
         return join_segments(session_id, rows)
@@ -326,7 +338,9 @@ class SQLiteStore:
             text = encode_labels(record)
             found = await self._write(sqlite_session_labels, session_id, text, time.time())
         else:
-            found = await self._run(sqlite_session_labels, session_id, None, 0.0)
+            found = self._read(sqlite_session_labels, session_id, None, 0.0)
+            if found is FALLBACK:
+                found = await self._run(sqlite_session_labels, session_id, None, 0.0)
         return decode_labels(session_id, found)
 
     async def append_segment(
