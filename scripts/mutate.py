@@ -145,10 +145,17 @@ MODULES: dict[str, tuple[str, list[str]]] = {
     # the stores' leases, fencing and ledger reads, against the conformance suite
     # (every back-end; the tests that call a mutated function are the ones run)
     "fencing-memory": ("src/lovia/stores/memory.py", _FENCING_TESTS),
-    "fencing-sqlite": ("src/lovia/stores/_sqlite_sql.py", _FENCING_TESTS),
+    "fencing-sqlite": (
+        "src/lovia/stores/_sqlite_sql.py",
+        [*_FENCING_TESTS, "tests/stores/test_sqlite_statements.py"],
+    ),
     "fencing-sqlite-store": (
         "src/lovia/stores/sqlite.py",
-        [*_FENCING_TESTS, "tests/stores/test_sqlite_large_writes.py"],
+        [
+            *_FENCING_TESTS,
+            "tests/stores/test_sqlite_large_writes.py",
+            "tests/stores/test_sqlite_statements.py",
+        ],
     ),
     "fencing-postgres": ("src/lovia/stores/postgres.py", _FENCING_TESTS),
     "fencing-pg-sql": ("src/lovia/stores/_pg_sql.py", _FENCING_TESTS),
@@ -161,8 +168,8 @@ _SQLITE = "lovia.stores.sqlite.xǁSQLiteStoreǁ"
 _PG = "lovia.stores.postgres.xǁPostgresStoreǁ"
 _STORE_FENCING = ["append", "load", "finish", "start_run", "end_run", "acquire", "renew",
                   "renew_many", "lease_holder", "release", "append_segment"]  # fmt: skip
-_SQL_FENCING = ["exec_", "renew_many", "_check_fence", "append", "load", "finish",
-                "lease_holder", "segment", "start", "end", "acquire"]  # fmt: skip
+_SQL_FENCING = ["exec_", "renew_many", "_check_fence", "append", "_advance", "load", "finish",
+                "lease_holder", "segment", "start", "end", "acquire", "begin"]  # fmt: skip
 _PG_SQL_FENCING = ["x__fence", "x__fenced", "xǁSqlǁ_run_writes", "xǁSqlǁ_start", "xǁSqlǁ_end",
                    "xǁSqlǁ_leases", "xǁSqlǁ_reads"]  # fmt: skip
 FUNCTIONS: dict[str, list[str]] = {

@@ -24,7 +24,18 @@ from lovia.stores._codec import (
     run_filter,
 )
 from lovia.stores.base import CheckpointRecord, RunInfo
-from lovia.transcript import InputEntry
+from lovia.transcript import (
+    HandoffEntry,
+    InputEntry,
+    ReasoningEntry,
+    SystemEntry,
+    TextEntry,
+    ToolCallEntry,
+    ToolResultEntry,
+    TranscriptEntry,
+    dump_entries,
+    load_entries,
+)
 
 CHILD = RunInfo(
     run_id="child-1",
@@ -168,6 +179,26 @@ def test_rows_and_records_from_a_newer_lovia_are_refused_naming_the_run() -> Non
     newer = CheckpointRecord(version=99, kind="state", data={})
     with pytest.raises(SchemaVersionError, match=r"^checkpoint record of run r1 has schema"):
         encode_records("r1", [newer])
+
+
+EVERY_KIND: list[TranscriptEntry] = [
+    SystemEntry(id="e1", run_id="r1", content="be brief"),
+    InputEntry(id="e2", run_id="r1", turn=1, content="hi \u2028 \x00 \U0001f600"),
+    ReasoningEntry(id="e3", text="hm", signature="s", details={"ids": ("a", "b"), "n": 1.5}),
+    TextEntry(id="e4", text="hello", message_id="m1"),
+    ToolCallEntry(id="e5", call_id="c1", name="add", arguments='{"a": 1}'),
+    ToolResultEntry(id="e6", call_id="c1", name="add", content="2", is_error=True),
+    HandoffEntry(id="e7", from_agent="a", to_agent="b", call_id="c2"),
+]
+
+
+def test_a_segment_is_stored_as_the_transcripts_own_json_of_its_entries() -> None:
+    """Byte for byte what ``dump_entries`` writes, so a segment loads back equal, for
+    every entry kind, an empty segment included."""
+    text = encode_entries("s1", EVERY_KIND)
+    assert text.encode() == dump_entries(EVERY_KIND)
+    assert load_entries(text) == EVERY_KIND
+    assert encode_entries("s1", []) == "[]" == dump_entries([]).decode()
 
 
 def test_an_unstorable_segment_names_the_session_and_says_why() -> None:

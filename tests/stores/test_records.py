@@ -226,6 +226,40 @@ def test_a_ledger_record_without_a_key_reads_with_an_empty_key() -> None:
     assert read_record(stored) == LedgerRecord(call_id="c1", status="failed", key="")
 
 
+def test_an_entries_record_stores_each_entry_as_the_transcript_dicts_it() -> None:
+    """Every entry kind, JSON types included (a tuple in a reasoning entry's details is
+    stored as a list), and it reads back as the same entries."""
+    from lovia.transcript import (
+        HandoffEntry,
+        InputEntry,
+        ReasoningEntry,
+        SystemEntry,
+        TextEntry,
+        ToolCallEntry,
+        ToolResultEntry,
+        entry_to_dict,
+    )
+
+    entries = (
+        SystemEntry(content="be brief"),
+        InputEntry(content="hi"),
+        ReasoningEntry(text="hm", details={"ids": ("a", "b")}),
+        TextEntry(text="hello"),
+        ToolCallEntry(call_id="c1", name="add"),
+        ToolResultEntry(call_id="c1", name="add", content="2"),
+        HandoffEntry(from_agent="a", to_agent="b"),
+    )
+    stored = to_checkpoint(EntriesRecord(entries))
+    assert stored == CheckpointRecord(
+        version=SCHEMA_VERSION,
+        kind="entries",
+        data={"entries": [entry_to_dict(e) for e in entries]},
+    )
+    assert stored.data["entries"][2]["details"] == {"ids": ["a", "b"]}
+    assert stored.model_fields_set == {"version", "kind", "data"}
+    assert read_record(stored) == EntriesRecord(entries)
+
+
 def test_a_plain_record_kind_stores_its_fields_without_nones_and_validates_on_read() -> None:
     """The attempt, approval, failed-call and reprice kinds are ``plain``: stored as their
     fields with None values left out, read back validated against the field types. The

@@ -20,7 +20,7 @@ import pydantic
 import pydantic_core
 
 from ..errors import StoreError
-from ..transcript import TranscriptEntry, dump_entries, load_entries
+from ..transcript import TranscriptEntry, load_entries
 from .base import (
     SCHEMA_VERSION,
     CheckpointRecord,
@@ -166,9 +166,12 @@ def load_result(run_id: str, text: str | bytes | None) -> dict[str, Any] | None:
 
 
 def encode_entries(session_id: str, entries: Sequence[TranscriptEntry]) -> str:
-    """Encode a session segment as a JSON array of entries."""
+    """Encode a session segment as a JSON array of entries (what ``dump_entries`` writes,
+    byte for byte: each entry by its own model's serializer, which skips the union's
+    dispatch)."""
     try:
-        return dump_entries(entries).decode()
+        parts = [entry.__pydantic_serializer__.to_json(entry) for entry in entries]
+        return (b"[" + b",".join(parts) + b"]").decode()
     except (pydantic_core.PydanticSerializationError, UnicodeError, ValueError) as exc:
         raise StoreError(
             f"cannot store a segment of session {session_id}: {exc}",

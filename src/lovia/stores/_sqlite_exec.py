@@ -276,6 +276,8 @@ class Inline:
     never checkpointed here (``wal_autocheckpoint=0``: a checkpoint copies pages and
     syncs); every :attr:`checkpoint_every` commits the worker is asked for a PASSIVE one
     (the worker's own commits checkpoint as usual, every 1000 WAL pages).
+
+    :meth:`read` runs a small read here on the same terms (it never waits either).
     """
 
     checkpoint_every = 200
@@ -292,6 +294,21 @@ class Inline:
 
     def run(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
         """``fn(conn, *args)`` committed here, or :data:`FALLBACK`."""
+        value = self._call(fn, args, True)
+        if value is not FALLBACK:
+            self._commits += 1
+            if self._commits >= self.checkpoint_every:
+                self._commits = 0
+                self._worker.checkpoint()
+        return value
+
+    def read(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+        """``fn(conn, *args)`` read here (no transaction of its own: each statement reads
+        the latest commit), or :data:`FALLBACK`, also when SQLite reports an error (the
+        worker then reads it and reports what it finds)."""
+        return self._call(fn, args, False)
+
+    def _call(self, fn: Callable[..., Any], args: tuple[Any, ...], write: bool) -> Any:
         if not (self.enabled and self._worker.idle()):
             return FALLBACK
         if not self._lock.acquire(blocking=False):
@@ -300,15 +317,14 @@ class Inline:
             conn = self._connection()
             if conn is None:
                 return FALLBACK
-            value = self._transaction(conn, fn, args)
+            if write:
+                return self._transaction(conn, fn, args)
+            try:
+                return fn(conn, *args)
+            except sqlite3.Error:
+                return FALLBACK
         finally:
             self._lock.release()
-        if value is not FALLBACK:
-            self._commits += 1
-            if self._commits >= self.checkpoint_every:
-                self._commits = 0
-                self._worker.checkpoint()
-        return value
 
     def _transaction(self, conn: sqlite3.Connection, fn: Callable[..., Any], args: Any) -> Any:
         try:

@@ -248,9 +248,14 @@ def fetch(conn: sqlite3.Connection, sql: str, params: Sequence[Any]) -> list[Any
     return conn.execute(sql, params).fetchall()
 
 
-def begin(conn: sqlite3.Connection, row: tuple[Any, ...]) -> None:
-    marks = ", ".join("?" * len(row))
-    conn.execute(f"INSERT INTO runs ({COLS}) VALUES ({marks}) ON CONFLICT DO NOTHING", row)
+_BEGIN = (
+    f"INSERT INTO runs ({COLS}) VALUES ({', '.join('?' * len(RUN_COLUMNS))}) ON CONFLICT DO NOTHING"
+)
+
+
+def begin(conn: sqlite3.Connection, row: tuple[Any, ...]) -> bool:
+    """Create the run's row unless it exists; whether this created it."""
+    return conn.execute(_BEGIN, row).rowcount == 1
 
 
 def _check_fence(conn: sqlite3.Connection, run_id: str, fence: int | None) -> None:
@@ -267,22 +272,53 @@ _APPEND_AT = (
     "(SELECT n_records FROM runs WHERE run_id = ?1)"
 )
 _INSERT_RECORD = "INSERT INTO records (run_id, seq, kind, version, data) VALUES (?, ?, ?, ?, ?)"
+_ADVANCE = "UPDATE runs SET n_records = ?3 WHERE run_id = ?1 AND n_records = ?2"
+_ADVANCE_FENCED = f"{_ADVANCE} AND (SELECT token FROM leases WHERE run_id = ?1) = ?4"
+
+Counts = dict[str, int]
+"""The record count of each run as this store last wrote it: a hint that saves the
+count's read, checked by the write that uses it (a stale one costs that read)."""
+COUNTS_KEPT = 4096
+"""At most this many runs' counts are kept (a run's end drops its own; runs that never
+end here, a lost lease or a killed task, would leave theirs): past it they are dropped."""
 
 
 def append(
-    conn: sqlite3.Connection, run_id: str, rows: list[tuple[str, int, str]], fence: int | None
+    conn: sqlite3.Connection,
+    run_id: str,
+    rows: list[tuple[str, int, str]],
+    fence: int | None,
+    counts: Counts,
 ) -> None:
-    """The fence check and the run's record count in one query (the write lock is held)."""
-    token, start = conn.execute(_APPEND_AT, (run_id,)).fetchone()
-    if fence is not None and token != fence:
-        raise lease_lost(run_id, fence)
-    if start is None:
-        raise RunNotFound(f"no run {run_id!r} to append to", hint="Call begin() first.")
-    conn.execute("UPDATE runs SET n_records = ? WHERE run_id = ?", (start + len(rows), run_id))
+    """Number the records after the run's last one and insert them (the write lock is
+    held). With the run's count in ``counts``, one UPDATE checks it, checks the fence and
+    advances it; otherwise (or when that UPDATE matches nothing) one query reads the
+    token and the count."""
+    start = counts.get(run_id)
+    if start is None or not _advance(conn, run_id, start, len(rows), fence):
+        token, start = conn.execute(_APPEND_AT, (run_id,)).fetchone()
+        if fence is not None and token != fence:
+            raise lease_lost(run_id, fence)
+        if start is None:
+            raise RunNotFound(f"no run {run_id!r} to append to", hint="Call begin() first.")
+        conn.execute("UPDATE runs SET n_records = ? WHERE run_id = ?", (start + len(rows), run_id))
+    if len(counts) >= COUNTS_KEPT:
+        counts.clear()
+    counts[run_id] = start + len(rows)
     if len(rows) == 1:
         conn.execute(_INSERT_RECORD, (run_id, start + 1, *rows[0]))
         return
     conn.executemany(_INSERT_RECORD, [(run_id, start + i, *row) for i, row in enumerate(rows, 1)])
+
+
+def _advance(
+    conn: sqlite3.Connection, run_id: str, start: int, count: int, fence: int | None
+) -> bool:
+    """Move the run's count from ``start`` to ``start + count`` if it is ``start`` and
+    ``fence`` (when given) is the run's lease token; whether it did."""
+    if fence is None:
+        return conn.execute(_ADVANCE, (run_id, start, start + count)).rowcount == 1
+    return conn.execute(_ADVANCE_FENCED, (run_id, start, start + count, fence)).rowcount == 1
 
 
 def start(
@@ -290,12 +326,24 @@ def start(
     row: tuple[Any, ...],
     rows: list[tuple[str, int, str]],
     fence: int | None,
+    counts: Counts,
 ) -> None:
     """A new run's row and first records in one transaction (a refused fence raises
-    before the transaction commits: neither is written)."""
-    begin(conn, row)
+    before the transaction commits: neither is written). A row this call created has
+    no records yet."""
+    if begin(conn, row):
+        counts[row[0]] = 0
     if rows:
-        append(conn, row[0], rows, fence)
+        append(conn, row[0], rows, fence, counts)
+
+
+def has_run(conn: sqlite3.Connection, run_id: str) -> bool:
+    return conn.execute("SELECT 1 FROM runs WHERE run_id = ?", (run_id,)).fetchone() is not None
+
+
+def has_segments(conn: sqlite3.Connection, session_id: str) -> bool:
+    query = "SELECT 1 FROM sessions WHERE session_id = ? LIMIT 1"
+    return conn.execute(query, (session_id,)).fetchone() is not None
 
 
 def load(conn: sqlite3.Connection, run_id: str) -> RunSnapshot | None:
@@ -317,18 +365,20 @@ def load(conn: sqlite3.Connection, run_id: str) -> RunSnapshot | None:
     return RunSnapshot(info=info, records=records, result=load_result(run_id, result))
 
 
+_OUTCOME_NAMES = [*RUN_COLUMNS, "result"]
+_OUTCOME = (
+    f"INSERT INTO runs ({', '.join(_OUTCOME_NAMES)}) "
+    f"VALUES ({', '.join('?' * len(_OUTCOME_NAMES))}) ON CONFLICT (run_id) DO UPDATE SET "
+    f"{', '.join(f'{n} = excluded.{n}' for n in _OUTCOME_NAMES[1:])}"
+)
+"""The run's row with its result (created when the run was never begun)."""
+
+
 def finish(
     conn: sqlite3.Connection, row: tuple[Any, ...], result: str | None, fence: int | None
 ) -> None:
     _check_fence(conn, row[0], fence)
-    names = [*RUN_COLUMNS, "result"]
-    marks = ", ".join("?" * len(names))
-    updates = ", ".join(f"{n} = excluded.{n}" for n in names[1:])
-    conn.execute(
-        f"INSERT INTO runs ({', '.join(names)}) VALUES ({marks}) "
-        f"ON CONFLICT (run_id) DO UPDATE SET {updates}",
-        (*row, result),
-    )
+    conn.execute(_OUTCOME, (*row, result))
 
 
 def lease_holder(conn: sqlite3.Connection, run_id: str) -> str | None:
@@ -338,16 +388,15 @@ def lease_holder(conn: sqlite3.Connection, run_id: str) -> str | None:
     return None if row is None else str(row[0])
 
 
+_SEGMENT = (
+    "INSERT INTO sessions (session_id, run_id, version, entries, created_at) "
+    "VALUES (?, ?, ?, ?, ?) ON CONFLICT (session_id, run_id) DO NOTHING"
+)
+
+
 def segment(conn: sqlite3.Connection, params: tuple[Any, ...], fence: int | None) -> bool:
     _check_fence(conn, params[1], fence)
-    return (
-        conn.execute(
-            "INSERT INTO sessions (session_id, run_id, version, entries, created_at) "
-            "VALUES (?, ?, ?, ?, ?) ON CONFLICT (session_id, run_id) DO NOTHING",
-            params,
-        ).rowcount
-        > 0
-    )
+    return conn.execute(_SEGMENT, params).rowcount > 0
 
 
 def end(
@@ -358,31 +407,41 @@ def end(
     rows: list[tuple[str, int, str]],
     segment_params: tuple[Any, ...] | None,
     owner: str | None,
+    counts: Counts,
 ) -> None:
     """A run's end in one transaction: its last records, outcome, session segment and the
-    release of its lease (a refused fence raises before anything is written)."""
+    release of its lease (a refused fence raises before anything is written). The fence
+    is checked once: the transaction holds the write lock, so no grant comes between."""
     run_id = row[0]
     if rows:
-        append(conn, run_id, rows, fence)
-    finish(conn, row, result, fence)
+        append(conn, run_id, rows, fence, counts)
+    else:
+        _check_fence(conn, run_id, fence)
+    conn.execute(_OUTCOME, (*row, result))
     if segment_params is not None:
-        segment(conn, segment_params, fence)
+        conn.execute(_SEGMENT, segment_params)
     if owner is not None:
         conn.execute(RELEASE, (run_id, owner))
+    counts.pop(run_id, None)
+
+
+_HELD = (
+    "SELECT EXISTS (SELECT 1 FROM runs WHERE run_id = ?1 AND status = 'completed'), "
+    "leases.owner, leases.expires_at, leases.token "
+    "FROM (SELECT ?1 AS id) LEFT JOIN leases ON leases.run_id = id"
+)
+"""Whether the run is completed, and its lease row (NULLs when it has none)."""
 
 
 def acquire(conn: sqlite3.Connection, run_id: str, owner: str, ttl_s: float) -> int | None:
     """Runs in the write transaction, so the checks and the grant are one atomic step."""
-    done = "SELECT 1 FROM runs WHERE run_id = ? AND status = 'completed'"
-    if conn.execute(done, (run_id,)).fetchone() is not None:
+    done, held_by, expires_at, token = conn.execute(_HELD, (run_id,)).fetchone()
+    if done:
         return None
     now = time.time()
-    held = conn.execute(
-        "SELECT owner, expires_at, token FROM leases WHERE run_id = ?", (run_id,)
-    ).fetchone()
-    if held is not None and held[0] != owner and held[1] > now:
+    if token is not None and held_by != owner and expires_at > now:
         return None
-    token = 1 if held is None else int(held[2]) + 1
+    token = 1 if token is None else int(token) + 1
     conn.execute(
         "INSERT INTO leases (run_id, owner, expires_at, token) VALUES (?, ?, ?, ?) "
         "ON CONFLICT (run_id) DO UPDATE SET owner = excluded.owner, "

@@ -17,7 +17,9 @@ WAL (the worker does, every few hundred inline commits). When another writer hol
 lock (this store's worker, another process, a stalled process), or the worker still has
 jobs that were called first, the write goes to the worker, which waits its turn with
 ``timeout_s``. Either way the write, with its fence check, is one transaction, and the
-call returns after its commit.
+call returns after its commit. A read that is one index lookup runs inline on the same
+terms: a session's labels, and whether a run or a session exists (an unknown one is
+answered at once; a known one is read on the worker).
 
 Several processes can share one file: WAL lets readers run beside the writer, every
 write is a short ``BEGIN IMMEDIATE`` transaction, and the worker's busy timeout makes
@@ -115,6 +117,8 @@ class SQLiteStore:
         """Opened with ``mode=ro``: reads only; the file and its tables must exist."""
         self._worker = Worker(self.path, timeout_s, read_only)
         self._inline = Inline(self._worker)
+        self._counts: sql.Counts = {}
+        """Each running run's record count as last written here (see ``sql.Counts``)."""
         self._closed = False
         weakref.finalize(self, _close, self._worker, self._inline)
 
@@ -126,6 +130,12 @@ class SQLiteStore:
         if self._closed:
             raise StoreError(f"{self!r} is closed")
         return self._worker.submit(fn, args, write)
+
+    def _read(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """``fn(conn, *args)`` read inline, or :data:`FALLBACK` (see the module docs)."""
+        if self._closed:
+            raise StoreError(f"{self!r} is closed")
+        return self._inline.read(fn, args)
 
     async def _write(self, fn: Callable[..., T], *args: Any, size: int = 0) -> T:
         """Commit ``fn(conn, *args)``: inline when small and the lock is free, else on
@@ -151,7 +161,7 @@ class SQLiteStore:
         """Append records in order after the run's last one; return payload bytes."""
         rows, size = encode_records(run_id, records)
         if rows:
-            await self._write(sql.append, run_id, rows, fence, size=size)
+            await self._write(sql.append, run_id, rows, fence, self._counts, size=size)
         return size
 
     async def start_run(
@@ -161,11 +171,14 @@ class SQLiteStore:
         (see :func:`~lovia.stores.base.start_run`)."""
         row = info_row(info)
         rows, size = encode_records(info.run_id, records)
-        await self._write(sql.start, row, rows, fence, size=size + len(row[_EXTRA]))
+        counts = self._counts
+        await self._write(sql.start, row, rows, fence, counts, size=size + len(row[_EXTRA]))
         return size
 
     async def load(self, run_id: str) -> RunSnapshot | None:
         """The run, its records in order and its result; None when unknown."""
+        if self._read(sql.has_run, run_id) is False:
+            return None
         return await self._run(sql.load, run_id)
 
     async def finish(
@@ -217,7 +230,8 @@ class SQLiteStore:
             text = encode_entries(end.session_id, end.entries)
             segment = (end.session_id, info.run_id, SCHEMA_VERSION, text, time.time())
         total = size + len(row[_EXTRA]) + len(data or "") + len(text)
-        await self._write(sql.end, row, data, end.fence, rows, segment, end.release, size=total)
+        args = (row, data, end.fence, rows, segment, end.release, self._counts)
+        await self._write(sql.end, *args, size=total)
         return size
 
     async def list_runs(
@@ -310,6 +324,8 @@ class SQLiteStore:
 
     async def load_session(self, session_id: str) -> list[TranscriptEntry]:
         """Every segment's entries, in the order the segments were written."""
+        if self._read(sql.has_segments, session_id) is False:
+            return []
         query = "SELECT version, entries FROM sessions WHERE session_id = ? ORDER BY seq"
         rows = await self._run(sql.fetch, query, (session_id,))
         return join_segments(session_id, rows)
@@ -322,7 +338,9 @@ class SQLiteStore:
             text = encode_labels(record)
             found = await self._write(sqlite_session_labels, session_id, text, time.time())
         else:
-            found = await self._run(sqlite_session_labels, session_id, None, 0.0)
+            found = self._read(sqlite_session_labels, session_id, None, 0.0)
+            if found is FALLBACK:
+                found = await self._run(sqlite_session_labels, session_id, None, 0.0)
         return decode_labels(session_id, found)
 
     async def append_segment(
