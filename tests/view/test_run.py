@@ -242,3 +242,27 @@ async def test_context_overflow_twice_fails_the_run_with_both_attempts_recorded(
     assert [(r.turn, r.attempt) for r in records] == [(1, 1), (2, 1), (2, 2)]
     for i, rec in enumerate(records):
         assert verify(rec, entries, records[:i])
+
+
+async def test_compaction_events_carry_the_views_estimated_tokens() -> None:
+    """Each CompactionApplied says how big the view was before the strategy changed it and
+    after, by the strategy's own estimate: an evicted 60 KB result shrinks the view."""
+    from lovia import events as ev
+    from lovia.view.compaction import estimate_tokens
+
+    def reply(req: ModelRequest, info: CallInfo) -> Any:
+        k = len(info.requests)
+        return call("fetch", n=k * 5) if k <= 2 else "done"
+
+    model = FunctionModel(reply, profile=ModelProfile(context_window=12_000))
+    agent = Agent(name="crawler", model=model, tools=[fetch], context=Compaction())
+    applied: list[ev.CompactionApplied] = []
+    async for event in Runner.stream(agent, "crawl"):
+        if isinstance(event, ev.CompactionApplied):
+            applied.append(event)
+    assert applied and {e.kind for e in applied} >= {"evict"}
+    sent = {id(r): sum(estimate_tokens(m) for m in r.messages) for r in model.requests}
+    for event in applied:
+        assert event.tokens_before is not None and event.tokens_after is not None
+        assert event.tokens_before - event.tokens_after > 60_000 // 4 - 1_000
+        assert event.tokens_after in sent.values()  # the view that was sent
