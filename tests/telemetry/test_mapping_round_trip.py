@@ -255,10 +255,9 @@ def _stands_for(live: list[events.Event]) -> list[events.Event]:
 def as_rebuilt(e: events.Event) -> dict[str, Any]:
     """What a span keeps of a live event: every field but content, timings (checked
     against the span's own times), messages and error objects (the span's status text),
-    a compaction's entry ids (a count on the span) and whether a refused tool was known
-    (the span names the call)."""
+    and a compaction's entry ids (a count on the span)."""
     out = fields_of(e)
-    for lost in ("message", "error", "entry_ids", "known"):
+    for lost in ("message", "error", "entry_ids"):
         out.pop(lost, None)
     if not isinstance(e, events.CheckpointSaved):
         out.pop("duration_s", None)  # a write's own duration is kept on its span event
@@ -423,6 +422,7 @@ async def test_tool_spans_say_what_each_call_came_to(otel: Otel) -> None:
         A.TOOL_CALL_ID: "call_3",
         A.TOOL_TYPE: "function",
         A.TOOL_STARTED: False,
+        A.TOOL_KNOWN: False,  # the model named a tool the agent does not have
         A.TOOL_IS_ERROR: True,
         A.TOOL_OUTCOME: "refused",
         A.ERROR_TYPE: "refused",
@@ -765,3 +765,16 @@ async def test_a_tool_span_without_status_is_read_by_its_attributes(otel: Otel) 
 async def test_a_failed_summary_call_is_still_a_summary_call(otel: Otel) -> None:
     failed = event_from_span(_span(otel, "chat m", {A.CALL_PURPOSE: "summary"}, failed=True))
     assert isinstance(failed, events.ModelCallFailed) and failed.purpose == "summary"
+
+
+async def test_a_call_to_a_tool_the_agent_lacks_rebuilds_as_unknown(otel: Otel) -> None:
+    """``known`` survives the span: a refused call to a missing tool reads back as such,
+    a refused call to a tool the agent has (denied, bad arguments) as known."""
+    attrs = {A.TOOL_CALL_ID: "c1", A.TOOL_NAME: "nope", A.TOOL_IS_ERROR: True}
+    attrs |= {A.TOOL_STARTED: False, A.ERROR_TYPE: "refused"}
+    missing = event_from_span(_span(otel, "execute_tool nope", {**attrs, A.TOOL_KNOWN: False}))
+    denied = event_from_span(_span(otel, "execute_tool nope", attrs))
+    assert isinstance(missing, events.ToolCallCompleted)
+    assert isinstance(denied, events.ToolCallCompleted)
+    assert (missing.known, missing.started) == (False, False)
+    assert (denied.known, denied.started) == (True, False)

@@ -167,6 +167,9 @@ VIEW_INJECTED: Final = "lovia.view.injected"
 VIEW_ATTEMPT: Final = "lovia.view.attempt"
 TOOL_IDEMPOTENCY_KEY: Final = "lovia.tool.idempotency_key"
 TOOL_STARTED: Final = "lovia.tool.started"
+TOOL_KNOWN: Final = "lovia.tool.known"
+"""``false`` (only then) on the span of a call to a tool the agent does not have: the
+model named a tool that does not exist."""
 TOOL_IS_ERROR: Final = "lovia.tool.is_error"
 TOOL_RECOVERED: Final = "lovia.tool.recovered"
 """``true`` on an ``execute_tool`` span of a resumed run that did NOT run the tool: the

@@ -267,6 +267,8 @@ def _tool_end(e: ev.ToolCallCompleted) -> Attrs:
     out: Attrs = {A.TOOL_IS_ERROR: e.is_error, A.TOOL_OUTCOME: tool_outcome(e)}
     if e.recovered:
         out[A.TOOL_RECOVERED] = True
+    if not e.known:
+        out[A.TOOL_KNOWN] = False
     if not e.started:
         out.update(
             {
@@ -481,6 +483,7 @@ def _back_tool(s: Finished) -> ev.Event:
         error_type=s.get(A.ERROR_TYPE),
         duration_s=s.duration_s,
         started=bool(s.get(A.TOOL_STARTED, True)),
+        known=bool(s.get(A.TOOL_KNOWN, True)),
         recovered=bool(s.get(A.TOOL_RECOVERED, False)),
     )
 
