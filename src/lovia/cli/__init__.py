@@ -208,6 +208,7 @@ def _web_parser(web: argparse.ArgumentParser) -> None:
 
 
 def _replay_parser(replay: argparse.ArgumentParser) -> None:
+    """The options of `lovia replay`. Reason for length: a flat list, one call per option."""
     replay.add_argument(
         "run",
         metavar="RUN",
