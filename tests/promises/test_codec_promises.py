@@ -216,3 +216,45 @@ def test_damaged_segments_name_the_session() -> None:
     assert exc.value.message.startswith(
         "the history of session s1 is damaged: its entries do not load ("
     )
+
+
+def _label_clause(key: str) -> tuple[str, str]:
+    """A label lookup as the SQLite store writes it: the key is a parameter too."""
+    return "json_extract(extra, {key}) = {value}", f'$.labels."{key}"'
+
+
+def _select_labelled(labels: dict[str, str], **filters: str | None) -> list[str]:
+    db = sqlite3.connect(":memory:")
+    db.execute("CREATE TABLE runs (run_id TEXT, agent TEXT, extra TEXT)")
+    db.executemany(
+        "INSERT INTO runs VALUES (?, ?, ?)",
+        [
+            ("a", "triage", '{"labels": {"tenant": "acme", "env": "prod"}}'),
+            ("b", "triage", '{"labels": {"tenant": "acme", "env": "dev"}}'),
+            ("c", "helper", '{"labels": {"tenant": "zeta", "env": "prod"}}'),
+            ("d", "triage", "{}"),
+        ],
+    )
+    where, params = run_filter(lambda n: "?", labels=labels, label_sql=_label_clause, **filters)
+    found = db.execute(f"SELECT run_id FROM runs {where} ORDER BY run_id", params).fetchall()
+    return [run_id for (run_id,) in found]
+
+
+def test_label_filters_select_the_runs_carrying_every_label() -> None:
+    assert _select_labelled({}) == ["a", "b", "c", "d"]
+    assert _select_labelled({"tenant": "acme"}) == ["a", "b"]
+    assert _select_labelled({"env": "prod"}) == ["a", "c"]
+    assert _select_labelled({"tenant": "acme", "env": "prod"}) == ["a"]
+    assert _select_labelled({"tenant": "acme"}, agent="helper") == []
+    assert _select_labelled({"env": "prod"}, agent="helper") == ["c"]
+
+
+def test_label_filters_number_the_key_and_value_after_the_columns() -> None:
+    where, params = run_filter(
+        lambda n: f"${n}",
+        labels={"tenant": "acme", "env": "prod"},
+        label_sql=lambda key: ("(labels ->> {key}) = {value}", key),
+        agent="x",
+    )
+    assert where == ("WHERE agent = $1 AND (labels ->> $2) = $3 AND (labels ->> $4) = $5")
+    assert params == ["x", "tenant", "acme", "env", "prod"]
