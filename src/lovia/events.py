@@ -190,11 +190,12 @@ class CompactionApplied(Event):
     """``evict`` | ``clear`` | ``summarize``."""
     entry_ids: tuple[str, ...] = ()
     tokens_before: int | None = None
-    """Estimated tokens of the view before the strategy changed it (characters / 4 plus
-    framing per entry, the strategies' own estimate); one build that makes several kinds
-    of change gives each of its events the whole build's figures."""
+    """The strategy's token estimate of the view without this build's changes (for
+    :class:`~lovia.view.Compaction`: its ``estimator``, characters / 4 plus framing by
+    default); None when the strategy reports none. One build that makes several kinds of
+    change gives each of its events the whole build's figures."""
     tokens_after: int | None = None
-    """Estimated tokens of the view the strategy built (same estimate)."""
+    """The strategy's token estimate of the view it built (same estimate)."""
     duration_s: float = 0.0
 
 

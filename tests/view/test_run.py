@@ -266,3 +266,24 @@ async def test_compaction_events_carry_the_views_estimated_tokens() -> None:
         assert event.tokens_before is not None and event.tokens_after is not None
         assert event.tokens_before - event.tokens_after > 60_000 // 4 - 1_000
         assert event.tokens_after in sent.values()  # the view that was sent
+
+
+async def test_compaction_token_figures_use_the_strategys_own_estimator() -> None:
+    """A Compaction with its own estimator reports its figures in that estimate."""
+    from lovia import events as ev
+
+    def reply(req: ModelRequest, info: CallInfo) -> Any:
+        k = len(info.requests)
+        return call("fetch", n=k * 5) if k <= 2 else "done"
+
+    model = FunctionModel(reply, profile=ModelProfile(context_window=12_000))
+    context = Compaction(estimator=lambda e: len(getattr(e, "content", "")) // 2 + 1)
+    agent = Agent(name="crawler", model=model, tools=[fetch], context=context)
+    applied = [
+        e async for e in Runner.stream(agent, "crawl") if isinstance(e, ev.CompactionApplied)
+    ]
+    assert applied
+    sent = {sum(context.estimator(m) for m in r.messages) for r in model.requests}
+    for event in applied:
+        assert event.tokens_after in sent
+        assert event.tokens_before is not None and event.tokens_before > event.tokens_after

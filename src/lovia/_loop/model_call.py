@@ -22,7 +22,7 @@ from ..model import ModelRequest, ModelResponse, Provider
 from ..stores.records import ViewNote
 from ..transcript import InputEntry, TextEntry, ToolCallEntry, TranscriptEntry, stamped
 from ..view.base import BuiltView, FullView, ViewInput, ViewRecord
-from ..view.compaction import Compaction, estimate_tokens
+from ..view.compaction import Compaction
 from ..view.record import ViewHasher, view_parts
 from .call import Done, ModelCall, Purpose, Relay, Returned, call_model
 from .lifelog import note_failed_call
@@ -276,12 +276,11 @@ async def _build_view(state: RunState, attempt: int) -> AsyncIterator[ev.Event |
                 yield item
     assert isinstance(step, Done)
     built = step.value
-    if built.compactions:
-        before, after = _view_tokens(inp.entries), _view_tokens(built.messages)
-        for kind, ids in built.compactions:
-            yield ev.CompactionApplied(
-                **state.base(), kind=kind, entry_ids=ids, tokens_before=before, tokens_after=after
-            )
+    before, after = built.tokens_before, built.tokens_after
+    for kind, ids in built.compactions:
+        yield ev.CompactionApplied(
+            **state.base(), kind=kind, entry_ids=ids, tokens_before=before, tokens_after=after
+        )
     injected = await _run_injectors(state, active)
     if built.evicted:  # a tool result was stubbed: the model may read it back
         _add_recall_tool(active)
@@ -299,11 +298,6 @@ async def _build_view(state: RunState, attempt: int) -> AsyncIterator[ev.Event |
         span=span,
     )
     yield PreparedView(request, record.hash)
-
-
-def _view_tokens(entries: Sequence[TranscriptEntry]) -> int:
-    """The estimated tokens of a view (the strategies' own estimate: characters / 4)."""
-    return sum(estimate_tokens(e) for e in entries)
 
 
 def _result_caps(active: ActiveAgent) -> dict[str, int]:

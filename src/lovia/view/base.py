@@ -83,6 +83,11 @@ class BuiltView:
     """True when ``recall_tool_result`` should be offered (something was evicted)."""
     compacted: bool | None = None
     """The view differs from the transcript; ``None``: derive from replaced/summary."""
+    tokens_before: int | None = None
+    """The strategy's token estimate of the view as it would be without this build's
+    changes (``CompactionApplied.tokens_before``); None: the strategy does not say."""
+    tokens_after: int | None = None
+    """The strategy's token estimate of the view it built."""
 
 
 StateT = TypeVar("StateT")

@@ -222,7 +222,9 @@ class Compaction:
         log: list[tuple[str, tuple[str, ...]]] = []
         retry, st.retry = st.retry, False
         cursor = st.cursor
-        self._take_in(inp, st, lim, log)
+        saved = self._take_in(inp, st, lim, log)
+        # the view without this build's changes: as taken in, with its evicted results whole
+        before = st.total + st.summary_tokens + saved
         # a restored state repeating the crashed call with nothing new: the same view
         repeat = retry and st.cursor == cursor and st.builds > 0 and not lim.force
         self._clear(st, lim, log)
@@ -234,7 +236,10 @@ class Compaction:
             summary = await self._summarize(inp, st, lim, summarize, log)
         st.builds += 1
         st.last_estimate = st.total + st.summary_tokens
-        return _output(st, log, summary)
+        built = _output(st, log, summary)
+        if log:
+            built.tokens_before, built.tokens_after = before, st.last_estimate
+        return built
 
     # -------------------------------------------------------------------- resume
 
@@ -337,16 +342,23 @@ class Compaction:
         st: CompactionState,
         lim: _Limits,
         log: list[tuple[str, tuple[str, ...]]],
-    ) -> None:
+    ) -> int:
+        """Take the new transcript entries in; the tokens their evictions saved."""
         entries = inp.entries
         n = len(entries)
         if st.cursor > n or (st.cursor and entries[st.cursor - 1] is not st.last):
             st.reset()  # not the transcript this state was built from
         evicted: list[str] = []
         orphans: list[str] = []
+        saved = 0
 
         def evict(entry: ToolResultEntry, tokens: int) -> ToolResultEntry | None:
-            return self._stub(entry, "evicted") if self._too_big(entry, tokens, lim, inp) else None
+            nonlocal saved
+            if not self._too_big(entry, tokens, lim, inp):
+                return None
+            stub = self._stub(entry, "evicted")
+            saved += tokens - self.estimator(stub)
+            return stub
 
         for i in range(st.cursor, n):
             self._add(entries[i], st, evict, evicted, orphans)
@@ -356,6 +368,7 @@ class Compaction:
             log.append(("evict", tuple(evicted)))
         if orphans:
             log.append(("orphan", tuple(orphans)))
+        return saved
 
     def _add(
         self,
