@@ -24,6 +24,7 @@ from lovia.stores._codec import (
     run_filter,
 )
 from lovia.stores.base import CheckpointRecord, RunInfo
+from lovia.stores.sqlite import _label_sql as sqlite_label_sql  # the store's own lookup
 from lovia.transcript import (
     HandoffEntry,
     InputEntry,
@@ -218,11 +219,6 @@ def test_damaged_segments_name_the_session() -> None:
     )
 
 
-def _label_clause(key: str) -> tuple[str, str]:
-    """A label lookup as the SQLite store writes it: the key is a parameter too."""
-    return "json_extract(extra, {key}) = {value}", f'$.labels."{key}"'
-
-
 def _select_labelled(labels: dict[str, str], **filters: str | None) -> list[str]:
     db = sqlite3.connect(":memory:")
     db.execute("CREATE TABLE runs (run_id TEXT, agent TEXT, extra TEXT)")
@@ -235,7 +231,7 @@ def _select_labelled(labels: dict[str, str], **filters: str | None) -> list[str]
             ("d", "triage", "{}"),
         ],
     )
-    where, params = run_filter(lambda n: "?", labels=labels, label_sql=_label_clause, **filters)
+    where, params = run_filter(lambda n: "?", labels=labels, label_sql=sqlite_label_sql, **filters)
     found = db.execute(f"SELECT run_id FROM runs {where} ORDER BY run_id", params).fetchall()
     return [run_id for (run_id,) in found]
 
