@@ -305,3 +305,49 @@ async def test_build_cost_is_incremental() -> None:
     tool_turn(tr, [10])
     await build(counted, st2, tr.view())
     assert calls - before <= 4  # the new entries only
+
+
+async def test_token_figures_count_every_eviction_of_one_build_exactly() -> None:
+    """Two results evicted in one build: before counts both whole, after counts both stubs."""
+
+    def chars(entry: TranscriptEntry) -> int:
+        return len(getattr(entry, "content", "") or "") + 1
+
+    s = Compaction(estimator=chars, max_result_tokens=1_000)
+    tr = start()
+    calls = tool_turn(tr, [50_000, 30_000, 10])
+    built = await build(s, s.new_state(), tr.view())
+    assert built.evicted
+    ((kind, ids),) = built.compactions
+    big = {result_of(tr, c).id for c in calls[:2]}
+    assert kind == "evict" and set(ids) == big
+    # the system prompt is not a view entry: the figures cover the conversation
+    assert built.tokens_before == sum(chars(e) for e in tr if not isinstance(e, SystemEntry))
+    assert built.tokens_after == sum(chars(m) for m in built.messages)
+    assert built.tokens_before - built.tokens_after == sum(
+        chars(result_of(tr, c)) - chars(built.replaced[result_of(tr, c).id]) for c in calls[:2]
+    )
+
+
+async def test_token_figures_after_a_summary_count_the_summary_once() -> None:
+    """An eviction in the build after a summary: before is the previous view (summary
+    included) plus the new entries whole; after is the view this build sent."""
+
+    def chars(entry: TranscriptEntry) -> int:
+        return len(getattr(entry, "content", "") or "") + 1
+
+    s = Compaction(estimator=chars, max_result_tokens=3_000, keep_recent_turns=1)
+    st = s.new_state()
+    tr = start()
+    for _ in range(4):
+        tool_turn(tr, [1_500, 1_000])
+    first = await build(s, st, tr.view(), window=8_000)  # 10k chars > 0.8 of the window
+    assert first.summary is not None and first.tokens_after is not None
+    assert first.tokens_after == sum(chars(m) for m in first.messages)
+    seen = len(tr)
+    tool_turn(tr, [20_000])
+    second = await build(s, st, tr.view(), window=80_000, turn=2)
+    assert second.summary is None and [k for k, _ in second.compactions] == ["evict"]
+    new = sum(chars(e) for e in list(tr)[seen:])
+    assert second.tokens_before == first.tokens_after + new
+    assert second.tokens_after == sum(chars(m) for m in second.messages)
