@@ -199,3 +199,49 @@ def test_the_events_old_name_still_works_with_a_deprecation_warning() -> None:
         old = events.GuardrailTripped  # type: ignore[attr-defined]
     assert old is events.GuardrailTriggered
     assert "GuardrailTripped" not in events.__all__
+
+
+async def _hangs(ctx: RunContext[Any], value: Any) -> None:
+    import asyncio
+
+    await asyncio.Event().wait()  # a moderation call to a server that never answers
+
+
+@pytest.mark.parametrize("kind", ["input", "output"])
+async def test_the_runs_deadline_stops_a_guardrail_that_hangs(kind: str) -> None:
+    """A check is one of the run's waits: max_seconds ends it, the run is resumable."""
+    import asyncio
+
+    from lovia import BudgetExceeded, RunBudget, Runner
+
+    guards: dict[str, Any] = {f"{kind}_guardrails": [_hangs]}
+    agent = Agent(name="a", model=ScriptedModel([] if kind == "input" else ["ok"]), **guards)
+    store = MemoryStore()
+    with pytest.raises(BudgetExceeded) as info:
+        await asyncio.wait_for(
+            Runner.run(
+                agent, "hi", budget=RunBudget(max_seconds=0.1), checkpointer=store, run_id="g"
+            ),
+            5,
+        )
+    assert info.value.limit == "max_seconds"
+    assert "in flight" in info.value.message
+    snap = await store.load("g")
+    assert snap is not None and snap.info.status == "failed"
+
+
+async def test_a_cancel_stops_a_guardrail_that_hangs() -> None:
+    import asyncio
+
+    from lovia import RunCancelled, Runner
+
+    agent = Agent(name="a", model=ScriptedModel([]), input_guardrails=[_hangs])
+    handle = Runner.stream(agent, "hi")
+    seen: list[str] = []
+    async for event in handle:
+        seen.append(type(event).__name__)
+        if isinstance(event, events.GuardrailStarted):
+            handle.cancel("user pressed stop")
+    with pytest.raises(RunCancelled):
+        await asyncio.wait_for(handle.result(), 5)
+    assert seen[-2:] == ["GuardrailStarted", "RunFailed"]

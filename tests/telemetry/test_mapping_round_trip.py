@@ -4,6 +4,7 @@ processor rebuild from them, field by field, against what the run emitted live."
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
 from typing import Any
@@ -93,7 +94,23 @@ class Scenario:
     agent: Callable[[], Agent[Any, Any]]
     options: Callable[[], dict[str, Any]] = dict
     """Run options, made afresh for each run (stores are per run)."""
-    cancel_on_delta: bool = False
+    cancel_on: type[events.Event] | None = None
+    """Cancel the run as soon as it emits an event of this type."""
+
+
+@tool
+async def wait() -> str:
+    """Waits for ever (a call to cancel)."""
+    await asyncio.Event().wait()
+    return "never"
+
+
+def _hanging_guard() -> Agent[Any, Any]:
+    async def slow_check(ctx: Any, value: Any) -> str | None:
+        await asyncio.Event().wait()
+        return None
+
+    return Agent(name="a", model=ScriptedModel([]), input_guardrails=[slow_check])
 
 
 def _rich() -> Agent[Any, Any]:
@@ -183,7 +200,13 @@ CORPUS = {
     "guard_trips": Scenario(_guarded(True)),
     "failed_call": Scenario(_failed_call),
     "paused": Scenario(_paused),
-    "cancelled": Scenario(lambda: Agent(name="a", model=Hanging([])), cancel_on_delta=True),
+    "cancelled": Scenario(lambda: Agent(name="a", model=Hanging([])), cancel_on=events.TextDelta),
+    # spans the run's end closes stand for nothing: the live stream emitted no end for them
+    "cancelled_in_tool": Scenario(
+        lambda: Agent(name="a", model=ScriptedModel([call("wait")]), tools=[wait]),
+        cancel_on=events.ToolCallStarted,
+    ),
+    "cancelled_in_guardrail": Scenario(_hanging_guard, cancel_on=events.GuardrailStarted),
     "summary": Scenario(_summary, lambda: {"max_turns": 20}),
     "handoff": Scenario(_handoff),
     "budget": Scenario(_budget, lambda: {"budget": RunBudget(max_cost_usd=0.5)}),
@@ -197,7 +220,7 @@ async def _run(otel: Otel, scenario: Scenario) -> list[events.Event]:
     live: list[events.Event] = []
     async for event in handle:
         live.append(event)
-        if scenario.cancel_on_delta and isinstance(event, events.TextDelta):
+        if scenario.cancel_on is not None and isinstance(event, scenario.cancel_on):
             handle.cancel("stop")
     try:
         await handle.result()
@@ -778,3 +801,24 @@ async def test_a_call_to_a_tool_the_agent_lacks_rebuilds_as_unknown(otel: Otel) 
     assert isinstance(denied, events.ToolCallCompleted)
     assert (missing.known, missing.started) == (False, False)
     assert (denied.known, denied.started) == (True, False)
+
+
+async def test_a_span_the_runs_end_closed_says_so_and_stands_for_nothing(otel: Otel) -> None:
+    """A tool cancelled mid-call: its span carries the run's error and the interrupted
+    mark, and no ToolCallCompleted is rebuilt from it (the stream emitted none)."""
+    live = await _run(otel, CORPUS["cancelled_in_tool"])
+    assert not [e for e in live if isinstance(e, events.ToolCallCompleted)]
+    (span,) = spans_named(otel, "execute_tool wait")
+    assert attrs_of(span)[A.SPAN_INTERRUPTED] is True
+    assert attrs_of(span)[A.ERROR_TYPE] == "RunCancelled"
+    assert span.status.status_code == StatusCode.ERROR
+    assert event_from_span(span) is None
+    (run,) = spans_named(otel, "invoke_agent a")
+    assert A.SPAN_INTERRUPTED not in attrs_of(run)  # the run span ends with its own event
+    assert isinstance(event_from_span(run), events.RunFailed)
+
+
+async def test_a_tool_span_that_finished_is_not_marked_interrupted(otel: Otel) -> None:
+    await _run(otel, CORPUS["rich"])
+    spans = [s for s in otel.spans() if str(s.name).startswith("execute_tool")]
+    assert spans and not [s for s in spans if A.SPAN_INTERRUPTED in attrs_of(s)]

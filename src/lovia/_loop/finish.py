@@ -39,11 +39,15 @@ logger = logging.getLogger("lovia.loop")
 async def run_guardrails(
     state: RunState, kind: str, guards: Sequence[Guardrail], value: Any
 ) -> AsyncIterator[ev.Event]:
-    """Run guardrails in order; a trip raises GuardrailTripped after its events."""
-    assert state.active is not None
+    """Run guardrails in order; a trip raises GuardrailTripped after its events.
+
+    A check is one of the run's waits, like a tool: a cancel or the run's deadline
+    interrupts a check that hangs (a moderation call to a stalled server)."""
+    assert state.active is not None and state.runtime.watch is not None
     for guard in guards:
         yield ev.GuardrailStarted(**state.base(), kind=kind, guardrail=guard.name)
-        result = await guard.check(state.ctx, value)
+        async with state.runtime.watch.armed():
+            result = await guard.check(state.ctx, value)
         yield ev.GuardrailCompleted(
             **state.base(),
             kind=kind,

@@ -109,6 +109,10 @@ ERROR_MESSAGE: Final = "error.message"
 
 # -- lovia attributes --
 VERSION: Final = "lovia.telemetry.version"
+SPAN_INTERRUPTED: Final = "lovia.span.interrupted"
+"""``true`` on a phase's span that the run's end closed (the run failed, was cancelled or
+its stream was closed while a tool, guardrail, view or model call was in progress): its
+phase never finished, so the span stands for no end event (``error.type`` is the run's)."""
 RUN_ID: Final = "lovia.run.id"
 RUN_RESUMED: Final = "lovia.run.resumed"
 RUN_ATTEMPT: Final = "lovia.run.attempt"

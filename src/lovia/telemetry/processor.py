@@ -78,8 +78,8 @@ def _finished(span: Any) -> Finished | None:
 
 def _own_event(span: Any, finished: Finished) -> Event | None:
     build = SPANS.get(span_base(str(span.name)))
-    if build is None:
-        return None
+    if build is None or finished.attrs.get(A.SPAN_INTERRUPTED):
+        return None  # a phase the run's end cut short: the live stream emitted no end
     try:
         return build(finished)
     except Exception:

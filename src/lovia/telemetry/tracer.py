@@ -498,7 +498,7 @@ class RunTracer:
         self._guards.clear()
         self._chat = self._view = self._turn = self._view_ctx = self._turn_ctx = None
         for span in spans:
-            span.set_attribute(A.ERROR_TYPE, error_type)
+            span.set_attributes({A.ERROR_TYPE: error_type, A.SPAN_INTERRUPTED: True})
             span.set_status(status)
             span.end()
 
