@@ -170,8 +170,10 @@ async def _setup_plugin(
     state: RunState, plugin: Plugin, merged: _Merged, texts: dict[str, str]
 ) -> AsyncIterator[ev.Event]:
     t0 = time.perf_counter()
+    watch = state.runtime.watch
+    assert watch is not None
     try:
-        instance = await plugin.setup(state.ctx)
+        instance = await watch.wait(plugin.setup(state.ctx))  # a cancel interrupts it
     except Exception as exc:
         yield ev.PluginSetup(
             **state.base(),
@@ -324,7 +326,9 @@ async def _system_prompt(
     parts: list[str] = []
     if agent.instructions:
         parts.append(agent.instructions)
-    parts.extend(await render_fragments(agent, state.ctx))
+    if agent.instruction_fragments:  # user code: a cancel or the deadline interrupts it
+        assert state.runtime.watch is not None
+        parts.extend(await state.runtime.watch.wait(render_fragments(agent, state.ctx)))
     if state.params.extra_instructions:
         parts.append(state.params.extra_instructions)
     for plugin in plugins:

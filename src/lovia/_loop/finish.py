@@ -46,8 +46,7 @@ async def run_guardrails(
     assert state.active is not None and state.runtime.watch is not None
     for guard in guards:
         yield ev.GuardrailStarted(**state.base(), kind=kind, guardrail=guard.name)
-        async with state.runtime.watch.armed():
-            result = await guard.check(state.ctx, value)
+        result = await state.runtime.watch.wait(guard.check(state.ctx, value))
         yield ev.GuardrailCompleted(
             **state.base(),
             kind=kind,

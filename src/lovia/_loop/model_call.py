@@ -111,15 +111,19 @@ def _overflow_error(exc: ContextOverflow, attempts: int) -> ContextOverflow:
 
 async def _run_injectors(state: RunState, active: ActiveAgent) -> list[TranscriptEntry]:
     """Every injector's entries for this view; an injector never aborts a run:
-    one that raises or returns something unusable is logged by name and skipped."""
+    one that raises or returns something unusable is logged by name and skipped. A
+    cancel or the run's deadline interrupts one that hangs, and ends the run."""
     out: list[TranscriptEntry] = []
     for plugin_name, injector in active.injectors:
         name = getattr(injector, "__qualname__", None) or repr(injector)
         try:
             result = injector(state.ctx)
             if inspect.isawaitable(result):
-                result = await result
+                assert state.runtime.watch is not None
+                result = await state.runtime.watch.wait(result)  # a stalled retrieval
         except Exception:
+            if state.runtime.watch is not None and state.runtime.watch.stopped is not None:
+                raise  # the run's cancel or deadline: not the injector's failure
             logger.exception(
                 "view injector %s of plugin %r failed; skipped this turn", name, plugin_name
             )

@@ -2,7 +2,8 @@
 ``asyncio.timeout`` around each of the loop's own awaits.
 
 ``async with state.runtime.watch.armed():`` wraps a model call's stream, a wait for tools, a
-wait for budget room; never user code: around each event a stream hands to its consumer
+wait for budget room, and (``wait()``) the user code the loop itself awaits; never the
+consumer's code: around each event a stream hands to its consumer
 the block is paused (``pause()`` / ``resume()``: one timeout per call, rescheduled), so
 stopping never interrupts the caller's own code. Inside, the deadline is the timeout's;
 a cancel token set from any thread moves the timeout to now (``Timeout.reschedule``).
@@ -15,11 +16,13 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 __all__ = ["Armed", "RunWatch"]
+
+T = TypeVar("T")
 
 
 class RunWatch:
@@ -54,6 +57,16 @@ class RunWatch:
         timeout = self.timeout
         if timeout is not None and not timeout.expired():
             timeout.reschedule(asyncio.get_running_loop().time())
+
+    async def wait(self, awaitable: Awaitable[T]) -> T:
+        """``await awaitable`` as one of the run's waits (user code the loop awaits: a
+        guardrail, an instruction, an injector, a plugin's setup): a stop signal ends it
+        with the run's error, even when the code swallowed its cancellation."""
+        async with self.armed():
+            value = await awaitable
+        if self.stopped is not None:
+            raise self.stopped
+        return value
 
     def error(self) -> BaseException:
         """The run's error for a stop signal (built once)."""
