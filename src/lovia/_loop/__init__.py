@@ -23,11 +23,12 @@ from .._observers import OBSERVERS, notify
 from ..context import RunContext
 from ..errors import LeaseLost, LoviaError, RunCancelled, RunError
 from ..result import RunResult
+from ..stores.base import RunSnapshot, start_run
 from ..telemetry.tracer import RunTracer, make_run_tracer
 from ..transcript import Transcript
 from ..usage import Usage
 from .attempts import lifecycle_extra
-from .checkpoint import end_released, finish_info, restore
+from .checkpoint import end_released, finish_info, restore, run_info
 from .engine import host_stop, record_host_stop
 from .finish import call_close, close_plugins, finish, result_of, write_session
 from .lease import stop_heartbeat
@@ -159,10 +160,10 @@ async def _phases(state: RunState) -> AsyncIterator[ev.Event | Final]:
             yield event  # idempotent: finishes a run that crashed before its session write
         return
     history = stored = None
-    if snapshot is not None:
+    if snapshot is not None and _started(snapshot):
         stored = restore(snapshot)  # folded once: the links now, the rest in prepare
         state.progress.trace_links = stored.trace_links
-    else:
+    else:  # a new run, or one that failed before its start was written: starts afresh
         history = await inherit_session_labels(state)  # a resumed run keeps its labels
     started = run_started(state, resumed=snapshot is not None)
     yield started
@@ -199,6 +200,12 @@ async def _turns(state: RunState) -> AsyncIterator[ev.Event | Final]:
     async for event in finish(state, final):
         yield event
     yield final
+
+
+def _started(snapshot: RunSnapshot) -> bool:
+    """False for a run that failed before its start was written (its row holds only
+    attempt records): nothing to resume, it starts afresh."""
+    return any(r.kind != "attempt" for r in snapshot.records)
 
 
 def _last_response(state: RunState) -> list[Any]:
@@ -302,6 +309,9 @@ async def _mark_failed(state: RunState, error: BaseException) -> None:
         info.extra["error"] = error.message if isinstance(error, LoviaError) else str(error)
         info.extra["hint"] = getattr(error, "hint", None)
         lifecycle_extra(state, error, info.extra)
+        if not state.runtime.row:  # it failed before its start was written: write the
+            # row now, so the failed run can be found (lovia runs, the web app)
+            await start_run(cp, run_info(state), [], fence=state.runtime.lease.token)
         await end_released(state, info, None)  # records, row, lease: one transaction
     except LeaseLost:
         logger.warning("run %s: lease lost; its failure is not recorded", state.run_id)

@@ -119,6 +119,7 @@ async def write_progress(
         fence = state.runtime.lease.token
         if begin is not None:
             written = await start_run(cp, begin, records, fence=fence)
+            state.runtime.row = True
         else:
             written = await cp.append(state.run_id, records, fence=fence)
     except Exception as exc:  # the failed write is still reported (its own span), then raised

@@ -60,6 +60,7 @@ async def load_snapshot(state: RunState) -> RunSnapshot | None:
         raise await lease_held(state)
     start_heartbeat(state)
     snapshot = await cp.load(state.run_id)
+    state.runtime.row = snapshot is not None
     if snapshot is not None and snapshot.info.status != "completed":
         if PRUNED_KEY in snapshot.info.extra:
             raise UserError(

@@ -226,6 +226,10 @@ class Runtime:
     limits tokens or cost and calls run in parallel: see ``share``)."""
     completed_result: RunResult[Any] | None = None
     """Set when the run_id was already completed: the stored RunResult."""
+    row: bool = False
+    """True once the run's row is in the store: written by the start commit, or found
+    when the run resumes. A run that fails before it (in a plugin's setup) writes it with
+    its failure."""
 
 
 @dataclass(slots=True, kw_only=True)
