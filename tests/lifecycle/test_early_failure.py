@@ -94,3 +94,36 @@ async def test_the_deadline_during_a_setup_that_hangs_is_recorded(db: Store) -> 
     snap = await db.load("r3")
     assert snap is not None
     assert (snap.info.status, snap.info.error_type) == ("failed", "BudgetExceeded")
+
+
+async def test_a_resumed_run_is_running_while_its_new_attempt_runs(db: Store) -> None:
+    """The row said how the last attempt ended (cancelled); while the run is resumed the
+    store, lovia runs and the web must say running, then how the run ended."""
+    from lovia import CancelToken, RunCancelled, tool
+    from lovia.testing import call
+
+    seen: list[tuple[str, str]] = []
+
+    @tool
+    async def look() -> str:
+        """Look at the run from outside while it runs."""
+        snap = await db.load("r4")
+        assert snap is not None
+        seen.append((snap.info.status, (await life_of(db, snap.info, snap)).state))
+        return "seen"
+
+    agent = Agent(name="a", model=ScriptedModel([call("look"), "done"]), tools=[look])
+    stop = CancelToken()
+    stop.cancel("user pressed stop")
+    with pytest.raises(RunCancelled):
+        await Runner.run(agent, "go", checkpointer=db, run_id="r4", cancel_token=stop)
+    snap = await db.load("r4")
+    assert snap is not None and snap.info.status == "cancelled"
+    result = await Runner.run(agent, "go", checkpointer=db, run_id="r4")
+    assert result.output == "done"
+    assert seen == [("running", "running")]
+    snap = await db.load("r4")
+    assert snap is not None and snap.info.status == "completed"
+    assert snap.info.ended_at is not None and snap.info.error_type is None
+    life = await life_of(db, snap.info, snap)
+    assert [(a.attempt, a.how) for a in life.attempts] == [(1, "cancelled"), (2, "finished")]

@@ -11,15 +11,20 @@ The last attempt's end is the run's row itself, so ending a run costs no extra w
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import Any
 
 from ..errors import ApprovalPending, RunCancelled
-from ..stores.base import RunSnapshot
-from ..stores.lifecycle import HOST, process_gone, this_process
+from ..stores.base import RunInfo, RunSnapshot
+from ..stores.lifecycle import CANCEL_REQUEST_KEY, HOST, process_gone, this_process
 from ..stores.records import AttemptEnd, AttemptRecord, read_records
 from .state import RunState
 
-__all__ = ["adopt_snapshot", "lifecycle_extra", "note_attempt_start"]
+__all__ = ["adopt_snapshot", "lifecycle_extra", "note_attempt_start", "reopened"]
+
+_ENDING = ("error", "hint", "waiting_on", "cancelled_by", CANCEL_REQUEST_KEY)
+"""What a row says about how the run stopped (``lifecycle_extra`` and the failure's
+``error``/``hint``): gone from the row while the run runs again."""
 
 
 def _starts(snapshot: RunSnapshot) -> list[AttemptRecord]:
@@ -92,3 +97,13 @@ def lifecycle_extra(state: RunState, error: BaseException, extra: dict[str, Any]
         extra["cancelled_by"] = (
             error.cancelled_by or state.ctx.cancel_token.reason or "its cancel token was set"
         )
+
+
+def reopened(info: RunInfo, attempt: int) -> RunInfo:
+    """The row of a run resumed after its last attempt ended it (failed, cancelled or
+    paused): running again. How that attempt ended stays in this attempt's record."""
+    extra = {k: v for k, v in info.extra.items() if k not in _ENDING}
+    extra["attempts"] = attempt
+    return replace(
+        info, status="running", finish_reason=None, error_type=None, ended_at=None, extra=extra
+    )

@@ -17,7 +17,7 @@ from ..stores.session_labels import SessionLabels, SessionOpener
 from ..transcript import InputEntry, SystemEntry, TranscriptEntry, input_entries
 from ..view.record import ViewRecord, resolve_records, view_records
 from .activate import activate, resolve_provider
-from .attempts import adopt_snapshot, note_attempt_start
+from .attempts import adopt_snapshot, note_attempt_start, reopened
 from .checkpoint import commit, open_calls, run_info
 from .finish import run_guardrails
 from .lease import lease_held, start_heartbeat, take_lease
@@ -217,6 +217,8 @@ async def prepare(
     if snapshot is not None and stored is not None:
         async for event in commit(state, "attempt"):  # at once: it may die soon
             yield event
+        if snapshot.info.status != "running":  # the row said how the last attempt ended
+            await _reopen(state, snapshot)
         async for event in _resume(state, snapshot, stored):
             yield event
         return
@@ -235,6 +237,15 @@ async def prepare(
         yield event
     async for event in run_guardrails(state, "input", state.active.input_guardrails, inputs):
         yield event
+
+
+async def _reopen(state: RunState, snapshot: RunSnapshot) -> None:
+    """Mark the row running again, so the store, ``lovia runs`` and the web say what the
+    run does now (a second write, on resume only; fenced like every write)."""
+    cp = state.checkpointer
+    assert cp is not None
+    row = reopened(snapshot.info, state.attempt)
+    await cp.finish(row, None, fence=state.runtime.lease.token)
 
 
 async def _resume(
