@@ -1,19 +1,21 @@
-"""A run that fails before its start is written — a plugin's setup raises, or a cancel or
+"""What a run's row says across its attempts, on every store backend.
+
+A run that fails before its start is written — a plugin's setup raises, or a cancel or
 the deadline interrupts a setup or an instruction that hangs — is still recorded: its row
-says failed (or cancelled), why, and what to do; submitted again it starts afresh."""
+says failed (or cancelled), why, and what to do; submitted again it starts afresh. A run
+resumed after it ended is running while its new attempt runs."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from lovia import Agent, BudgetExceeded, PluginInstance, RunBudget, Runner
 from lovia.context import RunContext
-from lovia.stores import MemoryStore, Store, store
+from lovia.stores import Store
 from lovia.stores.lifecycle import life_of
 from lovia.testing import ScriptedModel
 
@@ -38,11 +40,6 @@ class Hangs:
     async def setup(self, ctx: RunContext[Any]) -> PluginInstance:
         await asyncio.Event().wait()
         return PluginInstance()
-
-
-@pytest.fixture(params=["memory", "sqlite"])
-def db(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
-    return MemoryStore() if request.param == "memory" else store(f"sqlite:///{tmp_path}/r.db")
 
 
 @pytest.mark.lovia_unconsumed
