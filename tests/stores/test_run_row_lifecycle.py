@@ -61,20 +61,38 @@ async def test_a_run_whose_plugin_setup_fails_is_recorded_as_failed(
 
 
 async def test_submitted_again_it_starts_afresh_as_its_second_attempt(db: Store) -> None:
+    from lovia import tool
+    from lovia.testing import call
+
+    seen: list[tuple[str, str]] = []
+
+    @tool
+    async def look() -> str:
+        """Look at the run from outside while it runs."""
+        snap = await db.load("r2")
+        assert snap is not None
+        seen.append((snap.info.status, (await life_of(db, snap.info, snap)).state))
+        return "seen"
+
     plugin = Flaky()
-    model = ScriptedModel(["done"])
-    agent = Agent(name="notes", model=model, instructions="Be brief.", plugins=[plugin])
+    model = ScriptedModel([call("look"), "done"])
+    agent = Agent(
+        name="notes", model=model, instructions="Be brief.", plugins=[plugin], tools=[look]
+    )
     with pytest.raises(FileNotFoundError):
         await Runner.run(agent, "summarize", checkpointer=db, run_id="r2")
     plugin.fixed = True
     result = await Runner.run(agent, "summarize", checkpointer=db, run_id="r2")
     assert result.output == "done"
-    (request,) = model.requests
+    assert seen == [("running", "running")]  # not the failure of the attempt before
+    request = model.requests[0]
     assert request.system == "Be brief.\n\nUse the notes."  # the plugin is set up this time
     assert [(e.type, getattr(e, "origin", None)) for e in request.messages] == [("input", "input")]
     snap = await db.load("r2")
     assert snap is not None and snap.info.status == "completed"
-    assert [e.type for e in snap.entries()] == ["system", "input", "text"]
+    assert [e.type for e in snap.entries()] == [
+        "system", "input", "tool_call", "tool_result", "text"
+    ]  # fmt: skip
     life = await life_of(db, snap.info, snap)
     assert [a.attempt for a in life.attempts] == [1, 2]
     assert life.attempts[0].how == "failed"

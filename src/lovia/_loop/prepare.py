@@ -235,6 +235,8 @@ async def prepare(
     begin = run_info(state) if state.checkpointer is not None else None
     async for event in commit(state, "start", begin=begin):  # the row and the records
         yield event
+    if snapshot is not None and snapshot.info.status != "running":  # it failed at setup
+        await _reopen(state, snapshot)
     async for event in run_guardrails(state, "input", state.active.input_guardrails, inputs):
         yield event
 
