@@ -1,6 +1,7 @@
 """User code the loop itself awaits — a guardrail, a dynamic instruction, a view injector,
-a plugin's setup — is one of the run's waits: a cancel or ``max_seconds`` ends it, even
-when the code hangs on a stalled server or swallows its cancellation."""
+a plugin's setup, an async hook on the run's events — is one of the run's waits: a cancel
+or ``max_seconds`` ends it, even when the code hangs on a stalled server or swallows its
+cancellation."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 
 from lovia import (
     Agent,
+    AgentHooks,
     BudgetExceeded,
     PluginInstance,
     RunBudget,
@@ -71,11 +73,31 @@ def _agent(where: str, fn: Callable[..., Any] = _hang) -> Agent[Any, Any]:
         return Agent(name="a", model=model, plugins=[Injects(fn)])
     if where == "setup":
         return Agent(name="a", model=model, plugins=[SlowSetup()])
+    if where == "hook":  # an audit hook posting to a webhook that never answers
+        hooks = AgentHooks()
+        hooks.on(events.ModelCallStarted)(fn)
+        return Agent(name="a", model=model, hooks=hooks)
+    if where == "plugin-hook":
+        return Agent(name="a", model=model, plugins=[Hooks(fn)])
     assert where == "guardrail"
     return Agent(name="a", model=model, input_guardrails=[fn])
 
 
-WHERE = ["instruction", "injector", "setup", "guardrail"]
+class Hooks:
+    """A plugin whose hook on every model call is ``fn`` (plugin hooks are fail-open)."""
+
+    name = "audit"
+
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        self.fn = fn
+
+    async def setup(self, ctx: RunContext[Any]) -> PluginInstance:
+        hooks = AgentHooks()
+        hooks.on(events.ModelCallStarted)(self.fn)
+        return PluginInstance(hooks=hooks)
+
+
+WHERE = ["instruction", "injector", "setup", "guardrail", "hook", "plugin-hook"]
 
 
 @pytest.mark.parametrize("where", WHERE)
@@ -104,7 +126,7 @@ async def test_a_cancel_stops_user_code_that_hangs(where: str) -> None:
     assert seen[-1] is events.RunFailed
 
 
-@pytest.mark.parametrize("where", ["instruction", "injector", "guardrail"])
+@pytest.mark.parametrize("where", ["instruction", "injector", "guardrail", "hook"])
 async def test_code_that_swallows_its_cancellation_does_not_keep_the_run(where: str) -> None:
     run = Runner.run(_agent(where, _swallow), "hi", budget=RunBudget(max_seconds=0.1))
     with pytest.raises(BudgetExceeded):
@@ -118,3 +140,43 @@ async def test_an_injector_that_fails_on_its_own_is_still_skipped() -> None:
     agent = Agent(name="a", model=ScriptedModel(["ok"]), plugins=[Injects(broken)])
     result = await Runner.run(agent, "hi", budget=RunBudget(max_seconds=5))
     assert result.output == "ok"
+
+
+async def test_hooks_on_the_runs_end_run_to_their_end_after_a_cancel() -> None:
+    """The closing and terminal events' hooks are not cut short: the run is already
+    stopping, and an audit hook on RunFailed must still record why."""
+    hooks = AgentHooks()
+    seen: list[str] = []
+
+    @hooks.on(events.ModelCallStarted)
+    async def hang(event: Any, ctx: Any) -> None:
+        await _hang()
+
+    @hooks.on(events.RunFailed)
+    async def audit(event: events.RunFailed, ctx: Any) -> None:
+        await asyncio.sleep(0.01)  # a real await: an armed wait would end it at once
+        seen.append(event.error_type)
+
+    agent = Agent(name="a", model=ScriptedModel(["ok"]), hooks=hooks)
+    handle = Runner.stream(agent, "hi")
+    asyncio.get_running_loop().call_later(0.05, handle.cancel, "stop")
+    with pytest.raises(RunCancelled):
+        async with asyncio.timeout(5):
+            async for _ in handle:
+                pass
+            await handle.result()
+    assert seen == ["RunCancelled"]
+
+
+async def test_a_hook_that_answers_in_time_is_not_disturbed() -> None:
+    hooks = AgentHooks()
+    calls: list[int] = []
+
+    @hooks.on(events.ModelCallStarted)
+    async def slow(event: Any, ctx: Any) -> None:
+        await asyncio.sleep(0.01)
+        calls.append(1)
+
+    agent = Agent(name="a", model=ScriptedModel(["ok"]), hooks=hooks)
+    result = await Runner.run(agent, "hi", budget=RunBudget(max_seconds=5))
+    assert result.output == "ok" and calls == [1]

@@ -80,3 +80,15 @@ async def test_the_callers_cancellation_propagates_untouched() -> None:
     with pytest.raises(asyncio.CancelledError):
         await task
     assert watch.stopped is None
+
+
+async def test_after_a_nested_wait_the_token_still_reaches_the_enclosing_await() -> None:
+    """A user-code wait inside an armed block (a hook on an event a phase hands out
+    while armed) gives the token back to the enclosing block when it ends."""
+    watch, token = _watch()
+    with pytest.raises(Stopped):
+        async with watch.armed():
+            assert await watch.wait(asyncio.sleep(0, "hook done")) == "hook done"
+            asyncio.get_running_loop().call_later(0.01, token.cancel, "stop")
+            await asyncio.sleep(5)  # the token must still end this
+    assert watch.timeout is None

@@ -82,12 +82,17 @@ class Emitter:
             return not state.active.hooks
         return state.params.agent.hooks is None
 
-    async def emit(self, event: ev.Event) -> ev.Event:
+    async def emit(self, event: ev.Event, *, live: bool = False) -> ev.Event:
         """The event as hooks, observers and the consumer see it: with its phase's span.
 
         An event whose span the tracer opens here gets it now, as the last step of its
         construction: only the phase that built it has seen it, and nothing changes it
-        after this (a copy per span cost ~3 µs of the round-trip for each)."""
+        after this (a copy per span cost ~3 µs of the round-trip for each).
+
+        ``live``: the run is still going (not its closing or terminal events), so the
+        hooks are one of the run's waits: a cancel or the deadline ends a hook that
+        hangs, with the run's error. The run's own end is not interrupted: its closing
+        hooks run to their end."""
         tracer = self.tracer
         span: Any = None
         if tracer is not None:
@@ -103,9 +108,13 @@ class Emitter:
             if state.active is not None
             else ([(None, state.params.agent.hooks)] if state.params.agent.hooks else [])
         )
+        watch = state.runtime.watch if live else None
         try:
             for plugin, h in hooks:
-                await h.dispatch(event, state.ctx, plugin=plugin)
+                if watch is None:
+                    await h.dispatch(event, state.ctx, plugin=plugin)
+                else:
+                    await watch.wait(h.dispatch(event, state.ctx, plugin=plugin))
         finally:
             if tracer is not None:
                 tracer.end(event, span)
@@ -345,7 +354,7 @@ async def run_events(params: RunParams, outcome: Outcome) -> AsyncGenerator[ev.E
                 if isinstance(item, Final):
                     final = item
                 else:
-                    yield item if emitter.idle() else await emitter.emit(item)
+                    yield item if emitter.idle() else await emitter.emit(item, live=True)
         except GeneratorExit:
             raise
         except BaseException as exc:

@@ -2,7 +2,8 @@
 ``asyncio.timeout`` around each of the loop's own awaits.
 
 ``async with state.runtime.watch.armed():`` wraps a model call's stream, a wait for tools, a
-wait for budget room, and (``wait()``) the user code the loop itself awaits; never the
+wait for budget room, and (``wait()``) the user code the loop itself awaits (guardrails,
+instructions, injectors, plugin setup, async hooks on a live run's events); never the
 consumer's code: around each event a stream hands to its consumer
 the block is paused (``pause()`` / ``resume()``: one timeout per call, rescheduled), so
 stopping never interrupts the caller's own code. Inside, the deadline is the timeout's;
@@ -85,11 +86,13 @@ class RunWatch:
 class Armed:
     """``asyncio.timeout_at`` at the run's deadline, reschedulable by the token."""
 
-    __slots__ = ("_timeout", "_watch")
+    __slots__ = ("_outer", "_timeout", "_watch")
 
     def __init__(self, watch: RunWatch) -> None:
         self._watch = watch
         self._timeout: asyncio.Timeout | None = None
+        self._outer: asyncio.Timeout | None = None
+        """The armed await this one is inside (None: none, or it is paused)."""
 
     def pause(self) -> None:
         """Disarm while the caller's code runs (a consumer of the streamed events): the
@@ -111,6 +114,7 @@ class Armed:
         loop = watch.loop = asyncio.get_running_loop()
         timeout = asyncio.timeout_at(watch.when(loop))
         await timeout.__aenter__()
+        self._outer = watch.timeout
         self._timeout = watch.timeout = timeout
         return self
 
@@ -122,7 +126,7 @@ class Armed:
     ) -> None:
         watch, timeout = self._watch, self._timeout
         assert timeout is not None
-        watch.timeout = None
+        watch.timeout = self._outer  # the token reaches the enclosing await again
         try:
             await timeout.__aexit__(exc_type, exc, tb)
         except TimeoutError:
