@@ -16,5 +16,5 @@ fi
     "pydantic-ai-slim[openai]" \
     opentelemetry-sdk \
     httpx \
-    -e "$root"
+    -e "$root[postgres,fast]"
 "$venv/bin/python" -m pip list 2>/dev/null | grep -i -E '^(openai|openai-agents|pydantic-ai-slim|pydantic|httpx|httpx2|opentelemetry-sdk|lovia) ' || true
