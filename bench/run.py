@@ -14,6 +14,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import shlex
 import shutil
 import statistics
@@ -273,6 +274,10 @@ def run_instructions(session: Session, names: list[str], jobs: int = 2) -> None:
             _progress(result)
 
 
+_COUNTED = re.compile(r"(Collected :|I\s+refs:)\s*[\d,]+\s*$")
+"""callgrind's total: ``Collected : N`` (older valgrind) or ``I   refs:  N,NNN`` (3.19+)."""
+
+
 def _instructions(
     session: Session, contender: Contender, mode: str, conc: int, runs: int
 ) -> dict[str, Any]:
@@ -291,7 +296,7 @@ def _instructions(
             *workload_options(mode, conc, n, 5, 2),
         ]
         done = subprocess.run(command, capture_output=True, text=True, timeout=DRIVER_TIMEOUT_S)
-        counted = [ln for ln in done.stderr.splitlines() if "Collected :" in ln]
+        counted = [ln for ln in done.stderr.splitlines() if _COUNTED.search(ln)]
         line = _last_json_line(done.stdout) or {}
         if not counted or not line.get("ok"):
             tail = (done.stderr or "no output").strip().splitlines()[-1:]
@@ -303,7 +308,7 @@ def _instructions(
                 "ok": False,
                 "error": " ".join(tail)[:300],
             }
-        totals.append(int(counted[-1].rsplit(":", 1)[1].strip()))
+        totals.append(int(counted[-1].rsplit(":", 1)[1].strip().replace(",", "")))
     per_rt = (totals[1] - totals[0]) / (runs * 6) / 1000
     return {
         "suite": "instr",

@@ -6,7 +6,9 @@ Nothing can write "I died", yet the store says what happened: the run is
 interrupted`` would list it, and resuming it on this host takes over at once instead of
 waiting out the lease. The resumed run keeps its first start time; its attempts say
 how each one ended. Then a second run is cancelled by its caller: ``cancelled``, with
-who cancelled it, never ``failed``.
+who cancelled it, never ``failed``. A third run is cancelled from outside while it runs,
+as ``lovia cancel RUN --reason ...`` does from a shell: no queue runs it, and its own
+worker's lease heartbeat reads the request and stops it.
 
 Run: python examples/63_lifecycle.py
 """
@@ -25,7 +27,7 @@ from typing import Any
 
 from lovia import Agent, CancelToken, RunCancelled, RunContext, Runner, tool
 from lovia.stores import store
-from lovia.stores.lifecycle import life_of, list_lives
+from lovia.stores.lifecycle import life_of, list_lives, request_cancel
 from lovia.testing import FunctionModel, call
 
 
@@ -87,7 +89,35 @@ async def main(url: str) -> None:
     info = (await db.load("stop-1")).info  # type: ignore[union-attr]
     life = await life_of(db, info)
     print(f"stop-1: stored {info.status!r}; {life.state} — {life.detail}")
+    await cancel_from_outside(db)
     await db.aclose()
+
+
+async def cancel_from_outside(db: Any) -> None:
+    """``lovia cancel`` on a run executing right now, in a process no queue manages."""
+    os.environ["LOVIA_LEASE_TTL_S"] = "1.5"  # heartbeat every 0.5 s (default: 60 s, 20 s)
+    started = asyncio.Event()
+
+    @tool
+    async def crawl(site: str) -> str:
+        """Crawl a site (a runaway job)."""
+        started.set()
+        await asyncio.sleep(3600)
+        return "crawled"
+
+    crawler = Agent(
+        name="crawler", model=FunctionModel(lambda r, i: call("crawl", site="x")), tools=[crawl]
+    )
+    run = asyncio.create_task(Runner.run(crawler, "go", run_id="crawl-1", checkpointer=db))
+    await started.wait()
+    t0 = time.monotonic()
+    was = await request_cancel(db, "crawl-1", "ops: runaway crawler")  # = `lovia cancel`
+    try:
+        await run
+    except RunCancelled as exc:
+        print(f"crawl-1 was {was}; stopped {time.monotonic() - t0:.1f} s later: {exc.message}")
+    info = (await db.load("crawl-1")).info  # type: ignore[union-attr]
+    print(f"crawl-1: stored {info.status!r}, cancelled_by {info.extra['cancelled_by']!r}")
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ from .._observers import OBSERVERS, notify
 from ..context import RunContext
 from ..errors import LeaseLost, LoviaError, RunCancelled, RunError
 from ..result import RunResult
-from ..stores.base import RunSnapshot, start_run
+from ..stores.base import start_run
 from ..telemetry.tracer import RunTracer, make_run_tracer
 from ..transcript import Transcript
 from ..usage import Usage
@@ -34,7 +34,14 @@ from .finish import call_close, close_plugins, finish, result_of, write_session
 from .lease import stop_heartbeat
 from .limits import cancelled_error, out_of_time
 from .outcomes import Final
-from .prepare import find_agent, inherit_session_labels, load_snapshot, prepare, run_started
+from .prepare import (
+    find_agent,
+    inherit_session_labels,
+    load_snapshot,
+    prepare,
+    run_started,
+    started_before,
+)
 from .state import CHILD_EVENT_BUFFER, Progress, RunParams, RunState, Runtime
 from .turn import finalize, resume_turn, turn
 from .watch import RunWatch
@@ -169,7 +176,7 @@ async def _phases(state: RunState) -> AsyncIterator[ev.Event | Final]:
             yield event  # idempotent: finishes a run that crashed before its session write
         return
     history = stored = None
-    if snapshot is not None and _started(snapshot):
+    if snapshot is not None and started_before(snapshot):
         stored = restore(snapshot)  # folded once: the links now, the rest in prepare
         state.progress.trace_links = stored.trace_links
     else:  # a new run, or one that failed before its start was written: starts afresh
@@ -209,12 +216,6 @@ async def _turns(state: RunState) -> AsyncIterator[ev.Event | Final]:
     async for event in finish(state, final):
         yield event
     yield final
-
-
-def _started(snapshot: RunSnapshot) -> bool:
-    """False for a run that failed before its start was written (its row holds only
-    attempt records): nothing to resume, it starts afresh."""
-    return any(r.kind != "attempt" for r in snapshot.records)
 
 
 def _last_response(state: RunState) -> list[Any]:

@@ -97,6 +97,9 @@ def lifecycle_extra(state: RunState, error: BaseException, extra: dict[str, Any]
         extra["cancelled_by"] = (
             error.cancelled_by or state.ctx.cancel_token.reason or "its cancel token was set"
         )
+        request = state.runtime.lease.cancel_request
+        if request is not None:  # a stored request stopped it: the row keeps it (no queue
+            extra[CANCEL_REQUEST_KEY] = request  # worker starts the run again)
 
 
 def reopened(info: RunInfo, attempt: int) -> RunInfo:

@@ -27,10 +27,11 @@ import contextvars
 import logging
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from .._defaults import lease_ttl
 from ..errors import LeaseLost, RunLeaseHeld
-from ..stores.base import Checkpointer, lease_lost, renew_many
+from ..stores.base import Checkpointer, cancel_requests, lease_lost, renew_many
 from ..stores.lifecycle import holder_gone, owner_id
 from .state import RunState
 
@@ -69,6 +70,7 @@ async def take_lease(state: RunState) -> bool:
         token,
         sent,
     )
+    state.runtime.lease.granted_at = time.time()
     state.runtime.lease.ttl_s = ttl
     return True
 
@@ -161,16 +163,51 @@ async def _renew_all(keeper: _Keeper) -> None:
             len(leases), type(exc).__name__, exc, keeper.ttl / 3,
         )  # fmt: skip
         return
+    held: list[RunState] = []
     for state in states:
         if keeper.runs.get(id(state)) is not state:
             continue  # it ended while the renewal was in flight
         if state.run_id not in lost:
             state.runtime.lease.renewed = max(state.runtime.lease.renewed, sent)
+            held.append(state)
             continue
         del keeper.runs[id(state)]
         logger.warning("run %s: lease lost to another worker; stopping", state.run_id)
         state.runtime.lease.lost = _lost(state)
         state.ctx.cancel_token.cancel("lease lost to another worker")
+    await _honour_cancel_requests(keeper, held)
+
+
+async def _honour_cancel_requests(keeper: _Keeper, states: list[RunState]) -> None:
+    """Stop the runs a cancel request was stored for (``lovia cancel``, the web app)
+    since this worker took them: one query for all of them, after the renewal. A store
+    error is retried on the next tick."""
+    live = [s for s in states if not s.ctx.cancel_token.cancelled]
+    if not live:
+        return
+    try:
+        asked = await cancel_requests(keeper.cp, [s.run_id for s in live])
+    except Exception as exc:
+        logger.warning(
+            "could not read the cancel requests of %d run(s) (%s: %s)",
+            len(live), type(exc).__name__, exc,
+        )  # fmt: skip
+        return
+    for state in live:
+        mark = asked.get(state.run_id)
+        if mark is None or not _after(mark, state.runtime.lease.granted_at):
+            continue
+        reason = str(mark.get("reason") or "cancel requested")
+        logger.info("run %s: cancel requested (%s); stopping", state.run_id, reason)
+        state.runtime.lease.cancel_request = mark
+        state.ctx.cancel_token.cancel(reason)
+
+
+def _after(mark: dict[str, Any], granted_at: float) -> bool:
+    """Whether a stored request is newer than the lease (an older one was overridden
+    by resuming the run; a request without a usable time counts as new)."""
+    at = mark.get("at")
+    return not isinstance(at, (int, float)) or isinstance(at, bool) or at >= granted_at
 
 
 def _key(state: RunState) -> _Key:

@@ -12,7 +12,7 @@ from .. import events as ev
 from ..agent import Agent
 from ..errors import LoviaError, UserError
 from ..labels import MAX_LABELS
-from ..stores.base import DEPS_KEY, LABELS_KEY, PRUNED_KEY, RunSnapshot
+from ..stores.base import DEPS_KEY, LABELS_KEY, PRUNED_KEY, RunInfo, RunSnapshot
 from ..stores.session_labels import SessionLabels, SessionOpener
 from ..transcript import InputEntry, SystemEntry, TranscriptEntry, input_entries
 from ..view.record import ViewRecord, resolve_records, view_records
@@ -70,7 +70,7 @@ async def load_snapshot(state: RunState) -> RunSnapshot | None:
                 "start a new run (a new run_id) instead.",
             )
         first = snapshot.info.extra.get("first_agent", snapshot.info.agent)
-        if first != state.params.agent.name:
+        if first != state.params.agent.name and started_before(snapshot):
             raise UserError(
                 f"run {state.run_id} was started by agent {first!r}, not "
                 f"{state.params.agent.name!r}",
@@ -85,6 +85,13 @@ async def load_snapshot(state: RunState) -> RunSnapshot | None:
         if state.params.deps_key is None and isinstance(key, str):  # kept for a later sweep
             state.params = dataclasses.replace(state.params, deps_key=key)
     return snapshot
+
+
+def started_before(snapshot: RunSnapshot) -> bool:
+    """Whether a stored run has begun: False for a row with only attempt records (it
+    failed before its start was written) or none (cancelled while queued). Nothing to
+    resume then: it starts afresh, by whichever agent runs it."""
+    return any(r.kind != "attempt" for r in snapshot.records)
 
 
 async def inherit_session_labels(state: RunState) -> list[TranscriptEntry] | None:
@@ -218,7 +225,7 @@ async def prepare(
         async for event in commit(state, "attempt"):  # at once: it may die soon
             yield event
         if snapshot.info.status != "running":  # the row said how the last attempt ended
-            await _reopen(state, snapshot)
+            await _reopen(state, snapshot.info)
         async for event in _resume(state, snapshot, stored):
             yield event
         return
@@ -235,18 +242,19 @@ async def prepare(
     begin = run_info(state) if state.checkpointer is not None else None
     async for event in commit(state, "start", begin=begin):  # the row and the records
         yield event
-    if snapshot is not None and snapshot.info.status != "running":  # it failed at setup
-        await _reopen(state, snapshot)
+    if snapshot is not None and snapshot.info.status != "running":  # it failed at setup,
+        assert begin is not None  # or was cancelled while queued: this run's row now
+        await _reopen(state, begin)
     async for event in run_guardrails(state, "input", state.active.input_guardrails, inputs):
         yield event
 
 
-async def _reopen(state: RunState, snapshot: RunSnapshot) -> None:
+async def _reopen(state: RunState, info: RunInfo) -> None:
     """Mark the row running again, so the store, ``lovia runs`` and the web say what the
     run does now (a second write, on resume only; fenced like every write)."""
     cp = state.checkpointer
     assert cp is not None
-    row = reopened(snapshot.info, state.attempt)
+    row = reopened(info, state.attempt)
     await cp.finish(row, None, fence=state.runtime.lease.token)
 
 

@@ -171,6 +171,12 @@ class LeaseHold:
     """Set (a LeaseLost) when the heartbeat found the lease taken over."""
     took_over: str | None = None
     """The lease owner this worker took the run from at once (its process was gone)."""
+    granted_at: float = 0.0
+    """``time.time()`` when this worker took the lease: a cancel request stored before
+    it was meant for an earlier attempt (this one resumed the run on purpose)."""
+    cancel_request: dict[str, Any] | None = None
+    """The cancel request the heartbeat found on the run's row (``{"reason", "at"}``):
+    the run is stopping for it, and its end keeps it on the row."""
 
 
 @dataclass(slots=True, kw_only=True)

@@ -1,9 +1,10 @@
 """``lovia cancel RUN``: store a cancel request on a run, queued, running or interrupted.
 
 A queue worker (Redis Streams or Celery) reads it before it starts a delivery, so a
-queued or interrupted run never starts again. A run executing right now is stopped by
-its queue's ``cancel`` (``RunQueue.cancel`` / ``CeleryRunQueue.cancel``), which stores
-the same request and signals its worker.
+queued or interrupted run never starts again. A run executing right now, on a queue or
+not, is stopped by its own worker: the lease heartbeat reads the cancel requests of its
+runs every third of the lease TTL. A queue's ``cancel`` (``RunQueue.cancel`` /
+``CeleryRunQueue.cancel``) stores the same request and also signals the worker at once.
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ __all__ = ["cancel"]
 
 _SAID = {
     "queued": "cancelled before it started: no worker will start it",
-    "running": "cancelled: no worker will start it again; a worker running it now is "
-    "stopped through its queue (RunQueue.cancel / CeleryRunQueue.cancel)",
+    "running": "cancelled: no worker will start it again; a worker running it now stops "
+    "it at its next lease renewal (within a third of LOVIA_LEASE_TTL_S)",
     "paused": "cancelled while it waited for approval",
     "ended": "already finished: nothing to cancel",
 }

@@ -7,7 +7,7 @@ statement (see :mod:`lovia.stores.postgres`).
 from __future__ import annotations
 
 from ._codec import RUN_COLUMNS
-from .base import PRUNED_KEY, RESUMABLE_SQL
+from .base import CANCEL_REQUEST_KEY, PRUNED_KEY, RESUMABLE_SQL
 from .session_labels import PG_SESSION_LABELS_DDL
 from .spend import PG_SPEND_DDL
 
@@ -259,6 +259,10 @@ class Sql:
             f"UPDATE {leases} SET owner = '', expires_at = 0 WHERE run_id = $1 AND owner = $2"
         )
         self.lease_holder = f"SELECT owner FROM {leases} WHERE run_id = $1 AND expires_at > {NOW}"
+        self.cancel_requests = (
+            f"SELECT run_id, extra->'{CANCEL_REQUEST_KEY}' FROM {self.runs} "
+            "WHERE status = 'cancelled' AND run_id = ANY($1::text[])"
+        )
 
     def _retention(self, records: str, leases: str) -> None:
         """``delete`` / ``drop_records``: prune statements; ``{where}`` picks the runs."""

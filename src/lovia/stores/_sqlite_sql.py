@@ -12,8 +12,9 @@ from typing import Any
 
 from .._files import private_file
 from ..errors import RunNotFound, StoreError
-from ._codec import RUN_COLUMNS, decode_record, info_from_row, load_result
+from ._codec import RUN_COLUMNS, decode_record, info_from_row, load_json, load_result
 from .base import (
+    CANCEL_REQUEST_KEY,
     PRUNED_KEY,
     SCHEMA_VERSION,
     RunSnapshot,
@@ -379,6 +380,24 @@ def finish(
 ) -> None:
     _check_fence(conn, row[0], fence)
     conn.execute(_OUTCOME, (*row, result))
+
+
+def cancel_requests(conn: sqlite3.Connection, run_ids: Sequence[str]) -> dict[str, Any]:
+    """The cancel requests stored on the rows of ``run_ids`` (run id -> the request)."""
+    found: dict[str, Any] = {}
+    for start in range(0, len(run_ids), 500):  # under SQLite's bound-parameter limit
+        part = run_ids[start : start + 500]
+        rows = conn.execute(
+            f"SELECT run_id, json_extract(extra, '$.{CANCEL_REQUEST_KEY}') FROM runs "
+            f"WHERE status = 'cancelled' AND run_id IN ({', '.join('?' * len(part))}) "
+            f"AND json_type(extra, '$.{CANCEL_REQUEST_KEY}') = 'object'",
+            tuple(part),
+        ).fetchall()
+        for run_id, text in rows:
+            mark: Any = None if text is None else load_json(text)
+            if isinstance(mark, dict):
+                found[str(run_id)] = mark
+    return found
 
 
 def lease_holder(conn: sqlite3.Connection, run_id: str) -> str | None:

@@ -147,6 +147,10 @@ class RunSnapshot:
 PRUNABLE = ("completed", "failed", "cancelled")
 PRUNED_KEY = "records_pruned_at"
 """``RunInfo.extra`` key set when a run's checkpoint records were pruned."""
+CANCEL_REQUEST_KEY = "cancel_requested"
+"""``RunInfo.extra`` key of a run cancelled by request (``lovia cancel``, the web app, a
+queue's ``cancel``): ``{"reason", "at"}``. A queue worker never starts a run that carries
+it, and the worker running it stops at its next lease renewal."""
 UNPRICED_KEY = "unpriced"
 """``RunInfo.extra`` key: model calls of the run (children included) whose cost is
 unknown; when set, ``cost_usd`` is a lower bound and surfaces show the cost as unknown."""
@@ -243,6 +247,28 @@ async def renew_many(cp: Leases, leases: Sequence[Lease], ttl_s: float) -> set[s
     return {
         run_id for run_id, owner, fence in leases if not await cp.renew(run_id, owner, fence, ttl_s)
     }
+
+
+class _CancelRequests(Protocol):
+    async def cancel_requests(self, run_ids: Sequence[str]) -> dict[str, Any]: ...
+
+
+async def cancel_requests(cp: RunQueries, run_ids: Sequence[str]) -> dict[str, Any]:
+    """The cancel requests stored on the rows of ``run_ids``: run id -> ``{"reason",
+    "at"}``, for the runs whose row says ``cancelled`` with a request.
+
+    Calls the store's optional ``cancel_requests`` (one query for all of them; SQLite,
+    PostgreSQL and memory have it), else loads each run.
+    """
+    if getattr(cp, "cancel_requests", None) is not None:
+        return await cast("_CancelRequests", cp).cancel_requests(run_ids)
+    found: dict[str, Any] = {}
+    for run_id in run_ids:
+        snap = await cp.load(run_id)
+        mark = None if snap is None else snap.info.extra.get(CANCEL_REQUEST_KEY)
+        if snap is not None and snap.info.status == "cancelled" and isinstance(mark, dict):
+            found[run_id] = mark
+    return found
 
 
 @dataclass(frozen=True, slots=True)

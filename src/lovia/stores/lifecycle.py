@@ -33,7 +33,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal, cast, get_args
 
-from .base import Checkpointer, RunInfo, RunQueries, RunSnapshot
+from .base import CANCEL_REQUEST_KEY, Checkpointer, RunInfo, RunQueries, RunSnapshot
 from .records import ApprovalRecord, AttemptRecord, FailedCallRecord, read_records
 
 __all__ = [
@@ -67,9 +67,6 @@ SCAN_LIMIT = 10_000
 DEAD_LETTER_KEY = "dead_letter"
 """``RunInfo.extra`` key of a run a task queue dead-lettered: ``{"deliveries", "kills",
 "last_error", "reason", "queue", "at"}`` (its status is ``failed``)."""
-CANCEL_REQUEST_KEY = "cancel_requested"
-"""``RunInfo.extra`` key of a run cancelled by request (``lovia cancel``, a queue's
-``cancel``): ``{"reason", "at"}``. A queue worker never starts a run that carries it."""
 
 
 logger = logging.getLogger("lovia.stores")

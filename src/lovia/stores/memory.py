@@ -8,10 +8,11 @@ counts, and the same versions are refused.
 
 from __future__ import annotations
 
+import copy
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, cast
 
 from ..errors import RunNotFound
 from ..transcript import TranscriptEntry
@@ -25,6 +26,7 @@ from ._codec import (
     load_result,
 )
 from .base import (
+    CANCEL_REQUEST_KEY,
     LABELS_KEY,
     PRUNED_KEY,
     SCHEMA_VERSION,
@@ -148,6 +150,16 @@ class MemoryStore:
     async def renew_many(self, leases: Sequence[tuple[str, str, int]], ttl_s: float) -> set[str]:
         """``renew`` for each ``(run_id, owner, fence)``; the run ids not renewed."""
         return {r for r, owner, fence in leases if not await self.renew(r, owner, fence, ttl_s)}
+
+    async def cancel_requests(self, run_ids: Sequence[str]) -> dict[str, Any]:
+        """The cancel requests on the rows of ``run_ids`` (run id -> the request)."""
+        found: dict[str, Any] = {}
+        for run_id in run_ids:
+            info = self._runs.get(run_id)
+            mark: Any = None if info is None else info.extra.get(CANCEL_REQUEST_KEY)
+            if info is not None and info.status == "cancelled" and isinstance(mark, dict):
+                found[run_id] = copy.deepcopy(cast("dict[str, Any]", mark))
+        return found
 
     async def lease_holder(self, run_id: str) -> str | None:
         """The owner of the unexpired lease on ``run_id``, if any."""

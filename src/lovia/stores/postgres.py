@@ -61,6 +61,7 @@ from ._codec import (
     info_from_row,
     info_row,
     join_segments,
+    load_json,
     load_result,
     run_filter,
 )
@@ -376,6 +377,15 @@ class PostgresStore:
             rows = await db.fetch(self._sql.renew_many, runs, owners, fences, float(ttl_s))
         renewed = {str(row[0]) for row in rows}
         return {run_id for run_id, _, _ in leases if run_id not in renewed}
+
+    async def cancel_requests(self, run_ids: Sequence[str]) -> dict[str, Any]:
+        """The cancel requests on the rows of ``run_ids`` (run id -> the request)."""
+        if not run_ids:
+            return {}
+        async with self._db() as db:
+            rows = await db.fetch(self._sql.cancel_requests, list(run_ids))
+        marks = ((str(row[0]), None if row[1] is None else load_json(row[1])) for row in rows)
+        return {run_id: mark for run_id, mark in marks if isinstance(mark, dict)}
 
     async def lease_holder(self, run_id: str) -> str | None:
         """The owner of the unexpired lease on ``run_id``, if any."""

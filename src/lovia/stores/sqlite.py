@@ -209,6 +209,15 @@ class SQLiteStore:
         expires = time.time() + ttl_s
         return await self._write(sql.renew_many, leases, expires, size=64 * len(leases))
 
+    async def cancel_requests(self, run_ids: Sequence[str]) -> dict[str, Any]:
+        """The cancel requests on the rows of ``run_ids`` (run id -> the request)."""
+        if not run_ids:
+            return {}
+        found = self._read(sql.cancel_requests, list(run_ids))
+        if found is FALLBACK:
+            found = await self._run(sql.cancel_requests, list(run_ids))
+        return found
+
     async def lease_holder(self, run_id: str) -> str | None:
         """The owner of the unexpired lease on ``run_id``, if any."""
         return await self._run(sql.lease_holder, run_id)
