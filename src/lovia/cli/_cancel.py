@@ -12,19 +12,11 @@ from __future__ import annotations
 import argparse
 
 from ..replay import open_store
-from ..stores.lifecycle import request_cancel
+from ..stores.lifecycle import CANCEL_SAID, request_cancel
 from ._common import store_url
 from ._out import Out, safe_name
 
 __all__ = ["cancel"]
-
-_SAID = {
-    "queued": "cancelled before it started: no worker will start it",
-    "running": "cancelled: no worker will start it again; a worker running it now stops "
-    "it at its next lease renewal (within a third of LOVIA_LEASE_TTL_S)",
-    "paused": "cancelled while it waited for approval",
-    "ended": "already finished: nothing to cancel",
-}
 
 
 async def cancel(args: argparse.Namespace, out: Out) -> int:
@@ -33,5 +25,5 @@ async def cancel(args: argparse.Namespace, out: Out) -> int:
     if out.json_mode:
         out.json({"run_id": args.run, "was": before, "cancelled": before != "ended"})
         return 0
-    out.line(f"run {safe_name(str(args.run))}: {_SAID[before]}")
+    out.line(f"run {safe_name(str(args.run))}: {CANCEL_SAID[before]}")
     return 0

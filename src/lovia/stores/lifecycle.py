@@ -38,6 +38,7 @@ from .records import ApprovalRecord, AttemptRecord, FailedCallRecord, read_recor
 
 __all__ = [
     "CANCEL_REQUEST_KEY",
+    "CANCEL_SAID",
     "DEAD_LETTER_KEY",
     "HOST",
     "STATES",
@@ -420,6 +421,17 @@ def cancel_request(info: RunInfo) -> str | None:
     if info.status != "cancelled" or not isinstance(held, dict):
         return None
     return str(held.get("reason") or "cancelled")  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType] -- stored JSON
+
+
+CANCEL_SAID: Mapping[str, str] = {
+    "queued": "cancelled before it started: no worker will start it",
+    "running": "cancelled: no worker will start it again; a worker running it now stops "
+    "it at its next lease renewal (within a third of LOVIA_LEASE_TTL_S)",
+    "paused": "cancelled while it waited for approval",
+    "ended": "already finished: nothing to cancel",
+}
+"""What a cancel request did, by what :func:`request_cancel` returns (the CLI and the
+web app say the same)."""
 
 
 async def request_cancel(db: Checkpointer, run_id: str, reason: str = "cancelled") -> str:

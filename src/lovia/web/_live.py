@@ -1,7 +1,9 @@
-"""Pages that act: what-if (re-send a view), approvals (resume a paused run), chat.
+"""Pages that act: what-if (re-send a view), approvals (resume a paused run), resume,
+stop (a cancel request), chat.
 
 All are POST with the CSRF header (checked by the app's guard); none writes to a run
-except through ``Runner`` itself (approvals and chat), exactly as code would.
+except through ``Runner`` itself (approvals, resume and chat) or, to stop one, the cancel
+request ``lovia cancel`` stores, exactly as code would.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from ..errors import ApprovalPending, LoviaError, UserError
 from ..replay import load_run, whatif, whatif_dict
 from ..runner import Runner, RunOptions, resume_options
 from ..stores.base import RunInfo
+from ..stores.lifecycle import CANCEL_SAID, request_cancel
 from ._config import WebConfig
 from ._format import run_id_param
 from ._pages import load_views, pick, render
@@ -165,6 +168,29 @@ async def resume_json(request: Request) -> Response:
     return await _resume(request, info, agent, resume_options(info, db))
 
 
+async def cancel_json(request: Request) -> Response:
+    """Store a cancel request on the run, as ``lovia cancel`` does: a queued run never
+    starts, and the worker running it now stops it at its next lease renewal. The
+    request names this web app's identity beside the reason."""
+    agent_of(_config(request))  # acting needs --agent: the store is writable only then
+    data = await body_of(request)
+    reason = _text(data, "reason") or "stopped from the web app"
+    reason = reason[:500].encode("utf-8", "backslashreplace").decode()  # lone surrogates
+    run_id = run_id_param(request.path_params["run_id"])
+    who = web_identity(_config(request))
+    before = await request_cancel(request.app.state.db, run_id, f"{who}: {reason}")
+    request.app.state.runs.forget(run_id)
+    request.app.state.run_index = None
+    return JSONResponse(
+        {
+            "run_id": run_id,
+            "was": before,
+            "cancelled": before != "ended",
+            "said": CANCEL_SAID[before],
+        }
+    )
+
+
 async def _resume(
     request: Request, info: RunInfo, agent: Agent[Any, Any], options: RunOptions
 ) -> Response:
@@ -290,6 +316,7 @@ ROUTES = [
     Route("/api/runs/{run_id}/turns/{turn:int}/whatif", whatif_json, methods=["POST"]),
     Route("/api/runs/{run_id}/approvals", approvals_json, methods=["POST"]),
     Route("/api/runs/{run_id}/resume", resume_json, methods=["POST"]),
+    Route("/api/runs/{run_id}/cancel", cancel_json, methods=["POST"]),
     Route("/chat", chat_html),
     Route("/api/chat", chat_json, methods=["POST"]),
     Route("/api/chat/history", chat_history),

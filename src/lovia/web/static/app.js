@@ -363,6 +363,19 @@
         await swapParts(["run-head", "transcript", "trace"]);
       });
     });
+    // a running (or interrupted, paused) run: store a cancel request (lovia cancel)
+    $$("button.cancel-run", root).forEach((button) => {
+      button.addEventListener("click", async () => {
+        const out = document.getElementById("cancel-result");
+        button.disabled = true;
+        out.textContent = "asking its worker to stop it…";
+        const resp = await post("/api/runs/" + encodeURIComponent(button.dataset.run) + "/cancel", {});
+        if (!resp.ok) { out.textContent = await failure(resp); button.disabled = false; return; }
+        const data = await resp.json();
+        out.textContent = data.said;
+        await swapParts(["run-head"]);
+      });
+    });
     $$("button.approve, button.deny", root).forEach((button) => {
       button.addEventListener("click", async () => {
         const out = document.getElementById("approval-result");
