@@ -12,11 +12,17 @@ from typing import Any
 
 import pytest
 
-from lovia import Agent, PluginInstance, RunCancelled, Runner, tool
+from lovia import Agent, ApprovalPending, PluginInstance, RunCancelled, Runner, tool
 from lovia.context import RunContext
-from lovia.stores import Store
-from lovia.stores.base import CANCEL_REQUEST_KEY, RunInfo, RunSnapshot, cancel_requests
-from lovia.stores.lifecycle import cancel_request, life_of, request_cancel
+from lovia.stores import MemoryStore, Store
+from lovia.stores.base import (
+    CANCEL_REQUEST_KEY,
+    CheckpointRecord,
+    RunInfo,
+    RunSnapshot,
+    cancel_requests,
+)
+from lovia.stores.lifecycle import cancel_request, life_of, owner_id, request_cancel, state_of
 from lovia.testing import ScriptedModel, call
 
 TTL = 0.3
@@ -60,6 +66,7 @@ async def test_a_cancel_request_stops_a_run_that_no_queue_runs(db: Store) -> Non
     run = asyncio.create_task(Runner.run(_agent(30, started), "go", checkpointer=db, run_id="r"))
     await asyncio.wait_for(started.wait(), 5)
     assert await request_cancel(db, "r", "ops: runaway crawler") == "running"
+    assert await request_cancel(db, "r", "again, louder") == "requested"  # the first stands
     with pytest.raises(RunCancelled) as info:
         await asyncio.wait_for(run, 5)  # within a few heartbeats, not the tool's 30 s
     assert "ops: runaway crawler" in info.value.message
@@ -135,3 +142,80 @@ def test_a_request_counts_as_new_unless_its_time_says_it_is_older() -> None:
     assert _after({"at": 10.0}, 10.0) and _after({"at": 11}, 10.0)
     for damaged in ({}, {"at": "yesterday"}, {"at": True}, {"at": None}):
         assert _after(damaged, 10.0)  # a request whose time is unusable still stops it
+
+
+class CancelWhileLoading(MemoryStore):
+    """``lovia cancel`` lands while a worker resumes the run: after it loaded the row,
+    before it marks the row running again (with its first write, the attempt record)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.armed = False
+
+    async def append(
+        self, run_id: str, records: Sequence[CheckpointRecord], *, fence: int | None = None
+    ) -> int:
+        size = await super().append(run_id, records, fence=fence)
+        if self.armed:
+            self.armed = False
+            await request_cancel(self, run_id, "ops: cancelled during the resume")
+        return size
+
+
+@pytest.mark.lovia_unconsumed  # the resumed run stops before the model answers
+async def test_a_request_landing_while_a_run_resumes_is_not_wiped_out() -> None:
+    @tool(requires_approval=True)
+    def refund(order: str) -> str:
+        """Refund an order (a person approves it first)."""
+        return "refunded"
+
+    db = CancelWhileLoading()
+    model = ScriptedModel([call("refund", order="A1", id="c1"), "done"])
+    agent = Agent(name="a", model=model, tools=[refund])
+    with pytest.raises(ApprovalPending):
+        await Runner.run(agent, "go", checkpointer=db, run_id="r")
+    first = await db.load("r")
+    assert first is not None and first.info.status == "paused"
+    db.armed = True  # approved, and cancelled by someone else while the resume loads
+    resume = Runner.run(agent, None, checkpointer=db, run_id="r", approvals={"c1": True})
+    with pytest.raises(RunCancelled) as info:
+        await asyncio.wait_for(resume, 5)
+    assert "ops: cancelled during the resume" in info.value.message
+    snap = await db.load("r")
+    assert snap is not None and snap.info.status == "cancelled"
+    assert snap.info.extra[CANCEL_REQUEST_KEY]["reason"] == "ops: cancelled during the resume"
+
+
+def test_a_cancelled_run_its_worker_still_runs_says_it_is_stopping() -> None:
+    mark = {"reason": "ops: stop", "at": 1.0}
+    info = RunInfo(
+        run_id="r",
+        agent="a",
+        status="cancelled",
+        started_at=1.0,
+        extra={CANCEL_REQUEST_KEY: mark, "cancelled_by": "ops: stop"},
+    )
+    me = owner_id()  # this process: alive
+    assert state_of(info, me) == (
+        "cancelled",
+        f"cancelled: ops: stop; stopping: worker {me} still runs it and stops it at its "
+        "next lease renewal",
+    )
+    assert state_of(info, None) == ("cancelled", "cancelled: ops: stop")
+    by_token = RunInfo(
+        run_id="t", agent="a", status="cancelled", started_at=1.0, extra={"cancelled_by": "x"}
+    )
+    assert state_of(by_token, me) == ("cancelled", "cancelled: x")  # no request: done
+
+
+async def test_life_of_reads_the_holder_of_a_run_cancelled_from_outside(db: Store) -> None:
+    await db.begin(RunInfo(run_id="r", agent="a", status="running", started_at=1.0))
+    me = owner_id()
+    assert await db.acquire("r", me, 60.0) is not None  # a live worker runs it
+    await request_cancel(db, "r", "ops: stop")
+    snap = await db.load("r")
+    assert snap is not None
+    life = await life_of(db, snap.info)
+    assert life.state == "cancelled" and "stopping: worker" in life.detail
+    await db.release("r", me)  # its worker stopped it
+    assert (await life_of(db, snap.info)).detail == "cancelled: ops: stop"

@@ -36,6 +36,7 @@ from ..stores.lifecycle import holder_gone, owner_id
 from .state import RunState
 
 __all__ = [
+    "cancel_if_asked",
     "confirm_lease",
     "lease_held",
     "start_heartbeat",
@@ -194,13 +195,19 @@ async def _honour_cancel_requests(keeper: _Keeper, states: list[RunState]) -> No
         )  # fmt: skip
         return
     for state in live:
-        mark = asked.get(state.run_id)
-        if mark is None or not _after(mark, state.runtime.lease.granted_at):
-            continue
-        reason = str(mark.get("reason") or "cancel requested")
-        logger.info("run %s: cancel requested (%s); stopping", state.run_id, reason)
-        state.runtime.lease.cancel_request = mark
-        state.ctx.cancel_token.cancel(reason)
+        cancel_if_asked(state, asked.get(state.run_id))
+
+
+def cancel_if_asked(state: RunState, mark: dict[str, Any] | None) -> bool:
+    """Set the run's cancel token for a cancel request stored on its row since this
+    worker took it (``mark``: the request, or None); whether it did."""
+    if mark is None or not _after(mark, state.runtime.lease.granted_at):
+        return False
+    reason = str(mark.get("reason") or "cancel requested")
+    logger.info("run %s: cancel requested (%s); stopping", state.run_id, reason)
+    state.runtime.lease.cancel_request = mark
+    state.ctx.cancel_token.cancel(reason)
+    return True
 
 
 def _after(mark: dict[str, Any], granted_at: float) -> bool:

@@ -12,7 +12,7 @@ from .. import events as ev
 from ..agent import Agent
 from ..errors import LoviaError, UserError
 from ..labels import MAX_LABELS
-from ..stores.base import DEPS_KEY, LABELS_KEY, PRUNED_KEY, RunInfo, RunSnapshot
+from ..stores.base import DEPS_KEY, LABELS_KEY, PRUNED_KEY, RunInfo, RunSnapshot, cancel_requests
 from ..stores.session_labels import SessionLabels, SessionOpener
 from ..transcript import InputEntry, SystemEntry, TranscriptEntry, input_entries
 from ..view.record import ViewRecord, resolve_records, view_records
@@ -20,7 +20,7 @@ from .activate import activate, resolve_provider
 from .attempts import adopt_snapshot, note_attempt_start, reopened
 from .checkpoint import commit, open_calls, run_info
 from .finish import run_guardrails
-from .lease import lease_held, start_heartbeat, take_lease
+from .lease import cancel_if_asked, lease_held, start_heartbeat, take_lease
 from .model_call import stamp
 from .state import Progress, RunState
 
@@ -251,9 +251,16 @@ async def prepare(
 
 async def _reopen(state: RunState, info: RunInfo) -> None:
     """Mark the row running again, so the store, ``lovia runs`` and the web say what the
-    run does now (a second write, on resume only; fenced like every write)."""
+    run does now (a second write, on resume only; fenced like every write).
+
+    A cancel request stored since this worker took the run (``lovia cancel`` while it
+    was loading) is read first and honoured: the row stays ``cancelled`` and the run
+    stops at its next wait, instead of the reopened row wiping the request out."""
     cp = state.checkpointer
     assert cp is not None
+    asked = await cancel_requests(cp, [state.run_id])
+    if cancel_if_asked(state, asked.get(state.run_id)):
+        return
     row = reopened(info, state.attempt)
     await cp.finish(row, None, fence=state.runtime.lease.token)
 

@@ -268,6 +268,11 @@ def state_of(info: RunInfo, holder: str | None) -> tuple[State, str]:
     if status == "failed" and info.error_type == "RunCancelled":
         return "cancelled", _cancelled_by(info)  # stored by a lovia without "cancelled"
     if status == "cancelled":
+        if holder is not None and not holder_gone(holder) and cancel_request(info) is not None:
+            return "cancelled", (  # asked from outside: its worker has not stopped yet
+                f"{_cancelled_by(info)}; stopping: worker {holder} still runs it and stops "
+                "it at its next lease renewal"
+            )
         return "cancelled", _cancelled_by(info)
     if status == "paused":
         waits = _waits_on(info)
@@ -366,8 +371,10 @@ def build_life(info: RunInfo, holder: str | None, snapshot: RunSnapshot | None =
 
 
 async def life_of(db: RunQueries, info: RunInfo, snapshot: RunSnapshot | None = None) -> Life:
-    """:func:`build_life` with the lease holder read from ``db`` (only for a running run)."""
-    holder = await db.lease_holder(info.run_id) if info.status == "running" else None
+    """:func:`build_life` with the lease holder read from ``db`` (only for a running run,
+    or one cancelled by a request its worker may not have acted on yet)."""
+    asked = info.status == "cancelled" and cancel_request(info) is not None
+    holder = await db.lease_holder(info.run_id) if info.status == "running" or asked else None
     return build_life(info, holder, snapshot)
 
 
@@ -428,6 +435,8 @@ CANCEL_SAID: Mapping[str, str] = {
     "running": "cancelled: no worker will start it again; a worker running it now stops "
     "it at its next lease renewal (within a third of LOVIA_LEASE_TTL_S)",
     "paused": "cancelled while it waited for approval",
+    "requested": "a cancel was requested before: it stands (its worker stops the run at its "
+    "next lease renewal, if it still runs)",
     "ended": "already finished: nothing to cancel",
 }
 """What a cancel request did, by what :func:`request_cancel` returns (the CLI and the
@@ -438,13 +447,16 @@ async def request_cancel(db: Checkpointer, run_id: str, reason: str = "cancelled
     """Store a cancel request for ``run_id``; return the state the run was in.
 
     A run not stored yet (still queued) gets a ``cancelled`` row at once; a stored run
-    that has not finished is marked ``cancelled`` (a worker running it right now ends it
-    with its own row when its cancel token is set through the queue). A finished run
-    (completed, failed, cancelled, dead-lettered) is left as it is: ``"ended"``.
+    that has not finished is marked ``cancelled`` (a worker running it right now sets its
+    cancel token at its next lease renewal and ends it with its own row). A run already
+    cancelled by a request is left as it is (``"requested"``), and so is a finished one
+    (completed, failed, cancelled by its caller, dead-lettered): ``"ended"``.
     """
     snap = await db.load(run_id)
     now = time.time()
     mark = {"reason": reason, "at": now}
+    if snap is not None and cancel_request(snap.info) is not None:
+        return "requested"  # asked before: its worker stops it (or has), nothing to add
     if snap is None:
         info = RunInfo(run_id=run_id, agent="?", status="cancelled", started_at=now)
         before = "queued"
