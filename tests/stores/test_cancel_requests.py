@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -96,14 +97,14 @@ async def test_a_request_made_before_the_worker_took_the_run_does_not_stop_it(db
 
 
 async def test_cancel_requests_reads_only_runs_cancelled_by_request(db: Store) -> None:
-    for run_id, status in [("asked", "running"), ("token", "running"), ("live", "running")]:
-        await db.begin(RunInfo(run_id=run_id, agent="a", status=status, started_at=1.0))
+    for run_id in ("asked", "token", "live"):
+        await db.begin(RunInfo(run_id=run_id, agent="a", status="running", started_at=1.0))
     await request_cancel(db, "asked", "stop it")
     await request_cancel(db, "queued", "never start")  # no row yet: a cancelled one now
     snap = await db.load("token")
     assert snap is not None
-    snap.info.status, snap.info.finish_reason = "cancelled", "cancelled"  # by its own token
-    await db.finish(snap.info, None)
+    by_token = replace(snap.info, status="cancelled", finish_reason="cancelled")
+    await db.finish(by_token, None)  # cancelled by its own token: no request
     found = await cancel_requests(db, ["asked", "token", "live", "queued", "unknown"])
     assert set(found) == {"asked", "queued"}
     assert found["asked"]["reason"] == "stop it" and isinstance(found["asked"]["at"], float)

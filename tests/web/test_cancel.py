@@ -12,6 +12,9 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +56,21 @@ WORKER = textwrap.dedent(
 )
 
 
+@contextmanager
+def crawling(url: str) -> Iterator[subprocess.Popen[str]]:
+    """Another process running run ``crawl-1`` on ``url`` (lease TTL 0.6 s), in its tool."""
+    env = {**os.environ, "LOVIA_LEASE_TTL_S": "0.6"}
+    worker = subprocess.Popen(
+        [sys.executable, "-c", WORKER, url], env=env, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert worker.stdout is not None and worker.stdout.readline() == "crawling\n"
+        yield worker
+    finally:
+        worker.kill()
+        worker.wait()
+
+
 def _agent() -> object:
     from lovia import Agent
 
@@ -75,33 +93,27 @@ def _load(url: str, run_id: str) -> RunSnapshot:
 
 def test_stop_reaches_a_run_another_process_is_running(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'live.db'}"
-    env = {**os.environ, "LOVIA_LEASE_TTL_S": "0.6"}
-    worker = subprocess.Popen(
-        [sys.executable, "-c", WORKER, url], env=env, stdout=subprocess.PIPE, text=True
-    )
-    try:
-        assert worker.stdout is not None and worker.stdout.readline() == "crawling\n"
-        with TestClient(create_app(url, agent=_agent), base_url=LOCAL) as client:
-            page = client.get("/runs/crawl-1").text
-            assert 'class="cancel-run" data-run="crawl-1"' in page
-            refused = client.post("/api/runs/crawl-1/cancel", json={})
-            assert refused.status_code == 403  # no CSRF header: a web page cannot do this
-            t0 = time.monotonic()
-            done = client.post(
-                "/api/runs/crawl-1/cancel",
-                json={"reason": "runaway crawler"},
-                headers={"x-lovia-csrf": csrf(client)},
-            ).json()
-            assert done["was"] == "running" and done["cancelled"] is True
-            assert "next lease renewal" in done["said"]
-            out, _ = worker.communicate(timeout=20)
-            assert time.monotonic() - t0 < 10  # not the tool's 60 s
-            assert out.startswith("cancelled:") and "web:local: runaway crawler" in out
-            page = client.get("/runs/crawl-1").text
-            assert 'id="run-cancelled"' in page and 'class="cancel-run"' not in page
-    finally:
-        worker.kill()
-        worker.wait()
+    with (
+        crawling(url) as worker,
+        TestClient(create_app(url, agent=_agent), base_url=LOCAL) as client,
+    ):
+        page = client.get("/runs/crawl-1").text
+        assert 'class="cancel-run" data-run="crawl-1"' in page
+        refused = client.post("/api/runs/crawl-1/cancel", json={})
+        assert refused.status_code == 403  # no CSRF header: a web page cannot do this
+        t0 = time.monotonic()
+        done = client.post(
+            "/api/runs/crawl-1/cancel",
+            json={"reason": "runaway crawler"},
+            headers={"x-lovia-csrf": csrf(client)},
+        ).json()
+        assert done["was"] == "running" and done["cancelled"] is True
+        assert "next lease renewal" in done["said"]
+        out, _ = worker.communicate(timeout=20)
+        assert time.monotonic() - t0 < 10  # not the tool's 60 s
+        assert out.startswith("cancelled:") and "web:local: runaway crawler" in out
+        page = client.get("/runs/crawl-1").text
+        assert 'id="run-cancelled"' in page and 'class="cancel-run"' not in page
     row = _load(url, "crawl-1").info
     assert (row.status, row.extra["cancelled_by"]) == ("cancelled", "web:local: runaway crawler")
     assert row.extra[CANCEL_REQUEST_KEY]["reason"] == "web:local: runaway crawler"
@@ -114,8 +126,7 @@ def _seed(url: str, status: str) -> None:
         if status != "running":
             snap = await db.load("r-1")
             assert snap is not None
-            snap.info.status, snap.info.ended_at = status, time.time()
-            await db.finish(snap.info, None)
+            await db.finish(replace(snap.info, status=status, ended_at=time.time()), None)
         await db.aclose()
 
     run_async(seed)
@@ -180,26 +191,15 @@ def test_the_stop_button_in_a_browser(page: Any, tmp_path: Path) -> None:
     from .conftest import serve
 
     url = f"sqlite:///{tmp_path / 'browser.db'}"
-    env = {**os.environ, "LOVIA_LEASE_TTL_S": "0.6"}
-    worker = subprocess.Popen(
-        [sys.executable, "-c", WORKER, url], env=env, stdout=subprocess.PIPE, text=True
-    )
-    try:
-        assert worker.stdout is not None and worker.stdout.readline() == "crawling\n"
-        with serve(create_app(url, agent=_agent)) as base:
-            page.goto(base + "/runs/crawl-1")
-            assert page.locator("#run-status").inner_text() == "running"
-            page.locator("button.cancel-run").click()
-            expect(page.locator("#cancel-result")).to_contain_text("next lease renewal")
-            out, _ = worker.communicate(timeout=20)
-            assert out.startswith("cancelled:")
-            page.goto(base + "/runs/crawl-1")
-            assert page.locator("#run-status").inner_text() == "cancelled"
-            assert (
-                "web:local: stopped from the web app" in page.locator("#run-cancelled").inner_text()
-            )
-            assert page.locator("button.cancel-run").count() == 0
-            assert page.js_errors == []
-    finally:
-        worker.kill()
-        worker.wait()
+    with crawling(url) as worker, serve(create_app(url, agent=_agent)) as base:
+        page.goto(base + "/runs/crawl-1")
+        assert page.locator("#run-status").inner_text() == "running"
+        page.locator("button.cancel-run").click()
+        expect(page.locator("#cancel-result")).to_contain_text("next lease renewal")
+        out, _ = worker.communicate(timeout=20)
+        assert out.startswith("cancelled:")
+        page.goto(base + "/runs/crawl-1")
+        assert page.locator("#run-status").inner_text() == "cancelled"
+        assert "web:local: stopped from the web app" in page.locator("#run-cancelled").inner_text()
+        assert page.locator("button.cancel-run").count() == 0
+        assert page.js_errors == []
