@@ -180,3 +180,30 @@ async def test_a_hook_that_answers_in_time_is_not_disturbed() -> None:
     agent = Agent(name="a", model=ScriptedModel(["ok"]), hooks=hooks)
     result = await Runner.run(agent, "hi", budget=RunBudget(max_seconds=5))
     assert result.output == "ok" and calls == [1]
+
+
+async def test_a_hook_after_the_run_was_asked_to_stop_ends_at_its_first_await() -> None:
+    """The tool sets the token; its ToolCallCompleted hook starts, and its first await is
+    the run's next wait: the run ends cancelled there, not after the hook's sleep."""
+    from lovia import tool
+    from lovia.testing import call
+
+    @tool
+    def stop(ctx: RunContext[Any]) -> str:
+        """Stop the run from inside a tool."""
+        ctx.cancel_token.cancel("the tool said stop")
+        return "stopping"
+
+    hooks = AgentHooks()
+    reached: list[str] = []
+
+    @hooks.on(events.ToolCallCompleted)
+    async def audit(event: Any, ctx: Any) -> None:
+        reached.append("started")
+        await asyncio.sleep(30)
+        reached.append("finished")
+
+    agent = Agent(name="a", model=ScriptedModel([call("stop"), "ok"]), tools=[stop], hooks=hooks)
+    with pytest.raises(RunCancelled):
+        await asyncio.wait_for(Runner.run(agent, "hi"), 5)
+    assert reached == ["started"]
