@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from lovia.errors import LeaseLost
+from lovia.errors import LeaseLost, StoreError
 from lovia.stores import CheckpointRecord, RunInfo, Store
 from lovia.stores.base import RunEnd, end_run
 from lovia.transcript import InputEntry, TextEntry
@@ -87,3 +87,22 @@ async def test_the_segment_of_an_ended_run_is_written_once(db: Store) -> None:
     )  # fmt: skip
     await end_run(db, end)
     assert [e.id for e in await db.load_session("s4")] == ["e00001"]  # the first one stays
+
+
+async def test_an_end_that_cannot_be_stored_writes_none_of_it(db: Store) -> None:
+    """A lone surrogate in the result (entries clean their own text; a tool's structured
+    output may not): a clear StoreError, and not a record, the row, the segment or the
+    lease of the end is written."""
+    token = await _started(db, "r5")
+    end = RunEnd(
+        info=_info("r5"), result={"output": "half a pair: \ud800"}, fence=token,
+        records=_records("x"), session_id="s5", entries=_SEGMENT, release="w1",
+    )  # fmt: skip
+    with pytest.raises(StoreError) as info:
+        await end_run(db, end)
+    assert info.value.hint and "surrogate" in info.value.hint
+    snap = await db.load("r5")
+    assert snap is not None and snap.info.status == "running" and snap.result is None
+    assert [r.data["name"] for r in snap.records] == ["start"]
+    assert await db.load_session("s5") == []
+    assert await db.lease_holder("r5") == "w1"

@@ -297,10 +297,12 @@ async def end_run(cp: Checkpointer, end: RunEnd) -> int:
     """Write a run's end; the bytes of its records.
 
     Calls the store's optional ``end_run`` (SQLite and PostgreSQL have it: everything in
-    one transaction, one round trip), else ``append``, ``finish``, ``append_segment`` and
-    ``release`` in that order (``append_segment`` when ``session_id`` is set: the store
-    must then also be a :class:`SessionStore`). Either way a write refused by the fence
-    raises :class:`~lovia.errors.LeaseLost`; in one transaction nothing is written then.
+    one transaction, one round trip; memory: everything encoded and fenced before any of
+    it is written), else ``append``, ``finish``, ``append_segment`` and ``release`` in
+    that order (``append_segment`` when ``session_id`` is set: the store must then also
+    be a :class:`SessionStore`). Either way a write refused by the fence raises
+    :class:`~lovia.errors.LeaseLost`; with ``end_run`` nothing is written then, nor when
+    something of the end cannot be stored.
     """
     if getattr(cp, "end_run", None) is not None:
         return await cast("_EndsRuns", cp).end_run(end)

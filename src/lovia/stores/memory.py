@@ -31,6 +31,7 @@ from .base import (
     PRUNED_KEY,
     SCHEMA_VERSION,
     CheckpointRecord,
+    RunEnd,
     RunInfo,
     RunSnapshot,
     Tombstone,
@@ -124,6 +125,29 @@ class MemoryStore:
         self._put(info)
         self._records.setdefault(info.run_id, [])
         self._results[info.run_id] = data
+
+    async def end_run(self, end: RunEnd) -> int:
+        """A run's last records, outcome, session segment and lease release, all or
+        nothing: everything is encoded and the fence checked before anything is written
+        (as the SQL stores do it in one transaction); the records' bytes."""
+        info, run_id = end.info, end.info.run_id
+        check_version(info.version, f"run {run_id}")
+        rows, size = encode_records(run_id, end.records)
+        data = None if end.result is None else dump_json(end.result, f"result of run {run_id}")
+        text = None if end.session_id is None else encode_entries(end.session_id, end.entries)
+        self._fence(run_id, end.fence)
+        if rows and run_id not in self._runs:
+            raise RunNotFound(f"no run {run_id!r} to append to", hint="Call begin() first.")
+        self._records.setdefault(run_id, []).extend(rows)
+        self._put(info)
+        self._results[run_id] = data
+        if end.session_id is not None and text is not None:
+            segments = self._sessions.setdefault(end.session_id, [])
+            if not any(rid == run_id for rid, _, _ in segments):
+                segments.append((run_id, SCHEMA_VERSION, text))
+        if end.release is not None:
+            await self.release(run_id, end.release)
+        return size
 
     async def acquire(self, run_id: str, owner: str, ttl_s: float) -> int | None:
         """Grant a lease with the next fencing token; None while another owner's lease
