@@ -49,7 +49,10 @@ async def test_a_store_without_renew_many_is_renewed_one_lease_at_a_time() -> No
 
 
 class _Writes(MemoryStore):
-    """A memory store noting the order of the writes a run's end makes."""
+    """A memory store without ``end_run`` (a third-party store's shape), noting the order
+    of the writes a run's end makes through the fallback."""
+
+    end_run = None  # type: ignore[assignment]  # the fallback's writes, one by one
 
     def __init__(self) -> None:
         super().__init__()
