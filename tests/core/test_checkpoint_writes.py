@@ -15,7 +15,7 @@ import pytest
 
 from lovia import Agent, RunBudget, Runner, events, tool
 from lovia.stores import MemoryStore
-from lovia.stores.base import CheckpointRecord
+from lovia.stores.base import CheckpointRecord, RunEnd
 from lovia.testing import ScriptedModel, call
 
 
@@ -39,6 +39,16 @@ class CountingStore(MemoryStore):
         self.appends.append(batch)
         if self.on_append is not None:
             self.on_append(batch)
+        return written
+
+    async def end_run(self, end: RunEnd) -> int:
+        """The run's end: its last records are a write too (with the row, in one go)."""
+        batch = list(end.records)
+        if batch and self.fail_when is not None and self.fail_when(batch):
+            raise OSError("disk gone")
+        written = await super().end_run(end)
+        if batch:
+            self.appends.append(batch)
         return written
 
 

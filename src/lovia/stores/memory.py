@@ -146,7 +146,7 @@ class MemoryStore:
             if not any(rid == run_id for rid, _, _ in segments):
                 segments.append((run_id, SCHEMA_VERSION, text))
         if end.release is not None:
-            await self.release(run_id, end.release)
+            self._free(run_id, end.release)
         return size
 
     async def acquire(self, run_id: str, owner: str, ttl_s: float) -> int | None:
@@ -192,6 +192,9 @@ class MemoryStore:
 
     async def release(self, run_id: str, owner: str) -> None:
         """Free the lease if ``owner`` holds it (its token is kept)."""
+        self._free(run_id, owner)
+
+    def _free(self, run_id: str, owner: str) -> None:
         held = self._leases.get(run_id)
         if held is not None and held[0] == owner:
             self._leases[run_id] = ("", 0.0, held[2])
