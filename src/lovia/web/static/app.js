@@ -350,32 +350,27 @@
 
   // -- approvals: decide from the run page, then update in place -----------------------
   function wireApprovals(root) {
+    // one POST on a run from its button, its answer said in `outId`, then the page updated
+    function runAction(selector, action, outId, busy, said, parts) {
+      $$(selector, root).forEach((button) => {
+        button.addEventListener("click", async () => {
+          const out = document.getElementById(outId);
+          button.disabled = true;
+          out.textContent = busy;
+          const resp = await post("/api/runs/" + encodeURIComponent(button.dataset.run) + "/" + action, {});
+          if (!resp.ok) { out.textContent = await failure(resp); button.disabled = false; return; }
+          out.textContent = said(await resp.json());
+          await swapParts(parts);
+        });
+      });
+    }
     // an interrupted run: resume it from its checkpoint (lovia web --agent)
-    $$("button.resume", root).forEach((button) => {
-      button.addEventListener("click", async () => {
-        const out = document.getElementById("resume-result");
-        button.disabled = true;
-        out.textContent = "resuming the run…";
-        const resp = await post("/api/runs/" + encodeURIComponent(button.dataset.run) + "/resume", {});
-        if (!resp.ok) { out.textContent = await failure(resp); button.disabled = false; return; }
-        const data = await resp.json();
-        out.textContent = "run " + data.status + (data.error ? ": " + data.error : "");
-        await swapParts(["run-head", "transcript", "trace"]);
-      });
-    });
+    runAction("button.resume", "resume", "resume-result", "resuming the run…",
+      (data) => "run " + data.status + (data.error ? ": " + data.error : ""),
+      ["run-head", "transcript", "trace"]);
     // a running (or interrupted, paused) run: store a cancel request (lovia cancel)
-    $$("button.cancel-run", root).forEach((button) => {
-      button.addEventListener("click", async () => {
-        const out = document.getElementById("cancel-result");
-        button.disabled = true;
-        out.textContent = "asking its worker to stop it…";
-        const resp = await post("/api/runs/" + encodeURIComponent(button.dataset.run) + "/cancel", {});
-        if (!resp.ok) { out.textContent = await failure(resp); button.disabled = false; return; }
-        const data = await resp.json();
-        out.textContent = data.said;
-        await swapParts(["run-head"]);
-      });
-    });
+    runAction("button.cancel-run", "cancel", "cancel-result", "asking its worker to stop it…",
+      (data) => data.said, ["run-head"]);
     $$("button.approve, button.deny", root).forEach((button) => {
       button.addEventListener("click", async () => {
         const out = document.getElementById("approval-result");
