@@ -49,6 +49,8 @@ __all__ = [
     "SessionStore",
     "Store",
     "Tombstone",
+    "cancel_mark",
+    "cancel_requests",
     "check_version",
     "damaged",
     "end_run",
@@ -249,6 +251,15 @@ async def renew_many(cp: Leases, leases: Sequence[Lease], ttl_s: float) -> set[s
     }
 
 
+def cancel_mark(info: RunInfo) -> dict[str, Any] | None:
+    """The cancel request stored on a run's row (``{"reason", "at"}``), if the row says
+    ``cancelled`` and carries one."""
+    mark: Any = info.extra.get(CANCEL_REQUEST_KEY)
+    if info.status != "cancelled" or not isinstance(mark, dict):
+        return None
+    return cast("dict[str, Any]", mark)  # stored JSON: its fields are read with checks
+
+
 class _CancelRequests(Protocol):
     async def cancel_requests(self, run_ids: Sequence[str]) -> dict[str, Any]: ...
 
@@ -265,8 +276,8 @@ async def cancel_requests(cp: RunQueries, run_ids: Sequence[str]) -> dict[str, A
     found: dict[str, Any] = {}
     for run_id in run_ids:
         snap = await cp.load(run_id)
-        mark = None if snap is None else snap.info.extra.get(CANCEL_REQUEST_KEY)
-        if snap is not None and snap.info.status == "cancelled" and isinstance(mark, dict):
+        mark = None if snap is None else cancel_mark(snap.info)
+        if mark is not None:
             found[run_id] = mark
     return found
 

@@ -33,7 +33,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal, cast, get_args
 
-from .base import CANCEL_REQUEST_KEY, Checkpointer, RunInfo, RunQueries, RunSnapshot
+from .base import CANCEL_REQUEST_KEY, Checkpointer, RunInfo, RunQueries, RunSnapshot, cancel_mark
 from .records import ApprovalRecord, AttemptRecord, FailedCallRecord, read_records
 
 __all__ = [
@@ -373,7 +373,7 @@ def build_life(info: RunInfo, holder: str | None, snapshot: RunSnapshot | None =
 async def life_of(db: RunQueries, info: RunInfo, snapshot: RunSnapshot | None = None) -> Life:
     """:func:`build_life` with the lease holder read from ``db`` (only for a running run,
     or one cancelled by a request its worker may not have acted on yet)."""
-    asked = info.status == "cancelled" and cancel_request(info) is not None
+    asked = cancel_mark(info) is not None
     holder = await db.lease_holder(info.run_id) if info.status == "running" or asked else None
     return build_life(info, holder, snapshot)
 
@@ -424,10 +424,8 @@ async def list_lives(
 
 def cancel_request(info: RunInfo) -> str | None:
     """The reason of the cancel request stored on the run, if it carries one."""
-    held: Any = info.extra.get(CANCEL_REQUEST_KEY)
-    if info.status != "cancelled" or not isinstance(held, dict):
-        return None
-    return str(held.get("reason") or "cancelled")  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType] -- stored JSON
+    mark = cancel_mark(info)
+    return None if mark is None else str(mark.get("reason") or "cancelled")
 
 
 CANCEL_SAID: Mapping[str, str] = {

@@ -12,7 +12,7 @@ import copy
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import Any, cast
+from typing import Any
 
 from ..errors import RunNotFound
 from ..transcript import TranscriptEntry
@@ -26,7 +26,6 @@ from ._codec import (
     load_result,
 )
 from .base import (
-    CANCEL_REQUEST_KEY,
     LABELS_KEY,
     PRUNED_KEY,
     SCHEMA_VERSION,
@@ -35,6 +34,7 @@ from .base import (
     RunInfo,
     RunSnapshot,
     Tombstone,
+    cancel_mark,
     check_version,
     lease_lost,
     prune_statuses,
@@ -180,9 +180,9 @@ class MemoryStore:
         found: dict[str, Any] = {}
         for run_id in run_ids:
             info = self._runs.get(run_id)
-            mark: Any = None if info is None else info.extra.get(CANCEL_REQUEST_KEY)
-            if info is not None and info.status == "cancelled" and isinstance(mark, dict):
-                found[run_id] = copy.deepcopy(cast("dict[str, Any]", mark))
+            mark = None if info is None else cancel_mark(info)
+            if mark is not None:
+                found[run_id] = copy.deepcopy(mark)
         return found
 
     async def lease_holder(self, run_id: str) -> str | None:
