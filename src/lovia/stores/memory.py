@@ -122,6 +122,9 @@ class MemoryStore:
         check_version(info.version, f"run {info.run_id}")
         data = None if result is None else dump_json(result, f"result of run {info.run_id}")
         self._fence(info.run_id, fence)
+        self._set_outcome(info, data)
+
+    def _set_outcome(self, info: RunInfo, data: str | None) -> None:
         self._put(info)
         self._records.setdefault(info.run_id, [])
         self._results[info.run_id] = data
@@ -139,12 +142,9 @@ class MemoryStore:
         if rows and run_id not in self._runs:
             raise RunNotFound(f"no run {run_id!r} to append to", hint="Call begin() first.")
         self._records.setdefault(run_id, []).extend(rows)
-        self._put(info)
-        self._results[run_id] = data
+        self._set_outcome(info, data)
         if end.session_id is not None and text is not None:
-            segments = self._sessions.setdefault(end.session_id, [])
-            if not any(rid == run_id for rid, _, _ in segments):
-                segments.append((run_id, SCHEMA_VERSION, text))
+            self._add_segment(end.session_id, run_id, text)
         if end.release is not None:
             self._free(run_id, end.release)
         return size
@@ -330,6 +330,9 @@ class MemoryStore:
         """Write the run's segment once; False (nothing written) when it exists."""
         text = encode_entries(session_id, entries)
         self._fence(run_id, fence)
+        return self._add_segment(session_id, run_id, text)
+
+    def _add_segment(self, session_id: str, run_id: str, text: str) -> bool:
         segments = self._sessions.setdefault(session_id, [])
         if any(rid == run_id for rid, _, _ in segments):
             return False
