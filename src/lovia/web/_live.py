@@ -40,14 +40,19 @@ def _config(request: Request) -> WebConfig:
     return config
 
 
-def agent_of(config: WebConfig) -> Agent[Any, Any]:
-    """The ``--agent``: an Agent, or a factory called for each run."""
-    found: Any = config.agent
-    if found is None:
+def _needs_agent(config: WebConfig) -> None:
+    """Acting needs ``--agent`` (the store is writable only then)."""
+    if config.agent is None:
         raise UserError(
             "this lovia web has no agent",
             hint="Start it with --agent pkg.module:agent to chat and to decide approvals.",
         )
+
+
+def agent_of(config: WebConfig) -> Agent[Any, Any]:
+    """The ``--agent``: an Agent, or a factory called for each run."""
+    _needs_agent(config)
+    found: Any = config.agent
     if not isinstance(found, Agent) and callable(found):
         found = found()
     if not isinstance(found, Agent):
@@ -172,7 +177,7 @@ async def cancel_json(request: Request) -> Response:
     """Store a cancel request on the run, as ``lovia cancel`` does: a queued run never
     starts, and the worker running it now stops it at its next lease renewal. The
     request names this web app's identity beside the reason."""
-    agent_of(_config(request))  # acting needs --agent: the store is writable only then
+    _needs_agent(_config(request))  # no agent is built: stopping runs none
     data = await body_of(request)
     reason = _text(data, "reason") or "stopped from the web app"
     reason = reason[:500].encode("utf-8", "backslashreplace").decode()  # lone surrogates
