@@ -585,13 +585,13 @@ NOTES = """## Notes on method
   rescan of waiting requests; lovia now queues requests beyond its pool itself.
 - httpcore 1.x runs `import sniffio` inside a function several times per request. Neither
   httpcore nor anyio 4.16 depends on `sniffio`, so where it is not installed every call is a
-  failed import that searches `sys.path`: about 1,290 thousand instructions per round-trip
-  (the httpx floor, json, 1 in flight: 2,934 kinstr skipping it, 4,226 paying it). lovia
-  no longer hides that by editing `sys.modules`, and neither does the floor: both pay it on
-  httpx, so the floor stays what a hand-written loop on httpx costs. It goes away where `sniffio` is installed (the import then
-  succeeds once and is cached) or with `lovia[fast]` (httpcore2 imports it once, at import
-  time). Reports before 2026-12-01 paid it in both; the reports of 2026-12-01 skipped it
-  in both.
+  failed import that searches `sys.path`: about 1,100 thousand instructions per round-trip
+  (json, 1 in flight, measured 2026-12-03: the httpx floor 4,037 paying it, 2,933 not;
+  lovia 5,828 and 4,719). lovia's core install therefore brings `sniffio` (the import
+  then succeeds once and is cached); lovia never edits `sys.modules` to hide it. The
+  floor runs in the same environment, so both skip it and the ratios compare like with
+  like. `lovia[fast]` never paid it (httpcore2 imports it once, at import time). A test
+  runs an agent twice over real sockets and fails if the second run looks for any module.
 - `import lovia` (target ≤ 150 ms): the event classes, the model seam's types and the
   config objects are plain `@dataclass(slots=True)` classes (frozen where they are
   configuration; events and the loop's outcomes are not frozen: a frozen dataclass sets

@@ -295,3 +295,50 @@ async def test_runner_end_to_end_over_local_server(
         "tool_call_id": "call_1",
         "content": "sunny in Paris",
     }
+
+
+class _ImportSpy:
+    """A ``sys.meta_path`` finder that only writes down what the import system looks for:
+    a module already imported is never looked for again, so anything here is an import
+    that failed (looked for again every time) or a first import."""
+
+    def __init__(self) -> None:
+        self.looked_for: list[str] = []
+
+    def find_spec(self, name: str, path: object = None, target: object = None) -> None:
+        self.looked_for.append(name)
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["stream", "nonstream"])
+async def test_a_warm_run_imports_nothing(
+    server: tuple[str, list[dict[str, Any]]], default_http: str, stream: bool
+) -> None:
+    """The second run of an agent over real sockets searches ``sys.path`` for no module.
+
+    httpcore 1.x runs ``import sniffio`` a few times per request: where sniffio is not
+    installed, each is a failed import that walks ``sys.path`` (about a fifth of a model
+    round-trip's CPU on httpx). lovia's install brings sniffio; a failed import per call
+    anywhere on the path (ours or a dependency's) fails this test."""
+    from lovia.agent import Agent
+    from lovia.runner import Runner
+    from lovia.tools import tool
+
+    @tool
+    async def weather(city: str) -> str:
+        """Weather for a city."""
+        return f"sunny in {city}"
+
+    url, log = server
+    async with OpenAIChat("fake", base_url=f"{url}/v1", stream=stream) as provider:
+        assert type(provider._seam._client).__module__.split(".")[0] == default_http
+        agent = Agent(name="weather", instructions="Be brief.", model=provider, tools=[weather])
+        first = await Runner.run(agent, "Weather in Paris?")
+        spy = _ImportSpy()
+        sys.meta_path.insert(0, spy)
+        try:
+            second = await Runner.run(agent, "Weather in Paris?")
+        finally:
+            sys.meta_path.remove(spy)
+    assert first.output == second.output == "Sunny in Paris."
+    assert len(log) == 4  # two model round-trips per run, each on the wire
+    assert spy.looked_for == []
