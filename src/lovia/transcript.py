@@ -273,7 +273,10 @@ def load_entries(data: bytes | str) -> list[TranscriptEntry]:
 
 
 def entry_to_dict(entry: TranscriptEntry) -> dict[str, Any]:
-    return entry.model_dump(mode="json")
+    """``entry.model_dump(mode="json")``, called on the model's serializer directly:
+    ``model_dump`` passes a dozen keywords on every call (a third of its cost)."""
+    data: dict[str, Any] = entry.__pydantic_serializer__.to_python(entry, mode="json")
+    return data
 
 
 def entry_from_dict(data: dict[str, Any]) -> TranscriptEntry:

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, NotRequired, TypeVar, c
 from pydantic import TypeAdapter
 from typing_extensions import TypedDict
 
-from ..transcript import TranscriptEntry, entry_from_dict
+from ..transcript import TranscriptEntry, entry_from_dict, entry_to_dict
 from ..usage import Usage
 from .base import SCHEMA_VERSION, CheckpointRecord, RecordKind, RunSnapshot, damaged
 
@@ -250,11 +250,7 @@ def plain(kind: RecordKind, cls: type[R]) -> RecordType[R]:
 
 
 def _encode_entries(record: EntriesRecord) -> dict[str, Any]:
-    # each entry's ``entry_to_dict`` (its ``model_dump(mode="json")``), called on the
-    # model's serializer directly: model_dump passes a dozen keywords on every call
-    return {
-        "entries": [e.__pydantic_serializer__.to_python(e, mode="json") for e in record.entries]
-    }
+    return {"entries": [entry_to_dict(e) for e in record.entries]}
 
 
 def _decode_entries(data: Mapping[str, Any]) -> EntriesRecord:

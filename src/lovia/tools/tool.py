@@ -136,6 +136,9 @@ class ResultNotSerializable(Exception):
     """A tool returned something that cannot be turned into text for the model."""
 
 
+_JSON_TEXT = json.JSONEncoder(ensure_ascii=False)
+"""How a tool's JSON-compatible result becomes text (``json.dumps(..., ensure_ascii=False)``,
+with one encoder for every call instead of a new one each time)."""
 _INT_BITS = 13_000
 """Integers shorter than this many bits have < 4,000 digits (below str()'s limit)."""
 
@@ -158,7 +161,7 @@ def serialize_result(value: Any) -> str:
     if isinstance(value, bytes | bytearray):
         return _bytes_text(bytes(value))
     try:
-        return json.dumps(to_jsonable_python(value), ensure_ascii=False)
+        return _JSON_TEXT.encode(to_jsonable_python(value))
     except (ValueError, TypeError, PydanticSerializationError) as exc:
         raise ResultNotSerializable(
             f"returned a {type(value).__name__} that cannot be sent to the model ({exc}); "

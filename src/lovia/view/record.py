@@ -145,8 +145,13 @@ class ViewRecord(BaseModel):
 # ---------------------------------------------------------------------------- hashing
 
 
+_CANON = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+"""The canonical form: UTF-8 JSON, keys sorted, no whitespace. One encoder for every
+call: ``json.dumps`` with these options builds a new one each time."""
+
+
 def _canon(value: Any) -> bytes:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    return _CANON.encode(value).encode()
 
 
 def _tool_dict(t: ToolSpec) -> dict[str, Any]:
