@@ -1,0 +1,132 @@
+"""Request bodies are encoded by pydantic-core, as the bytes httpx's ``json=`` would send.
+
+Every recorded request of the wire corpus, and hostile text, encode to exactly httpx's
+bytes; what JSON cannot carry fails as it did with ``json=``; the request says
+``Content-Type: application/json`` unless the provider's headers name another type.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from lovia.model import ModelRequest
+from lovia.providers._http import json_body
+from lovia.providers.openai_chat import OpenAIChat
+from lovia.transcript import InputEntry
+
+from .wire import collect
+
+WIRE = Path(__file__).resolve().parents[1] / "fixtures" / "wire"
+REQUESTS = [
+    p for p in sorted(WIRE.glob("*/*/request.json")) if json.loads(p.read_text()) is not None
+]
+"""Every recorded request with a body (a few exchanges recorded only the response)."""
+
+
+def httpx_bytes(body: Any) -> bytes:
+    """What httpx itself puts on the wire for ``json=body``."""
+    return httpx.Request("POST", "http://127.0.0.1/", json=body).content
+
+
+def test_the_corpus_holds_requests() -> None:
+    assert len(REQUESTS) >= 40
+
+
+@pytest.mark.parametrize("path", REQUESTS, ids=lambda p: f"{p.parent.parent.name}/{p.parent.name}")
+def test_every_recorded_request_encodes_to_httpx_bytes(path: Path) -> None:
+    body = json.loads(path.read_text())
+    assert json_body(body) == httpx_bytes(body)
+
+
+HOSTILE = [
+    "".join(map(chr, range(32))) + "\x7f",  # every control character, DEL
+    "\x1b[31mred\x1b[0m\x07",  # terminal escapes
+    '\u2028\u2029 é 😀 "quoted" back\\slash /slash',
+    "x" * 1_000_000,  # a huge line
+    "",
+]
+
+
+@pytest.mark.parametrize("text", HOSTILE, ids=["controls", "escapes", "unicode", "huge", "empty"])
+def test_hostile_text_encodes_to_httpx_bytes(text: str) -> None:
+    body = {"messages": [{"role": "user", "content": text}], "model": "m", "n": [1, 2.5, None]}
+    assert json_body(body) == httpx_bytes(body)
+
+
+def test_text_that_looks_like_nan_is_still_httpx_bytes() -> None:
+    body = {"messages": [{"role": "user", "content": "NaN and -Infinity are words here"}]}
+    assert json_body(body) == httpx_bytes(body)
+
+
+@pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf])
+def test_a_float_json_has_no_number_for_fails_as_with_httpx(value: float) -> None:
+    body = {"model": "m", "temperature": value}
+    with pytest.raises(ValueError) as ours:
+        json_body(body)
+    with pytest.raises(ValueError) as theirs:
+        httpx_bytes(body)
+    assert str(ours.value) == str(theirs.value)
+
+
+def test_a_lone_surrogate_fails_as_with_httpx() -> None:
+    body = {"content": "half a pair: \ud800"}
+    with pytest.raises(UnicodeEncodeError):
+        json_body(body)
+    with pytest.raises(UnicodeEncodeError):
+        httpx_bytes(body)
+
+
+def test_a_value_of_no_json_type_fails_as_with_httpx() -> None:
+    body = {"extra": object()}
+    with pytest.raises(TypeError) as ours:
+        json_body(body)
+    with pytest.raises(TypeError) as theirs:
+        httpx_bytes(body)
+    assert str(ours.value) == str(theirs.value)
+
+
+ANSWER = {
+    "id": "c1",
+    "model": "m",
+    "choices": [
+        {"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}
+    ],
+}
+
+
+async def _one_call(headers: dict[str, str]) -> httpx.Request:
+    """The request one model call sends with these provider headers."""
+    seen: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(200, json=ANSWER)
+
+    client = httpx.AsyncClient(transport=httpx.MockTransport(handler))
+    url = "http://127.0.0.1:9/v1"
+    async with OpenAIChat(
+        "m", base_url=url, http_client=client, headers=headers, stream=False
+    ) as provider:
+        request = ModelRequest(system="s", messages=[InputEntry(content="hi")])
+        await collect(provider.stream(request))
+    await client.aclose()
+    (sent,) = seen
+    return sent
+
+
+async def test_the_request_says_it_is_json() -> None:
+    request = await _one_call({})
+    assert request.headers["content-type"] == "application/json"
+    assert request.headers["content-length"] == str(len(request.content))
+    assert json.loads(request.content)["messages"][-1] == {"role": "user", "content": "hi"}
+
+
+async def test_a_content_type_in_the_providers_headers_wins() -> None:
+    request = await _one_call({"content-type": "application/json; charset=utf-8"})
+    assert request.headers.get_list("content-type") == ["application/json; charset=utf-8"]
