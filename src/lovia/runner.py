@@ -13,6 +13,7 @@ import concurrent.futures
 import difflib
 import re
 from collections.abc import AsyncIterator, Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Generic, TypedDict, TypeVar, Unpack
 
 from ._defaults import DEFAULT, DEFAULT_MAX_TURNS, Default, default_store
@@ -318,7 +319,10 @@ class Runner:
         agent: Agent[Any, OutputT], input: Any = None, **options: Unpack[RunOptions]
     ) -> RunResult[OutputT]:
         """Run to the end and return the result; options as :meth:`stream`."""
-        return await Runner.stream(agent, input, **options).result()
+        stream: RunStream[OutputT] = RunStream(
+            replace(run_params(agent, input, options), drained=True)
+        )
+        return await stream.result()
 
     @staticmethod
     def run_sync(

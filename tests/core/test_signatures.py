@@ -35,8 +35,9 @@ def test_the_option_list_exists_once_with_its_defaults_on_the_run_parameters() -
     from lovia._loop.state import RunParams
 
     fields = {f.name for f in dataclasses.fields(RunParams)}
-    # ``store`` is resolved into checkpointer/session; agent, input and parent are not options
-    assert set(_options()) == (fields - {"agent", "input", "parent"}) | {"store"}
+    # ``store`` is resolved into checkpointer/session; agent, input and parent are not
+    # options, nor ``drained`` (set by ``Runner.run``, whose caller only awaits the result)
+    assert set(_options()) == (fields - {"agent", "input", "parent", "drained"}) | {"store"}
     assert set(_options()) == OPTION_NAMES
 
 

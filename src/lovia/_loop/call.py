@@ -40,7 +40,6 @@ from ..model import (
     Provider,
     ReasoningChunk,
     RetryNotice,
-    StreamItem,
     TextChunk,
     ToolCallChunk,
 )
@@ -187,14 +186,13 @@ async def _items(call: ModelCall, armed: Armed | None) -> AsyncIterator[ev.Event
     response: ModelResponse | None = None
     first = False
     clean = DeltaCleaner()  # a surrogate pair split across chunks reaches consumers whole
+    deltas = call.deltas
     try:
         async for item in stream:
-            event = _delta(call.base, item, clean, call.span)
-            if event is None:
-                assert isinstance(item, ModelResponse)  # _delta maps every other item
+            if isinstance(item, ModelResponse):
                 response = item
                 yield item  # known at once: spend is settled with it whatever follows
-                if call.deltas:
+                if deltas:
                     for held in _held_back(call.base, clean, call.span):
                         if armed is not None:
                             armed.pause()
@@ -202,10 +200,12 @@ async def _items(call: ModelCall, armed: Armed | None) -> AsyncIterator[ev.Event
                         if armed is not None:
                             armed.resume()
                 continue
-            if not first and not isinstance(item, RetryNotice):
+            retry = isinstance(item, RetryNotice)
+            if not first and not retry:
                 first = True
                 call.ttfc = time.perf_counter() - t0
-            if call.deltas or isinstance(item, RetryNotice):
+            if deltas or retry:  # a chunk nobody sees is not made an event
+                event = _delta(call.base, item, clean, call.span)
                 if armed is not None:
                     armed.pause()
                 yield event
@@ -265,9 +265,14 @@ def _failed(call: ModelCall, exc: BaseException, t0: float) -> ev.ModelCallFaile
     )
 
 
-def _delta(base: EventBase, item: StreamItem, clean: DeltaCleaner, span: Any) -> ev.Event | None:
-    """The event for one streamed chunk (None for the final response); text is cleaned.
-    ``span``: the call's chat span (every chunk's span)."""
+def _delta(
+    base: EventBase,
+    item: TextChunk | ToolCallChunk | ReasoningChunk | RetryNotice,
+    clean: DeltaCleaner,
+    span: Any,
+) -> ev.Event:
+    """The event for one streamed chunk; text is cleaned. ``span``: the call's chat span
+    (every chunk's span)."""
     if isinstance(item, TextChunk):
         return ev.TextDelta(**base, text=clean.feed("text", item.text), span=span)
     if isinstance(item, ToolCallChunk):
@@ -281,16 +286,14 @@ def _delta(base: EventBase, item: StreamItem, clean: DeltaCleaner, span: Any) ->
         )
     if isinstance(item, ReasoningChunk):
         return ev.ReasoningDelta(**base, text=clean.feed("reasoning", item.text), span=span)
-    if isinstance(item, RetryNotice):
-        return ev.ProviderRetry(
-            **base,
-            attempt=item.attempt,
-            error_type=type(item.error).__name__,
-            message=clean_text(str(item.error)),
-            delay_s=item.delay,
-            span=span,
-        )
-    return None
+    return ev.ProviderRetry(
+        **base,
+        attempt=item.attempt,
+        error_type=type(item.error).__name__,
+        message=clean_text(str(item.error)),
+        delay_s=item.delay,
+        span=span,
+    )
 
 
 def _clean(text: str | None) -> str | None:

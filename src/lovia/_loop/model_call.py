@@ -17,6 +17,7 @@ from functools import partial
 from typing import Any, cast, get_args
 
 from .. import events as ev
+from .._observers import OBSERVERS
 from ..errors import ContextOverflow
 from ..model import ModelRequest, ModelResponse, Provider
 from ..stores.records import ViewNote
@@ -386,7 +387,18 @@ def _main_call(state: RunState, view: PreparedView, attempt: int, purpose: Purpo
         purpose=purpose,
         view_hash=view.view_hash,
         compacted=attempt > 1,
+        deltas=_deltas_seen(state),
     )
+
+
+def _deltas_seen(state: RunState) -> bool:
+    """Whether anyone sees the chunks of a streamed answer: the stream's consumer, a hook
+    or an observer. ``Runner.run``'s caller awaits only the result, and the tracer does
+    nothing with chunks."""
+    if not state.params.drained or OBSERVERS:
+        return True
+    active = state.active
+    return bool(active.hooks) if active is not None else state.params.agent.hooks is not None
 
 
 def _unique_call_ids(state: RunState, entries: Sequence[Any]) -> list[Any]:

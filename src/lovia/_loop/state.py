@@ -103,6 +103,9 @@ class RunParams:
     """Attribution labels (checked by ``lovia.labels``); a child run gets its parent's."""
     deps_key: str | None = None
     """The key ``deps`` was built from (a task queue's), kept in the run's row."""
+    drained: bool = False
+    """The caller only awaits the result (``Runner.run``): nobody iterates the stream, so
+    a streamed answer's chunks become events only for a hook or an observer."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
