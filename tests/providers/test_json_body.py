@@ -1,8 +1,10 @@
-"""Request bodies are encoded by pydantic-core, as the bytes httpx's ``json=`` would send.
+"""JSON on the wire goes through pydantic-core, with the standard library's results.
 
-Every recorded request of the wire corpus, and hostile text, encode to exactly httpx's
-bytes; what JSON cannot carry fails as it did with ``json=``; the request says
+Request bodies: every recorded request of the wire corpus, and hostile text, encode to
+exactly httpx's ``json=`` bytes; what JSON cannot carry fails as it did; the request says
 ``Content-Type: application/json`` unless the provider's headers name another type.
+Answers: every recorded response body and streamed event parses to ``json.loads``'s
+value, and what ``json.loads`` reads (a lone surrogate's escape) or refuses, it does too.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import pytest
 
 from lovia.model import ModelRequest
 from lovia.providers._http import json_body
+from lovia.providers._sse import iter_sse, load_json
 from lovia.providers.openai_chat import OpenAIChat
 from lovia.transcript import InputEntry
 
@@ -130,3 +133,43 @@ async def test_the_request_says_it_is_json() -> None:
 async def test_a_content_type_in_the_providers_headers_wins() -> None:
     request = await _one_call({"content-type": "application/json; charset=utf-8"})
     assert request.headers.get_list("content-type") == ["application/json; charset=utf-8"]
+
+
+BODIES = sorted(WIRE.glob("*/*/response.body"))
+
+
+def _json_texts(path: Path) -> list[bytes]:
+    """The JSON texts of a recorded answer: its body, or each of its events' data."""
+    raw = path.read_bytes()
+    if b"data:" not in raw:
+        return [raw]
+    return [e.data.encode() for e in iter_sse([raw]) if e.data and e.data != "[DONE]"]
+
+
+def test_the_corpus_holds_answers() -> None:
+    assert sum(len(_json_texts(p)) for p in BODIES) >= 200
+
+
+@pytest.mark.parametrize("path", BODIES, ids=lambda p: f"{p.parent.parent.name}/{p.parent.name}")
+def test_every_recorded_answer_parses_as_json_loads_does(path: Path) -> None:
+    for text in _json_texts(path):
+        assert load_json(text) == json.loads(text)
+        assert load_json(text.decode()) == json.loads(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ['"half a pair: \\ud800"', '{"a": 1, "a": 2}', "12345678901234567890123456789", '"\\u001b[2J"'],
+    ids=["lone-surrogate-escape", "repeated-key", "big-int", "escape"],
+)
+def test_what_json_loads_reads_it_reads_alike(text: str) -> None:
+    assert load_json(text) == json.loads(text)
+    assert type(load_json(text)) is type(json.loads(text))
+
+
+@pytest.mark.parametrize("text", ["", "{", "nul", '{"a": 1} trailing', b"\xff\xfe"])
+def test_what_json_loads_refuses_it_refuses(text: str | bytes) -> None:
+    with pytest.raises(ValueError):
+        json.loads(text)
+    with pytest.raises(ValueError):
+        load_json(text)

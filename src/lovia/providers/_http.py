@@ -47,7 +47,7 @@ from ._error_map import (
     parse_retry_after,
 )
 from ._hints import rejected_format_hint, stream_cut_hint
-from ._sse import ChunkDecoder, SSEEvent, parse_event_json
+from ._sse import ChunkDecoder, SSEEvent, load_json, parse_event_json
 
 __all__ = [
     "HttpSeam",
@@ -406,7 +406,7 @@ class HttpSeam:
             if len(raw) > self.limits.max_body_size:
                 raise _too_large(self.limits, self.provider, "response body", "max_body_size")
         try:
-            data: Any = json.loads(raw)
+            data: Any = load_json(raw)
         except ValueError as exc:
             text = excerpt(raw.decode("utf-8", "replace"), 120)
             raise ProviderServerError(
