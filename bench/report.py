@@ -497,21 +497,29 @@ def targets_section(report: dict[str, Any]) -> list[str]:
 
 PROFILE = """## Where the time goes (profiles)
 
-Measured 2026-12-01 on the code of this run (load average under 1 for the CPU suites).
-Two views: instructions by configuration (deterministic: what each layer
-adds), and a sampled profile (what the process is busy with).
+Measured 2026-12-03 on the code of this run. The CPU suites ran on a machine with
+a noisy neighbour (spreads up to 100%, see Targets), so the instruction table is the
+figure to compare; the sampled profile below is from 2026-12-01. Two views: instructions
+by configuration (deterministic: what each layer adds), and a sampled profile (what the
+process is busy with).
 
 **What each layer adds** (the instruction table above, json ×1, thousands of instructions
-per round-trip): the httpx floor 2,989; lovia's own work +1,499 (4,488); the OTel SDK
-+1,849 on top of lovia (6,337); recording on SQLite +1,315 on top of lovia (5,803); both
-+3,639 (8,128: the two plus the checkpoint span events). On httpx2 the floor is 2,549 and
-lovia's own work +1,534 (json ×1), +1,569 at 50 in flight. So each target needs lovia's
-share cut to about: lovia ≤ 1.2× → its own work ≤ 598 (−60%); lovia+otel ≤ 1.45× → own +
-OTel ≤ 1,345 (−60%); lovia+otel+sqlite ≤ 1.6× → own + OTel + store ≤ 1,793 (−65%);
-lovia[fast] ≤ 1.3× at 50 in flight → own ≤ 1,108 (−29%). The changes of 2026-12-01 took,
-from the same suite on the code before them (b05189f): lovia −365, lovia+otel −628,
-lovia+sqlite −733, lovia+otel+sqlite −895, lovia[fast] json ×50 −574. Run to run, the
-same code's figure moves by about ±1%.
+per round-trip): the httpx floor 2,912; lovia's own work +1,429 (4,341); the OTel SDK
++2,063 on top of lovia (6,404); recording on SQLite +1,304 on top of lovia (5,645); both
++3,303 (7,644: the two plus the checkpoint span events). On httpx2 the floor is 2,596 and
+lovia's own work +1,445 (json ×1), +1,455 at 50 in flight. So each target needs lovia's
+share cut to about: lovia ≤ 1.2× → its own work ≤ 582 (−59%); lovia+otel ≤ 1.45× → own +
+OTel ≤ 1,310 (−62%); lovia+otel+sqlite ≤ 1.6× → own + OTel + store ≤ 1,747 (−67%);
+lovia[fast] ≤ 1.3× at 50 in flight → own ≤ 1,126 (−23%). The changes of 2026-12-03 took,
+from the same suite on the code before them (841540d, sniffio installed in both): lovia
+−378 (json) and −679 (sse), lovia+otel+sqlite −381 and −600; lovia's own work −20%
+(json) and −24% (sse). They are: one canonical JSON encoder for the view hash, request
+bodies encoded and answers parsed by pydantic-core (the same bytes and values as httpx's
+`json=` and `json.loads`, which still serve what pydantic-core refuses), and no events
+for a streamed answer's chunks under `Runner.run` when no hook or observer can see them.
+Before that, lovia's core install lacked `sniffio`, so httpx paid a failed import several
+times per request (about 1,100 more per round-trip, floor and lovia alike; see Notes on
+method). Run to run, the same code's figure moves by about ±1%.
 
 **Sampled** (`py-spy record --threads -r 400 -f raw`, 300 runs, json ×1, on the code
 before the lease keeper and the import work, which do not touch the per-call path; samples whose
@@ -529,7 +537,11 @@ the span export thread), HTTP 20%, lovia's loop 5%. lovia[fast] at 50 in flight:
   phases, about 17 typed events per round-trip, transcript entries (pydantic models: the
   provider's parse builds them, 16 field sets per run), the view (strategy, the
   incremental sha256 view hash over each new entry's canonical JSON, the view record),
-  provider render/parse and the call's deadline timers. What would meet it: transcript
+  provider render/parse and the call's deadline timers. Ablations on the code of
+  2026-12-03 (json ×1, thousands of instructions per round-trip): the view record 450, of
+  which the view hash 307 (sha256 under valgrind, which hides the CPU's SHA instructions,
+  and the canonical JSON) and the record's validation 57; the default `Compaction`
+  against `FullView` 161; pricing 65. What would meet it: transcript
   entries as slotted classes like the events (pydantic kept for validation at the edges),
   the view record and hash computed only when a checkpointer or exporter will read them,
   and fewer async-generator layers between the model call and the caller (about 11 per run).
