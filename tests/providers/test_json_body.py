@@ -94,6 +94,22 @@ def test_a_value_of_no_json_type_fails_as_with_httpx() -> None:
     assert str(ours.value) == str(theirs.value)
 
 
+def test_values_pydantic_core_writes_are_sent_as_it_writes_them() -> None:
+    """``json=`` refused these; a vendor field in ``ModelSettings.extra`` may hold one."""
+    from datetime import datetime
+    from decimal import Decimal
+    from uuid import UUID
+
+    body = {"when": datetime(2026, 1, 2, 3, 4, 5), "price": Decimal("1.5"), "id": UUID(int=1)}
+    assert json.loads(json_body(body)) == {
+        "when": "2026-01-02T03:04:05",
+        "price": "1.5",
+        "id": "00000000-0000-0000-0000-000000000001",
+    }
+    with pytest.raises(TypeError):
+        httpx_bytes(body)
+
+
 ANSWER = {
     "id": "c1",
     "model": "m",

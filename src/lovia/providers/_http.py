@@ -567,9 +567,12 @@ _NOT_JSON = (b"NaN", b"Infinity")
 def json_body(body: Mapping[str, Any]) -> bytes:
     """``body`` as the bytes httpx's ``json=`` sends (compact, UTF-8, no NaN), encoded by
     pydantic-core: about a quarter of ``json.dumps``'s CPU, which grows with the
-    conversation. A body JSON cannot carry (NaN or an infinity, a value of no JSON type)
-    and, to be safe, one whose text merely holds ``NaN`` or ``Infinity`` goes through
-    ``json.dumps`` as before: the same bytes, or the same ``ValueError``/``TypeError``."""
+    conversation. A body with NaN or an infinity, a lone surrogate or a value neither
+    encoder knows, and, to be safe, one whose text merely holds ``NaN`` or ``Infinity``,
+    goes through ``json.dumps`` as before: the same bytes, or the same error. Values JSON
+    has no type for but pydantic-core writes (a datetime, a ``Decimal``, a UUID, a set:
+    only ``ModelSettings.extra`` can hold one) are sent as it writes them, where
+    ``json=`` refused them."""
     try:
         data = pydantic_core.to_json(body)
     except pydantic_core.PydanticSerializationError:
