@@ -266,6 +266,7 @@ def test_ordinary_text_is_left_alone() -> None:
 
 
 def test_the_whole_cause_chain_is_redacted() -> None:
+    OpenAIChat("m", base_url="http://127.0.0.1:9/v1", api_key=KEY)  # configures the key
     try:
         try:
             raise ValueError(f"inner {KEY}")
