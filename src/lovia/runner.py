@@ -13,7 +13,6 @@ import concurrent.futures
 import difflib
 import re
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Generic, TypedDict, TypeVar, Unpack
 
 from ._defaults import DEFAULT, DEFAULT_MAX_TURNS, Default, default_store
@@ -168,8 +167,11 @@ OPTION_NAMES: frozenset[str] = frozenset(RunOptions.__annotations__)
 """The names :class:`RunOptions` declares (what ``Runner`` accepts)."""
 
 
-def run_params(agent: Agent[Any, Any], input: Any, options: RunOptions) -> RunParams:
-    """The run's frozen parameters from the caller's options, each checked once here."""
+def run_params(
+    agent: Agent[Any, Any], input: Any, options: RunOptions, *, drained: bool = False
+) -> RunParams:
+    """The run's frozen parameters from the caller's options, each checked once here
+    (``drained``: only the result is awaited, see ``RunParams.drained``)."""
     if not isinstance(agent, Agent):
         raise UserError(f"Runner needs an Agent, got {agent!r}")
     given: dict[str, Any] = dict(options)
@@ -186,7 +188,7 @@ def run_params(agent: Agent[Any, Any], input: Any, options: RunOptions) -> RunPa
     given["deps_key"] = check_deps_key(given.get("deps_key"))
     from ._loop.state import RunParams  # the engine loads on the first run
 
-    params = RunParams(agent=agent, input=input, **given)
+    params = RunParams(agent=agent, input=input, drained=drained, **given)
     if params.max_turns < 1:
         raise UserError("max_turns must be at least 1")
     return params
@@ -319,9 +321,7 @@ class Runner:
         agent: Agent[Any, OutputT], input: Any = None, **options: Unpack[RunOptions]
     ) -> RunResult[OutputT]:
         """Run to the end and return the result; options as :meth:`stream`."""
-        stream: RunStream[OutputT] = RunStream(
-            replace(run_params(agent, input, options), drained=True)
-        )
+        stream: RunStream[OutputT] = RunStream(run_params(agent, input, options, drained=True))
         return await stream.result()
 
     @staticmethod

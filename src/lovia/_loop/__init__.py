@@ -82,12 +82,7 @@ class Emitter:
 
     def idle(self) -> bool:
         """True when no tracer and no hook can see events (the consumer still does)."""
-        state = self.state
-        if self.tracer is not None or OBSERVERS:
-            return False
-        if state.active is not None:
-            return not state.active.hooks
-        return state.params.agent.hooks is None
+        return self.tracer is None and not OBSERVERS and not self.state.hooked()
 
     async def emit(self, event: ev.Event, *, live: bool = False) -> ev.Event:
         """The event as hooks, observers and the consumer see it: with its phase's span.

@@ -395,10 +395,7 @@ def _deltas_seen(state: RunState) -> bool:
     """Whether anyone sees the chunks of a streamed answer: the stream's consumer, a hook
     or an observer. ``Runner.run``'s caller awaits only the result, and the tracer does
     nothing with chunks."""
-    if not state.params.drained or OBSERVERS:
-        return True
-    active = state.active
-    return bool(active.hooks) if active is not None else state.params.agent.hooks is not None
+    return not state.params.drained or bool(OBSERVERS) or state.hooked()
 
 
 def _unique_call_ids(state: RunState, entries: Sequence[Any]) -> list[Any]:

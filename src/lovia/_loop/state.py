@@ -324,6 +324,12 @@ class RunState:
     def new_entries(self) -> list[TranscriptEntry]:
         return list(self.transcript.view(self.run_start))
 
+    def hooked(self) -> bool:
+        """Whether the agent running now has hooks (its own or its plugins')."""
+        if self.active is not None:
+            return bool(self.active.hooks)
+        return self.params.agent.hooks is not None
+
     def base(self) -> EventBase:
         agent = self.active.agent.name if self.active else self.params.agent.name
         return {"run_id": self.run_id, "agent": agent, "turn": self.progress.turn}

@@ -560,10 +560,6 @@ def _max_connections() -> int:
     return DEFAULT_LIMITS.max_connections or 100
 
 
-_NOT_JSON = (b"NaN", b"Infinity")
-"""What pydantic-core writes for floats JSON has no number for."""
-
-
 def json_body(body: Mapping[str, Any]) -> bytes:
     """``body`` as the bytes httpx's ``json=`` sends (compact, UTF-8, no NaN), encoded by
     pydantic-core: about a quarter of ``json.dumps``'s CPU, which grows with the
@@ -576,8 +572,8 @@ def json_body(body: Mapping[str, Any]) -> bytes:
     try:
         data = pydantic_core.to_json(body)
     except pydantic_core.PydanticSerializationError:
-        data = _NOT_JSON[0]
-    if _NOT_JSON[0] in data or _NOT_JSON[1] in data:
+        data = None
+    if data is None or b"NaN" in data or b"Infinity" in data:
         text = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
         return text.encode()
     return data
