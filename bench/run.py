@@ -61,6 +61,7 @@ def _lovia(name: str, *args: str) -> tuple[Contender, Contender]:
 CONTENDERS = (
     Contender("floor", "floor.py"),
     Contender("floor-httpx2", "floor.py", ("--client", "httpx2")),
+    Contender("floor+otel", "floor.py", ("--otel",)),
     *_lovia("lovia"),
     *_lovia("lovia+otel", "--otel"),
     *_lovia("lovia+sqlite", "--store", "sqlite"),
@@ -72,7 +73,10 @@ CONTENDERS = (
     Contender("pydantic-ai", "pydantic_ai_driver.py", peer=True),
     Contender("pydantic-ai+otel", "pydantic_ai_driver.py", ("--instrument",), peer=True),
 )
-QUICK = ("floor", "floor-httpx2", "lovia", "lovia+otel", "lovia+otel+sqlite", "lovia[fast]")
+QUICK = (
+    "floor", "floor-httpx2", "floor+otel", "lovia", "lovia+otel", "lovia+otel+sqlite",
+    "lovia[fast]",
+)  # fmt: skip
 FLOORS = {c.name: c.floor for c in CONTENDERS}
 IMPORT_MODULES = ("lovia", "httpx", "httpx2", "agents", "pydantic_ai")
 PACKAGES = (
@@ -238,6 +242,7 @@ def run_scale(session: Session, sizes: tuple[int, ...]) -> None:
 INSTR_CONTENDERS = (
     "floor",
     "floor-httpx2",
+    "floor+otel",
     "lovia",
     "lovia+otel",
     "lovia+sqlite",

@@ -2,7 +2,9 @@
 
 Posts the conversation, parses the tool calls (JSON or SSE), runs ``add``, appends the
 tool results and repeats until the model answers with text. ``--client httpx2`` runs the
-same loop on httpx2 to measure the HTTP client itself.
+same loop on httpx2 to measure the HTTP client itself. ``--otel`` installs the OTel SDK
+as ``lovia_driver.py --otel`` does and emits lovia's spans and metrics by hand
+(``_floor_otel``): the least any agent loop pays for that telemetry.
 """
 
 from __future__ import annotations
@@ -11,7 +13,9 @@ import argparse
 import asyncio
 import importlib
 import json
+import time
 from typing import Any
+from urllib.parse import urlsplit
 
 from _common import (
     ADD_TOOL_SCHEMA,
@@ -25,20 +29,27 @@ from _common import (
     model_name,
     parse_args,
 )
+from _floor_otel import RunTrace, Telemetry
 
 
 def _options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--client", choices=["httpx", "httpx2"], default="httpx")
+    parser.add_argument("--otel", action="store_true", help="emit lovia's telemetry by hand")
 
 
 async def json_turn(
-    client: Any, url: str, body: dict[str, Any]
+    client: Any, url: str, body: dict[str, Any], meta: dict[str, Any] | None = None
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """One non-streamed request; returns (assistant message, usage)."""
+    """One non-streamed request; returns (assistant message, usage). ``meta``, when
+    given, gets the answer's id, model and finish reason."""
     response = await client.post(url, json=body)
     response.raise_for_status()
     data = response.json()
-    return data["choices"][0]["message"], data.get("usage") or {}
+    choice = data["choices"][0]
+    if meta is not None:
+        meta.update(id=data.get("id"), model=data.get("model"))
+        meta.update(finish_reason=choice.get("finish_reason"), first_chunk=time.perf_counter())
+    return choice["message"], data.get("usage") or {}
 
 
 def _merge_delta(
@@ -60,9 +71,10 @@ def _merge_delta(
 
 
 async def sse_turn(
-    client: Any, url: str, body: dict[str, Any]
+    client: Any, url: str, body: dict[str, Any], meta: dict[str, Any] | None = None
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """One streamed request; returns (assistant message, usage)."""
+    """One streamed request; returns (assistant message, usage). ``meta``, when given,
+    gets the answer's id, model, finish reason and the time of its first chunk."""
     message: dict[str, Any] = {"role": "assistant", "content": None}
     calls: dict[int, dict[str, Any]] = {}
     usage: dict[str, Any] = {}
@@ -79,6 +91,11 @@ async def sse_turn(
                 usage = chunk["usage"]
             for choice in chunk.get("choices") or ():
                 _merge_delta(message, calls, choice.get("delta") or {})
+                if meta is not None and choice.get("finish_reason"):
+                    meta["finish_reason"] = choice["finish_reason"]
+            if meta is not None and "id" not in meta:
+                meta.update(id=chunk.get("id"), model=chunk.get("model"))
+                meta["first_chunk"] = time.perf_counter()
     if calls:
         message["tool_calls"] = [calls[i] for i in sorted(calls)]
     return message, usage
@@ -111,9 +128,47 @@ async def run_once(client: Any, url: str, model: str, stream: bool) -> str:
     raise RuntimeError("max turns exceeded")
 
 
+async def run_traced(client: Any, url: str, tel: Telemetry) -> str:
+    """``run_once`` emitting lovia's spans and metrics for the run."""
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": INSTRUCTIONS},
+        {"role": "user", "content": PROMPT},
+    ]
+    body: dict[str, Any] = {"model": tel.model, "messages": messages, "tools": [ADD_TOOL_SCHEMA]}
+    if tel.stream:
+        body["stream"] = True
+        body["stream_options"] = {"include_usage": True}
+    turn = sse_turn if tel.stream else json_turn
+    run = RunTrace(tel)
+    for _ in range(MAX_TURNS):
+        run.start_turn(len(messages) - 1)  # the view: the conversation without instructions
+        meta: dict[str, Any] = {}
+        message, usage = await turn(client, url, body, meta)
+        run.end_chat(meta, usage, meta["first_chunk"])
+        messages.append(message)
+        calls = message.get("tool_calls") or ()
+        for call in calls:
+            span, started = run.start_tool(call["id"]), time.perf_counter()
+            arguments = json.loads(call["function"]["arguments"])
+            messages.append(
+                {"role": "tool", "tool_call_id": call["id"], "content": str(add(**arguments))}
+            )
+            run.end_tool(span, started)
+        run.end_turn(len(calls))
+        if not calls:
+            run.end()
+            return message.get("content") or ""
+    raise RuntimeError("max turns exceeded")
+
+
 async def main() -> None:
     """Parse options, build the client, measure."""
     args = parse_args(__doc__.splitlines()[0], _options)
+    sdk = None
+    if args.otel:
+        from _otel import install_sdk
+
+        sdk = install_sdk()
     elapsed = import_timer()
     http = importlib.import_module(args.client)
     import_s = elapsed()
@@ -125,13 +180,27 @@ async def main() -> None:
         url = args.base_url.rstrip("/") + "/chat/completions"
         model = model_name(args.turns, args.calls)
 
-        async def one() -> str:
-            return await run_once(client, url, model, args.mode == "sse")
+        extra: dict[str, Any] = {"client": args.client, "otel": sdk is not None}
+        if sdk is None:
+
+            async def one() -> str:
+                return await run_once(client, url, model, args.mode == "sse")
+        else:
+            where = urlsplit(url)
+            tel = Telemetry(model, where.hostname or "", where.port or 80, args.mode == "sse")
+
+            async def one() -> str:
+                return await run_traced(client, url, tel)
+
+        def flush() -> None:
+            if sdk is not None:
+                sdk.flush()
+                extra.update(sdk.summary())
 
         contender = "floor" if args.client == "httpx" else f"floor-{args.client}"
-        await measure(
-            contender, args, one, import_s, cpu_marks=marks, extra={"client": args.client}
-        )
+        if sdk is not None:
+            contender += "+otel"
+        await measure(contender, args, one, import_s, flush=flush, cpu_marks=marks, extra=extra)
 
 
 if __name__ == "__main__":
