@@ -532,17 +532,17 @@ def test_a_view_hash_serializes_only_what_it_has_not_seen(monkeypatch: pytest.Mo
     views = [[*e, new[0]], e[:10], [*e[:9], new[1]]]
     h.hash(req(e, settings=settings))
     serialized: list[Any] = []
-    canon = module._canon  # pyright: ignore[reportPrivateUsage]
+    canon = module.canonical_entry
 
-    def counting(value: Any) -> bytes:
-        serialized.append(value)
-        return canon(value)
+    def counting(entry: Any) -> bytes:
+        serialized.append(entry)
+        return canon(entry)
 
-    monkeypatch.setattr(module, "_canon", counting)
+    monkeypatch.setattr(module, "canonical_entry", counting)
     got = []
     for view in views:
         got.append(h.hash(req(view, settings=settings)))
-    assert [v["text"] for v in serialized] == ["new 0", "new 1"]
+    assert [v.text for v in serialized] == ["new 0", "new 1"]
     monkeypatch.undo()
     assert got == [ViewHasher().hash(req(v, settings=settings)) for v in views]
 

@@ -55,14 +55,17 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import threading
 from bisect import bisect_right
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast, overload
 
+import pydantic_core
 from pydantic import BaseModel, ConfigDict, Field
 
+from .. import transcript as tr
 from ..errors import LoviaError, SchemaVersionError
 from ..model import ModelRequest, ModelSettings, OutputSchema, ToolSpec
 from ..transcript import TranscriptEntry, entry_from_dict, entry_to_dict
@@ -72,6 +75,7 @@ __all__ = [
     "ResolvedRecords",
     "ViewHasher",
     "ViewRecord",
+    "canonical_entry",
     "canonical_request",
     "rebuild_messages",
     "rebuild_request",
@@ -152,6 +156,40 @@ call: ``json.dumps`` with these options builds a new one each time."""
 
 def _canon(value: Any) -> bytes:
     return _CANON.encode(value).encode()
+
+
+_SCALAR_ENTRIES: dict[type, tuple[str, ...]] = {
+    cls: tuple(sorted(cls.model_fields))
+    for cls in (
+        tr.SystemEntry, tr.InputEntry, tr.TextEntry, tr.ReasoningEntry,
+        tr.ToolCallEntry, tr.ToolResultEntry, tr.HandoffEntry,
+    )
+}  # fmt: skip
+"""Entry types whose fields hold only text, numbers, booleans and None (a reasoning
+entry's ``details`` excepted), with their field names in the canonical (sorted) order."""
+
+
+def canonical_entry(entry: TranscriptEntry) -> bytes:
+    """The canonical bytes of ``entry``: ``_canon(entry_to_dict(entry))``, byte for byte.
+
+    For an entry of scalar fields, pydantic-core writes the same bytes from the fields
+    in sorted order, in about a quarter of the instructions: it escapes text exactly as
+    ``json`` does with ``ensure_ascii=False``, and writes a finite float as ``repr``
+    does unless it is below 1e-4 in magnitude (``1e-5``, not ``1e-05``); the time stamp
+    never is. Anything else (a reasoning entry with ``details``, a tiny or non-finite
+    time stamp, text pydantic-core refuses) takes the ``json`` path, so the hash never
+    depends on which path ran."""
+    order = _SCALAR_ENTRIES.get(type(entry))
+    if order is not None:
+        values: Mapping[str, Any] = entry.__dict__
+        ts: float = values.get("ts", 0.0)
+        plain = type(ts) in (float, int) and (ts == 0 or 1e-4 <= abs(ts) < math.inf)
+        if plain and values.get("details") is None:
+            try:
+                return pydantic_core.to_json({name: values[name] for name in order})
+            except (KeyError, pydantic_core.PydanticSerializationError):
+                pass
+    return _canon(entry_to_dict(entry))
 
 
 def _tool_dict(t: ToolSpec) -> dict[str, Any]:
@@ -255,7 +293,7 @@ class ViewHasher:
         hit = self._cache.get(id(entry))
         if hit is not None and hit[0] is entry:
             return hit[1]
-        data = _canon(entry_to_dict(entry))
+        data = canonical_entry(entry)
         self._cache[id(entry)] = (entry, data)
         return data
 
