@@ -63,6 +63,8 @@ default client then) and its ratio is to the same floor loop on httpx2 (`floor-h
 
 **Contenders.** `+otel`: the OpenTelemetry SDK installed as the global tracer and meter
 provider (batch span processor, in-memory metric reader, flushed inside the window).
+`floor+otel`: the floor loop on that SDK set-up, emitting by hand the spans and metric
+points lovia emits for the same run (see *The telemetry floor*).
 `+sqlite`: the default SQLite store as checkpointer and session (what `make demo` does,
 with `+otel`); `+postgres`: the same on PostgreSQL 127.0.0.1 in a fresh schema. `sync-tool`:
 `add` declared `def` instead of `async def`, so each call hops to a worker thread.
