@@ -67,35 +67,24 @@ class Telemetry:
         """``providers``: the tracer and meter providers (default: the global ones)."""
         self.tracer = trace.get_tracer("lovia", tracer_provider=providers[0])
         meter = metrics.get_meter("lovia", meter_provider=providers[1])
-        hist = meter.create_histogram
-        self.op = hist(
-            "gen_ai.client.operation.duration", unit="s",
-            explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
-        )  # fmt: skip
-        self.ttfc = hist(
-            "gen_ai.client.operation.time_to_first_chunk", unit="s",
-            explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
-        )  # fmt: skip
-        self.tokens_h = hist(
-            "gen_ai.client.token.usage", unit="{token}",
-            explicit_bucket_boundaries_advisory=TOKEN_BUCKETS,
-        )  # fmt: skip
-        self.tool_h = hist(
-            "gen_ai.execute_tool.duration", unit="s",
-            explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
-        )  # fmt: skip
-        self.agent_h = hist(
-            "gen_ai.invoke_agent.duration", unit="s",
-            explicit_bucket_boundaries_advisory=AGENT_BUCKETS,
-        )  # fmt: skip
-        self.turns_h = hist(
-            "lovia.turns", unit="{turn}", explicit_bucket_boundaries_advisory=TURN_BUCKETS
-        )
+
+        def hist(name: str, unit: str, buckets: tuple[float, ...]) -> Any:
+            return meter.create_histogram(
+                name, unit=unit, explicit_bucket_boundaries_advisory=buckets
+            )
+
+        self.op = hist("gen_ai.client.operation.duration", "s", DURATION_BUCKETS)
+        self.ttfc = hist("gen_ai.client.operation.time_to_first_chunk", "s", DURATION_BUCKETS)
+        self.tokens_h = hist("gen_ai.client.token.usage", "{token}", TOKEN_BUCKETS)
+        self.tool_h = hist("gen_ai.execute_tool.duration", "s", DURATION_BUCKETS)
+        self.agent_h = hist("gen_ai.invoke_agent.duration", "s", AGENT_BUCKETS)
+        self.turns_h = hist("lovia.turns", "{turn}", TURN_BUCKETS)
         self.runs = Sums(meter, "lovia.runs", "{run}")
         self.tokens = Sums(meter, "lovia.tokens", "{token}")
         self.unpriced = Sums(meter, "lovia.cost.unpriced", "{call}")
         self.tool_calls = Sums(meter, "lovia.tool.calls", "{call}")
-        self.runs.add(0, frozenset({"lovia.run.outcome": "completed", "lovia.run.nested": False}.items()))
+        seed = {"lovia.run.outcome": "completed", "lovia.run.nested": False}
+        self.runs.add(0, frozenset(seed.items()))  # the series lovia starts at 0
         self.model, self.stream = model, stream
         self.chat_start = {
             "gen_ai.operation.name": "chat", "gen_ai.provider.name": "openai",
@@ -131,9 +120,7 @@ class Telemetry:
             "gen_ai.agent.name": AGENT, "lovia.run.nested": False,
             "lovia.run.outcome": "completed",
         }  # fmt: skip
-        self.runs_key = frozenset(
-            {**self.turns_labels, "lovia.run.finish_reason": "stop"}.items()
-        )
+        self.runs_key = frozenset({**self.turns_labels, "lovia.run.finish_reason": "stop"}.items())
 
 
 class RunTrace:
@@ -161,6 +148,7 @@ class RunTrace:
         self.turn_context: Any = None
         self.chat: Span | None = None
         self.chat_started = 0.0
+        self.turn_tokens = (0, 0)
 
     def start_turn(self, entries: int) -> None:
         """Open the turn's span and record its view (a span that ends at once)."""
