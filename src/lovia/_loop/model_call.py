@@ -186,15 +186,18 @@ async def _summarize(
     assert state.active is not None
     provider = provider or state.active.provider
     request = ModelRequest(system=prompt, messages=list(entries))
-    record = _summary_record(state, request, provider)
-    if views is not None:
-        views.append(record)
+    view_hash = ""
+    if views_read(state):
+        record = _summary_record(state, request, provider)
+        view_hash = record.hash
+        if views is not None:
+            views.append(record)
     call = ModelCall(
         provider=provider,
         request=request,
         base=state.base(),
         purpose="summary",
-        view_hash=record.hash,
+        view_hash=view_hash,
         deltas=False,
     )
     out: Returned | None = None
@@ -290,19 +293,41 @@ async def _build_view(state: RunState, attempt: int) -> AsyncIterator[ev.Event |
     if built.evicted:  # a tool result was stubbed: the model may read it back
         _add_recall_tool(active)
     request = _request(active, built, injected)
-    record = _record(state, active, built, injected, request, attempt, summaries)
+    record = None
+    if views_read(state):
+        record = _record(state, active, built, injected, request, attempt, summaries)
     state.last_view_size = len(request.messages)
+    view_hash = record.hash if record is not None else ""
     yield ev.ViewBuilt(
         **state.base(),
-        view_hash=record.hash,
+        view_hash=view_hash,
         entries=len(request.messages),
         injected=len(injected),
-        compacted=record.compacted,
+        compacted=record.compacted if record is not None else _compacted(built),
         record=record,
         attempt=attempt,
         span=span,
     )
-    yield PreparedView(request, record.hash)
+    yield PreparedView(request, view_hash)
+
+
+def views_read(state: RunState) -> bool:
+    """Whether anyone can read this run's view records and hashes: a store, a tracer, a
+    stream's consumer (all known at the start), a hook or an observer (the agent running
+    now, or a capture started since). Nobody, under ``Runner.run`` of an agent without
+    hooks: its views are neither hashed nor recorded. Once true, true for the run."""
+    runtime = state.runtime
+    if not runtime.views_read and (OBSERVERS or state.hooked()):
+        runtime.views_read = True
+    return runtime.views_read
+
+
+def _compacted(built: BuiltView) -> bool:
+    """Whether the view differs from the transcript (the strategy says, or it stubbed
+    or summarized)."""
+    if built.compacted is not None:
+        return built.compacted
+    return bool(built.replaced) or built.summary is not None
 
 
 def _result_caps(active: ActiveAgent) -> dict[str, int]:
@@ -353,9 +378,7 @@ def _record(
     if active.handoff_filter is not None:  # the filter may drop or rewrite entries
         shown = request.messages[: len(request.messages) - len(injected)]
         order, replaced = view_parts(built, shown)
-    compacted = built.compacted
-    if compacted is None:
-        compacted = bool(built.replaced) or built.summary is not None
+    compacted = _compacted(built)
     record = state.hasher.record(
         request=request,
         order=order,

@@ -239,6 +239,10 @@ class Runtime:
     """True once the run's row is in the store: written by the start commit, or found
     when the run resumes. A run that fails before it (in a plugin's setup) writes it with
     its failure."""
+    views_read: bool = False
+    """True once anyone can read the run's view records and hashes: a store, a tracer,
+    a stream's consumer, a hook or an observer (``model_call.views_read``). From then on
+    every view is recorded, so the record chain a reader sees has no gap."""
 
 
 @dataclass(slots=True, kw_only=True)
