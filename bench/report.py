@@ -273,7 +273,7 @@ def telemetry_floor_section(
         "| lovia+otel+sqlite × floor+otel |",
         "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
-    below: list[str] = []
+    below: dict[str, list[str]] = {}
     limit = TARGETS["lovia+otel"]
     for measure, mode, conc, by_name in rows:
         floor, sdk = by_name["floor"], by_name["floor+otel"]
@@ -281,7 +281,8 @@ def telemetry_floor_section(
         cells = " | ".join(f"{v / sdk:.2f}×" if v else "–" for v in over)
         ratio = sdk / floor
         if ratio > limit:
-            below.append(f"{mode} ×{conc} ({measure}: {ratio:.2f}×)")
+            what = "instructions" if measure == "kinstr" else "CPU"
+            below.setdefault(f"{mode} ×{conc}", []).append(f"{ratio:.2f}× in {what}")
         lines.append(
             f"| {measure} | {mode} | {conc} | {floor:,.0f} | {sdk:,.0f} | {ratio:.2f}× | "
             f"{cells} |"
@@ -290,8 +291,10 @@ def telemetry_floor_section(
         lines += [
             "",
             f"The `lovia+otel` target (≤ {limit}× the floor) is below what the SDK alone costs "
-            f"in {', '.join(below)}: no loop that emits this telemetry through the SDK meets "
-            "it there, however little it does itself.",
+            "in "
+            + "; ".join(f"{where} ({', '.join(said)})" for where, said in below.items())
+            + ": no loop that emits this telemetry through the SDK meets it there, however "
+            "little it does itself.",
         ]
     return lines
 
