@@ -56,6 +56,13 @@ async def test_run_hashes_and_records_no_view_nobody_reads(recorded: list[int]) 
     assert recorded == []
 
 
+async def test_hooks_without_a_handler_read_nothing(recorded: list[int]) -> None:
+    """``hooks=AgentHooks()`` with no handler registered is no reader of views."""
+    result = await Runner.run(agent(AgentHooks()), "go")
+    assert result.output == "sum=10"
+    assert recorded == []
+
+
 async def test_a_store_gets_every_view_recorded(recorded: list[int]) -> None:
     store = MemoryStore()
     result = await Runner.run(agent(), "go", checkpointer=store)

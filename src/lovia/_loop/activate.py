@@ -248,7 +248,7 @@ async def activate(state: RunState, agent: Agent[Any, Any]) -> AsyncIterator[ev.
     else:
         active.tools = dict(shared.tools)
         active.specs = shared.all_specs
-        if agent.hooks is not None:
+        if agent.hooks:  # an AgentHooks without handlers sees nothing: not a reader
             active.hooks = ((None, agent.hooks),)
         active.input_guardrails = tuple(as_guardrail(g) for g in agent.input_guardrails)
         active.output_guardrails = tuple(as_guardrail(g) for g in agent.output_guardrails)
@@ -281,7 +281,7 @@ async def _setup_plugins(
     active = state.active
     assert active is not None
     merged = _Merged({n: t for n, t in shared.tools.items() if t.source == "agent"})
-    if agent.hooks is not None:
+    if agent.hooks:
         merged.hooks.append((None, agent.hooks))
     live = state.ctx.entries
     if not state.runtime.activated:  # seed: at run start, setup() sees no entries
