@@ -173,8 +173,10 @@ class RunTrace:
             attributes={**index, **self.tel.chat_start},
         )
 
-    def end_chat(self, data: dict[str, Any], usage: dict[str, Any], first_chunk: float) -> None:
-        """End the chat span with what the model answered; record the call's metrics."""
+    def end_chat(self, data: dict[str, Any], usage: dict[str, Any]) -> None:
+        """End the chat span with what the model answered (``data``: its id, model,
+        finish reason and the time of its first chunk); record the call's metrics."""
+        first_chunk: float = data["first_chunk"]
         tel, chat = self.tel, self.chat
         assert chat is not None
         finish = data.get("finish_reason") or "stop"

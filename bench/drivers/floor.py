@@ -144,7 +144,7 @@ async def run_traced(client: Any, url: str, tel: Telemetry) -> str:
         run.start_turn(len(messages) - 1)  # the view: the conversation without instructions
         meta: dict[str, Any] = {}
         message, usage = await turn(client, url, body, meta)
-        run.end_chat(meta, usage, meta["first_chunk"])
+        run.end_chat(meta, usage)
         messages.append(message)
         calls = message.get("tool_calls") or ()
         for call in calls:

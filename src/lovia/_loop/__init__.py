@@ -338,9 +338,7 @@ async def run_events(params: RunParams, outcome: Outcome) -> AsyncGenerator[ev.E
     state = new_state(params)
     tracer = make_run_tracer(params.tracer_provider, params.meter_provider)
     emitter = Emitter(state, tracer)
-    state.runtime.views_read = (
-        tracer is not None or params.checkpointer is not None or not params.drained
-    )
+    state.runtime.views_read = tracer is not None or params.checkpointer is not None
     watch = state.runtime.watch
     assert watch is not None  # new_state gives every run its watch
     watch.token.add_listener(watch.fire)

@@ -293,9 +293,10 @@ async def _build_view(state: RunState, attempt: int) -> AsyncIterator[ev.Event |
     if built.evicted:  # a tool result was stubbed: the model may read it back
         _add_recall_tool(active)
     request = _request(active, built, injected)
+    compacted = _compacted(built)
     record = None
     if views_read(state):
-        record = _record(state, active, built, injected, request, attempt, summaries)
+        record = _record(state, active, built, injected, request, attempt, summaries, compacted)
     state.last_view_size = len(request.messages)
     view_hash = record.hash if record is not None else ""
     yield ev.ViewBuilt(
@@ -303,7 +304,7 @@ async def _build_view(state: RunState, attempt: int) -> AsyncIterator[ev.Event |
         view_hash=view_hash,
         entries=len(request.messages),
         injected=len(injected),
-        compacted=record.compacted if record is not None else _compacted(built),
+        compacted=compacted,
         record=record,
         attempt=attempt,
         span=span,
@@ -313,11 +314,12 @@ async def _build_view(state: RunState, attempt: int) -> AsyncIterator[ev.Event |
 
 def views_read(state: RunState) -> bool:
     """Whether anyone can read this run's view records and hashes: a store, a tracer, a
-    stream's consumer (all known at the start), a hook or an observer (the agent running
-    now, or a capture started since). Nobody, under ``Runner.run`` of an agent without
-    hooks: its views are neither hashed nor recorded. Once true, true for the run."""
+    stream's consumer, a hook or an observer: whoever sees the chunks (``_deltas_seen``),
+    and a store or a tracer (known at the start). Nobody, under ``Runner.run`` of an
+    agent without hooks: its views are neither hashed nor recorded. Once true, true for
+    the run."""
     runtime = state.runtime
-    if not runtime.views_read and (OBSERVERS or state.hooked()):
+    if not runtime.views_read and _deltas_seen(state):
         runtime.views_read = True
     return runtime.views_read
 
@@ -372,13 +374,13 @@ def _record(
     injected: list[TranscriptEntry],
     request: ModelRequest,
     attempt: int,
-    summaries: Sequence[ViewRecord] = (),
+    summaries: Sequence[ViewRecord],
+    compacted: bool,
 ) -> ViewRecord:
     order, replaced = built.order, built.replaced
     if active.handoff_filter is not None:  # the filter may drop or rewrite entries
         shown = request.messages[: len(request.messages) - len(injected)]
         order, replaced = view_parts(built, shown)
-    compacted = _compacted(built)
     record = state.hasher.record(
         request=request,
         order=order,

@@ -240,8 +240,9 @@ class Runtime:
     when the run resumes. A run that fails before it (in a plugin's setup) writes it with
     its failure."""
     views_read: bool = False
-    """True once anyone can read the run's view records and hashes: a store, a tracer,
-    a stream's consumer, a hook or an observer (``model_call.views_read``). From then on
+    """True once anyone can read the run's view records and hashes: a store or a tracer
+    (set at the start), a stream's consumer, a hook or an observer (set by
+    ``model_call.views_read``). From then on
     every view is recorded, so the record chain a reader sees has no gap."""
 
 
