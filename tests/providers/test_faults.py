@@ -319,6 +319,34 @@ async def test_stream_false_is_a_one_shot_stream() -> None:
     assert final.usage.input_tokens == 5
 
 
+async def test_a_one_shot_call_is_retried_like_a_stream() -> None:
+    """stream=False goes through the same retry loop: a 429 before the answer is waited
+    out (one notice, first), then the whole answer arrives as one-shot items."""
+    rate_limited = {"error": {"message": "slow down", "code": "rate_limit_exceeded"}}
+    body = {
+        "id": "c1",
+        "model": "m",
+        "choices": [{"index": 0, "message": {"content": "Hi"}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 5, "completion_tokens": 1},
+    }
+    client, seen = _sequenced(_status(429, rate_limited, {"retry-after": "1"}), _status(200, body))
+    sleeps = Sleeps()
+    items, final = await collect(_chat(client, sleeps, stream=False).stream(REQ))
+    assert [type(i).__name__ for i in items] == ["RetryNotice", "TextChunk", "ModelResponse"]
+    assert sleeps.delays == [1.0] and len(seen) == 2
+    assert final.finish_reason == "stop"
+
+
+async def test_a_one_shot_call_gives_up_after_its_retries() -> None:
+    overloaded = {"error": {"message": "busy", "type": "server_error"}}
+    client, seen = _sequenced(*[_status(503, overloaded)] * 4)
+    retry = RetryPolicy(max_retries=2, initial_delay=0.01, sleep=Sleeps())
+    provider = OpenAIChat("m", api_key=FAKE_KEY, http_client=client, retry=retry, stream=False)
+    with pytest.raises(ProviderError):
+        await collect(provider.stream(REQ))
+    assert len(seen) == 3  # the first try and two retries
+
+
 # --------------------------------------------------------------------------- keys
 
 

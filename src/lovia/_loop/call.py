@@ -29,6 +29,7 @@ from collections.abc import (
     Generator,
     Sequence,
 )
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar, cast
 
@@ -50,7 +51,7 @@ from .limits import cancelled_error, check_budget
 from .share import reserve
 from .spend import check_spend, note_usage, settle
 from .state import EventBase, RunState
-from .watch import Armed, RunWatch
+from .watch import RunWatch
 
 __all__ = ["Done", "ModelCall", "Purpose", "Relay", "Returned", "call_model"]
 
@@ -130,7 +131,7 @@ async def call_model(
         except (Exception, asyncio.CancelledError) as exc:
             yield _failed(call, _reported(state, exc), t0)
             raise
-        assert response is not None  # _items ends with the response or raises
+        assert response is not None  # _stream ends with the response or raises
         call.duration = time.perf_counter() - t0
         if not provider.profile.streaming:
             call.ttfc = None  # one-shot: "first chunk" would be the whole latency
@@ -169,58 +170,50 @@ async def _stream(
     call: ModelCall, watch: RunWatch | None
 ) -> AsyncIterator[ev.Event | ModelResponse]:
     """The provider's stream as events, and its response when it arrives; sets
-    ``call.ttfc``. The run's watch is armed while the provider is read, paused while an
-    item is out."""
-    if watch is None:
-        async for event in _items(call, None):
-            yield event
-        return
-    async with watch.armed() as armed:
-        async for event in _items(call, armed):
-            yield event
-
-
-async def _items(call: ModelCall, armed: Armed | None) -> AsyncIterator[ev.Event | ModelResponse]:
-    t0 = time.perf_counter()
-    stream = call.provider.stream(call.request)
-    response: ModelResponse | None = None
-    first = False
-    clean = DeltaCleaner()  # a surrogate pair split across chunks reaches consumers whole
-    deltas = call.deltas
-    try:
-        async for item in stream:
-            if isinstance(item, ModelResponse):
-                response = item
-                yield item  # known at once: spend is settled with it whatever follows
-                if deltas:
-                    for held in _held_back(call.base, clean, call.span):
-                        if armed is not None:
-                            armed.pause()
-                        yield held
-                        if armed is not None:
-                            armed.resume()
-                continue
-            retry = isinstance(item, RetryNotice)
-            if not first and not retry:
-                first = True
-                call.ttfc = time.perf_counter() - t0
-            if deltas or retry:  # a chunk nobody sees is not made an event
-                event = _delta(call.base, item, clean, call.span)
-                if armed is not None:
-                    armed.pause()
-                yield event
-                if armed is not None:
-                    armed.resume()
-    except (Exception, asyncio.CancelledError) as exc:
-        await _close_quietly(stream)
-        if first:
-            exc._lovia_partial = True  # pyright: ignore[reportAttributeAccessIssue] -- a marker model_step reads: no retry after partial output
-        raise
-    if response is None:
-        raise StreamInterrupted(
-            "the provider's stream ended without a final response",
-            hint="Check the provider adapter or server; this is a bug.",
-        )
+    ``call.ttfc``. The run's watch (None outside a run) is armed while the provider is
+    read, paused while an item is out. One generator for both: a generator per call
+    costs more than the checks for ``armed``."""
+    async with watch.armed() if watch is not None else nullcontext() as armed:
+        t0 = time.perf_counter()
+        stream = call.provider.stream(call.request)
+        response: ModelResponse | None = None
+        first = False
+        clean = DeltaCleaner()  # a surrogate pair split across chunks reaches consumers whole
+        deltas = call.deltas
+        try:
+            async for item in stream:
+                if isinstance(item, ModelResponse):
+                    response = item
+                    yield item  # known at once: spend is settled with it whatever follows
+                    if deltas:
+                        for held in _held_back(call.base, clean, call.span):
+                            if armed is not None:
+                                armed.pause()
+                            yield held
+                            if armed is not None:
+                                armed.resume()
+                    continue
+                retry = isinstance(item, RetryNotice)
+                if not first and not retry:
+                    first = True
+                    call.ttfc = time.perf_counter() - t0
+                if deltas or retry:  # a chunk nobody sees is not made an event
+                    event = _delta(call.base, item, clean, call.span)
+                    if armed is not None:
+                        armed.pause()
+                    yield event
+                    if armed is not None:
+                        armed.resume()
+        except (Exception, asyncio.CancelledError) as exc:
+            await _close_quietly(stream)
+            if first:
+                exc._lovia_partial = True  # pyright: ignore[reportAttributeAccessIssue] -- a marker model_step reads: no retry after partial output
+            raise
+        if response is None:
+            raise StreamInterrupted(
+                "the provider's stream ended without a final response",
+                hint="Check the provider adapter or server; this is a bug.",
+            )
 
 
 def _reported(state: RunState | None, exc: BaseException) -> BaseException:

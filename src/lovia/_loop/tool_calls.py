@@ -177,9 +177,11 @@ async def tool_phase(
             async for event in _run_one(state, group[0], carried):
                 yield event
         carried = True
-    # commit point: every result is durable before the next model call
-    async for event in commit(state, "tool_result" if carried or not rides else "ledger"):
-        yield event
+    # commit point: every result is durable before the next model call (a run with no
+    # checkpointer notes nothing: no commit, and no generator made for it, per call)
+    if state.runtime.pending:
+        async for event in commit(state, "tool_result" if carried or not rides else "ledger"):
+            yield event
     if checked.handoff is not None:
         yield Transfer(checked.handoff)
 
@@ -335,8 +337,9 @@ async def _run_one(state: RunState, plan: Plan, carried: bool) -> AsyncIterator[
     yield started
     _ledger(state, plan, "started")
     # commit point: no tool starts before its ledger entry is durable
-    async for event in commit(state, "tool_result" if carried else "ledger"):
-        yield event
+    if state.runtime.pending:
+        async for event in commit(state, "tool_result" if carried else "ledger"):
+            yield event
     watch = state.runtime.watch
     assert watch is not None
     t0 = time.perf_counter()

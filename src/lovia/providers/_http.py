@@ -23,9 +23,17 @@ import asyncio
 import json
 import random
 import sys
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Coroutine,
+    Mapping,
+)
 from contextlib import aclosing
 from dataclasses import dataclass, field
+from types import CoroutineType
 from typing import Any, Protocol, cast
 
 import httpx
@@ -109,10 +117,13 @@ def _is_content(item: StreamItem) -> bool:
     return isinstance(item, _CONTENT)
 
 
+Attempt = Callable[[], AsyncGenerator[StreamItem, None] | Coroutine[Any, Any, list[StreamItem]]]
+"""One try of a call: a streamed attempt yields its items as they arrive; a one-shot
+attempt is a coroutine returning them all (no generator: it has nothing to stream)."""
+
+
 async def retrying(
-    attempt: Callable[[], AsyncGenerator[StreamItem, None]],
-    policy: RetryPolicy,
-    deadlines: Deadlines,
+    attempt: Attempt, policy: RetryPolicy, deadlines: Deadlines
 ) -> AsyncGenerator[StreamItem, None]:
     """Run ``attempt`` until it succeeds, retrying retryable errors raised before content.
 
@@ -124,8 +135,14 @@ async def retrying(
     while True:
         seen_content = False
         try:
-            async with aclosing(attempt()) as items:
-                async for item in items:
+            items = attempt()
+            if isinstance(items, CoroutineType):  # one-shot: fails before any item is out
+                fetched = cast("Coroutine[Any, Any, list[StreamItem]]", items)
+                for item in await fetched:
+                    yield item
+                return
+            async with aclosing(cast("AsyncGenerator[StreamItem, None]", items)) as stream:
+                async for item in stream:
                     seen_content = seen_content or _is_content(item)
                     yield item
             return
@@ -273,7 +290,7 @@ class HttpSeam:
         """One model call with retries and deadlines: chunks, then one ModelResponse."""
         deadlines = Deadlines(self.limits, self.provider)
 
-        def attempt() -> AsyncGenerator[StreamItem, None]:
+        def attempt() -> AsyncGenerator[StreamItem, None] | Coroutine[Any, Any, list[StreamItem]]:
             if streaming:
                 return self._attempt(path, body, decoder(), deadlines)
             return self._fetched(path, body, parse, deadlines)
@@ -302,15 +319,13 @@ class HttpSeam:
         body: dict[str, Any],
         parse: Callable[[dict[str, Any]], ModelResponse],
         deadlines: Deadlines,
-    ) -> AsyncGenerator[StreamItem, None]:
+    ) -> list[StreamItem]:
         """One non-streamed attempt: the whole response (read within the call deadline,
-        the wait for a connection included), then presented as a stream."""
+        the wait for a connection included), presented as a stream's items."""
         try:
-            items = await deadlines.bound(self._fetch(path, body, parse))
+            return await deadlines.bound(self._fetch(path, body, parse))
         except BaseException as exc:
             raise self._explained(self._failure(exc, None, False), body)  # noqa: B904 -- chained in _failure
-        for item in items:
-            yield item
 
     async def _fetch(
         self, path: str, body: dict[str, Any], parse: Callable[[dict[str, Any]], ModelResponse]
