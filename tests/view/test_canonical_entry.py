@@ -126,6 +126,36 @@ def test_scalar_entries_take_the_fast_path(monkeypatch: pytest.MonkeyPatch) -> N
     assert [canonical_entry(e) for e in plain] == expected
 
 
+def _path_taken(monkeypatch: pytest.MonkeyPatch, entry: TranscriptEntry) -> str:
+    """Which writer produced ``entry``'s bytes: "fast" (pydantic-core) or "json"."""
+    taken: list[str] = []
+    real = module._canon  # pyright: ignore[reportPrivateUsage]
+    monkeypatch.setattr(module, "_canon", lambda value: taken.append("json") or real(value))
+    assert canonical_entry(entry) == canonical(entry)
+    return taken[0] if taken else "fast"
+
+
+@pytest.mark.parametrize(
+    ("ts", "path"),
+    [
+        (0.0, "fast"),  # an entry built without a clock
+        (0.5, "fast"),
+        (1e-4, "fast"),  # the smallest magnitude pydantic-core writes as repr does
+        (-1e-4, "fast"),
+        (1_796_410_257.25, "fast"),
+        (9.99e-5, "json"),  # written 9.99e-5 by pydantic-core, 9.99e-05 by json
+        (float("inf"), "json"),  # the guard sends what has no JSON number to json
+        (float("nan"), "json"),
+    ],
+)
+def test_the_fast_path_covers_every_time_stamp_it_writes_exactly(
+    monkeypatch: pytest.MonkeyPatch, ts: float, path: str
+) -> None:
+    """The guard is as wide as it is safe and no wider: a clock's time stamp, zero and
+    the edge at 1e-4 are written by pydantic-core; the rest goes the JSON way."""
+    assert _path_taken(monkeypatch, ToolCallEntry(call_id="c", name="add", ts=ts)) == path
+
+
 def test_a_lone_surrogate_fails_as_the_json_path_does() -> None:
     entry = TextEntry.model_construct(text="\ud800")  # built without validation: not cleaned
     with pytest.raises(UnicodeEncodeError):
