@@ -279,6 +279,10 @@ def run_instructions(session: Session, names: list[str], jobs: int = 2) -> None:
             _progress(result)
 
 
+_FIXED_HASH = {**os.environ, "PYTHONHASHSEED": "0"}
+"""A fixed string-hash seed: dict and set layouts, and so the instructions that probe
+them, are the same from run to run (a random seed moves a figure by about ±1%)."""
+
 _COUNTED = re.compile(r"(Collected :|I\s+refs:)\s*[\d,]+\s*$")
 """callgrind's total: ``Collected : N`` (older valgrind) or ``I   refs:  N,NNN`` (3.19+)."""
 
@@ -300,7 +304,9 @@ def _instructions(
             *contender.args,
             *workload_options(mode, conc, n, 5, 2),
         ]
-        done = subprocess.run(command, capture_output=True, text=True, timeout=DRIVER_TIMEOUT_S)
+        done = subprocess.run(
+            command, capture_output=True, text=True, timeout=DRIVER_TIMEOUT_S, env=_FIXED_HASH
+        )
         counted = [ln for ln in done.stderr.splitlines() if _COUNTED.search(ln)]
         line = _last_json_line(done.stdout) or {}
         if not counted or not line.get("ok"):
