@@ -159,8 +159,38 @@ def new_state(params: RunParams) -> RunState:
 
 
 async def _phases(state: RunState) -> AsyncIterator[ev.Event | Final]:
-    """The run, phase by phase, in the documented order; ends with the :class:`Final`
-    output (nothing for a run completed before). Reason for length: it is the whole map."""
+    """The run, phase by phase, in the documented order: its start, then turns until one
+    ends with the final output (a resumed run first finishes the turn it stopped in),
+    the run's end, and the :class:`Final` last (nothing for a run completed before).
+    The turns' items come straight from here: a generator between costs every item."""
+    async for event in _start(state):
+        yield event
+    if state.runtime.completed_result is not None:
+        return
+    final: Final | None = None
+    if state.resume_calls:
+        async for item in resume_turn(state, state.resume_calls):
+            if isinstance(item, Final):
+                final = item
+            else:
+                yield item
+    elif state.resume_calls is not None and _ends_with_answer(state):
+        step = finalize(state, _last_response(state), None)
+        final = step if isinstance(step, Final) else None
+    while final is None:
+        async for item in turn(state):
+            if isinstance(item, Final):
+                final = item
+            else:
+                yield item
+    async for event in finish(state, final):
+        yield event
+    yield final
+
+
+async def _start(state: RunState) -> AsyncIterator[ev.Event]:
+    """The run's start: its stored state loaded (a completed run is answered from it, and
+    ``completed_result`` set), ``RunStarted``, then the preparation."""
     snapshot = await load_snapshot(state)
     if snapshot is not None and snapshot.info.status == "completed":
         state.runtime.completed_result = RunResult.from_stored(
@@ -185,32 +215,6 @@ async def _phases(state: RunState) -> AsyncIterator[ev.Event | Final]:
             state.trace_ids = (f"{sc.trace_id:032x}", f"{sc.span_id:016x}")
     async for event in prepare(state, snapshot, stored, history):
         yield event
-    async for item in _turns(state):
-        yield item
-
-
-async def _turns(state: RunState) -> AsyncIterator[ev.Event | Final]:
-    """Turns until one ends with the final output (a resumed run first finishes the turn
-    it stopped in); then the run's end, and the :class:`Final` last."""
-    final: Final | None = None
-    if state.resume_calls:
-        async for item in resume_turn(state, state.resume_calls):
-            if isinstance(item, Final):
-                final = item
-            else:
-                yield item
-    elif state.resume_calls is not None and _ends_with_answer(state):
-        step = finalize(state, _last_response(state), None)
-        final = step if isinstance(step, Final) else None
-    while final is None:
-        async for item in turn(state):
-            if isinstance(item, Final):
-                final = item
-            else:
-                yield item
-    async for event in finish(state, final):
-        yield event
-    yield final
 
 
 def _last_response(state: RunState) -> list[Any]:
@@ -382,8 +386,9 @@ async def _closing(
     state: RunState, emitter: Emitter, error: BaseException | None
 ) -> AsyncIterator[ev.Event]:
     try:
-        async for event in close_plugins(state):
-            yield await emitter.emit(event)
+        if state.runtime.closers:  # most runs open no plugin that needs closing
+            async for event in close_plugins(state):
+                yield await emitter.emit(event)
     except Exception:
         logger.exception("closing plugins of run %s failed", state.run_id)
     if error is not None:

@@ -95,15 +95,16 @@ def _child_payload(state: RunState) -> dict[str, Any]:
 
 async def finish(state: RunState, final: Final) -> AsyncIterator[ev.Event]:
     assert state.active is not None
-    async for event in run_guardrails(
-        state, "output", state.active.output_guardrails, final.output
-    ):
-        yield event
+    guards = state.active.output_guardrails
+    if guards:  # (no generator for none: every run passes here)
+        async for event in run_guardrails(state, "output", guards, final.output):
+            yield event
     state.undelivered = list(state.ctx.mailbox.drain())
     cp = state.checkpointer
     if cp is None:
-        async for event in write_session(state, state.new_entries()):
-            yield event
+        if _has_session(state):
+            async for event in write_session(state, state.new_entries()):
+                yield event
         return
     together = state.params.session_id is not None and _same(state.session, cp)
     async for event in _write_end(state, final, together):
@@ -149,6 +150,11 @@ async def _write_end(state: RunState, final: Final, together: bool) -> AsyncIter
             store=store,
             duration_s=0.0,  # written in the end's transaction, timed there
         )
+
+
+def _has_session(state: RunState) -> bool:
+    """The run writes a session segment at its end."""
+    return state.session is not None and state.params.session_id is not None
 
 
 async def write_session(state: RunState, entries: Sequence[Any]) -> AsyncIterator[ev.Event]:

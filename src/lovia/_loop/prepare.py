@@ -245,8 +245,9 @@ async def prepare(
     if snapshot is not None and snapshot.info.status != "running":  # it failed at setup,
         assert begin is not None  # or was cancelled while queued: this run's row now
         await _reopen(state, begin)
-    async for event in run_guardrails(state, "input", state.active.input_guardrails, inputs):
-        yield event
+    if state.active.input_guardrails:
+        async for event in run_guardrails(state, "input", state.active.input_guardrails, inputs):
+            yield event
 
 
 async def _reopen(state: RunState, info: RunInfo) -> None:
