@@ -541,10 +541,11 @@ _SUITE_KEYS: dict[str, tuple[str, ...]] = {
 }
 
 
-def _carry_previous(session: Session, extras: dict[str, Any], suites: set[str]) -> None:
-    """Suites not run this time keep their results from the previous ``latest.json``."""
+def _carry_previous(session: Session, extras: dict[str, Any], suites: set[str]) -> bool:
+    """Suites not run this time keep their results from the previous ``latest.json``;
+    False when there is none (the report then holds only this run's suites)."""
     if not RESULTS.exists():
-        return
+        return False
     old = json.loads(RESULTS.read_text())
     for suite in set(ALL_SUITES) - suites:
         session.results.extend(r for r in old.get("results", []) if r.get("suite") == suite)
@@ -553,6 +554,7 @@ def _carry_previous(session: Session, extras: dict[str, Any], suites: set[str]) 
                 extras[key] = old[key]
         if suite in old.get("runs", {}):
             extras["runs"][suite] = old["runs"][suite]
+    return True
 
 
 def main() -> None:
@@ -593,8 +595,9 @@ def main() -> None:
         "load_average": {"start": load_start, "end": os.getloadavg()},
     }
     extras["runs"] = dict.fromkeys(suites, measured)
+    carried = True  # every suite is in this report: measured now, or from the last one
     if suites != set(ALL_SUITES) and not args.quick:
-        _carry_previous(session, extras, suites)
+        carried = _carry_previous(session, extras, suites)
     report = {
         "command": shlex.join([Path(sys.executable).name, *sys.argv]),
         "environment": environment(args.python),
@@ -612,7 +615,15 @@ def main() -> None:
     old = DOC.read_text() if DOC.exists() else ""
     markdown = keep_queues_section(old, carry_sections(old, render(report)))
     print(markdown)
-    if not args.no_docs:
+    if not args.no_docs and not carried:
+        print(
+            f"{DOC.relative_to(ROOT)} not written: this run measured only "
+            f"{', '.join(sorted(suites))}, and there is no {RESULTS.relative_to(ROOT)} of an "
+            "earlier full run to take the other suites from (a fresh clone has none); run "
+            "every suite once, or pass --no-docs",
+            file=sys.stderr,
+        )
+    elif not args.no_docs:
         DOC.write_text(markdown)
         print(f"wrote {DOC.relative_to(ROOT)} and {RESULTS.relative_to(ROOT)}", file=sys.stderr)
 
