@@ -203,7 +203,9 @@ def instructions_section(results: list[dict[str, Any]]) -> list[str]:
         "",
         "`bench/run.py --suites instr`: each configuration runs under `valgrind --tool=callgrind`"
         " with n and 2n timed runs (n = 5 at 1 in flight; 50 at 50 in flight, measured for the httpx2 pair only); the difference over the n"
-        " extra runs' round-trips cancels start-up and warm-up. Thousands of instructions per"
+        " extra runs' round-trips cancels start-up and warm-up, and a fixed hash seed"
+        " (`PYTHONHASHSEED=0`) keeps dict and set layouts the same from run to run."
+        " Thousands of instructions per"
         " model round-trip of the driver process, and the ratio to the floor of the same client."
         " Instructions are what the machine's load cannot move; they do not count kernel time"
         " (a store's `write`s, socket calls), cache misses or waiting, so the CPU table above"
@@ -568,32 +570,46 @@ def targets_section(report: dict[str, Any]) -> list[str]:
 
 PROFILE = """## Where the time goes (profiles)
 
-Measured 2026-12-04. The CPU suites ran on a machine with a noisy neighbour (spreads up
-to 60%, see Targets) and on the code before the last change of the day (views nobody can
-read are no longer hashed or recorded: −164 for lovia json ×1); the instruction table was
-measured after it, on the code of this report, so it is the figure to compare. The
-sampled profile below is from 2026-12-01. Two views: instructions by configuration
-(deterministic: what each layer adds), and a sampled profile (what the process is busy
-with).
+Measured 2026-12-04, every suite on the code of this report. The CPU suites ran on a
+machine whose spreads reached 54% (see Targets); the instruction table is the figure to
+compare, and since this report it runs with a fixed hash seed (`PYTHONHASHSEED=0`): two
+runs of the same code then agree within 0.02%, where a random seed moved a figure by about
+±1%. The sampled profile below is from 2026-12-01. Two views: instructions by
+configuration (deterministic: what each layer adds), and a sampled profile (what the
+process is busy with).
 
 **What each layer adds** (the instruction table above, json ×1, thousands of instructions
-per round-trip): the httpx floor 2,914; lovia's own work +1,108 (4,022); the OTel SDK
-+2,185 on top of lovia (6,207), of which +1,744 is what the SDK costs for the same
-telemetry written by hand (`floor+otel`, 4,658: about a third of it the histogram records,
-the rest the spans); recording on SQLite +1,403 on top of lovia (5,425); both +3,594
-(7,616). On httpx2 the floor is 2,636 and lovia's own work +1,057 (json ×1), +1,088 at 50
-in flight. So each target needs: lovia ≤ 1.2× → its own work ≤ 583 (−47%); lovia+otel ≤
-1.45× → 4,225 in all, below the 4,658 the hand-written telemetry alone costs: no loop
-that emits these spans and metrics through the SDK can meet it; lovia+otel+sqlite ≤ 1.6×
-→ 4,662, the same wall; lovia[fast] ≤ 1.3× at 50 in flight → own ≤ 1,121: met by
-instructions (1.29×, at the limit: run to run a figure moves by about ±1%), not by the
-CPU median measured before the last change. The changes of 2026-12-04 took, from the
-same suite on the code before them (the report of 2026-12-03): lovia −319 (json) and
-−294 (sse), lovia's own work −22%; lovia+otel −197; lovia+sqlite −220; lovia+otel+sqlite
-−28, within that configuration's run-to-run spread. They are: an entry's canonical bytes
-for the view hash written by pydantic-core (the same bytes as the JSON form, checked over
-every code point), and no view hash or record where no store, tracer, stream, hook or
-observer can read them.
+per round-trip): the httpx floor 2,918; lovia's own work +1,066 (3,984); the OTel SDK
++2,126 on top of lovia (6,110), of which +1,729 is what the SDK costs for the same
+telemetry written by hand (`floor+otel`, 4,647: about a third of it the histogram records,
+the rest the spans); recording on SQLite +1,506 on top of lovia (5,490); both +3,589
+(7,573). On httpx2 (2.17.0) the floor is 2,256 and lovia's own work +1,108 (json ×1),
++1,139 at 50 in flight. So each target needs: lovia ≤ 1.2× → its own work ≤ 584 (−45%);
+lovia+otel ≤ 1.45× → 4,231 in all, below the 4,647 the hand-written telemetry alone
+costs: no loop that emits these spans and metrics through the SDK can meet it;
+lovia+otel+sqlite ≤ 1.6× → 4,669, the same wall; lovia[fast] ≤ 1.3× at 50 in flight →
+own ≤ 962: not met (1.36×). The previous report had it met at 1.29× on httpx2 2.16.2;
+httpx2 2.17.0 made the floor at 50 in flight 14% cheaper (3,736 → 3,208) and lovia[fast]
+10% (4,824 → 4,347), so the same own work is a larger share. The changes of this report
+took lovia json ×1 from 4,054.5 to 3,990.3 (−64, measured on the main environment's
+interpreter with the fixed seed, before and after): a commit point with nothing noted,
+a one-shot model call, the watch around a provider's stream and the layer between the
+turns and the run no longer make an async generator each (creating and draining one
+costs about 6.7 thousand instructions, and each layer about 1 more for every item that
+passes it), and guardrails, session writes and plugin closing make none when the run has
+none.
+
+**Per model call and per tool call** (json ×1, the same method with the driver's
+`--calls 1` and `--calls 4`; six round-trips a run, five of them with tool calls): lovia's
+own work is about 538 per model round-trip plus about 314 per tool call, where the floor
+pays about 89 per tool call (parsing the arguments, one more message to encode). A tool
+call in lovia is a transcript entry for the call and one for its result (pydantic models,
+validated, with fresh ids), the arguments validated against the tool's schema, the
+pre-checks (budget, approval, unknown tool), a ledger entry on start and on end, the
+call's deadline (`asyncio.timeout`), its own context, two events, and next turn the view's
+bookkeeping for both entries: about 300 Python calls, 84 of them lovia functions, none of
+them large. Meeting the lovia target at two calls a turn would take both halves near what
+the floor itself pays.
 
 **Sampled** (`py-spy record --threads -r 400 -f raw`, 300 runs, json ×1, on the code
 before the lease keeper and the import work, which do not touch the per-call path; samples whose
@@ -610,12 +626,18 @@ the span export thread), HTTP 20%, lovia's loop 5%. lovia[fast] at 50 in flight:
 - *lovia*: no single hot spot is left; lovia's share is spread over the loop phases,
   about 10 typed events per round-trip, transcript entries (pydantic models: the
   provider's parse builds them), the view (strategy, hash, record: only where read),
-  provider render/parse and the call's deadline timers. Ablations on the code of
-  2026-12-03: the default `Compaction` against `FullView` 161; pricing 65. What would
-  meet it: transcript entries as slotted classes like the events (pydantic kept for
-  validation at the edges) and fewer async-generator layers between the model call and
-  the caller (about 15 generators a round-trip, half of them lovia's). Each is a change
-  to a core type; none fits behind the current API in one step.
+  provider render/parse and the call's deadline timers; by CPython's own functions
+  (callgrind, json ×1, before this report's changes) it is +463 bytecode evaluation and
+  frames, +201 attribute and type lookups, +111 dict work, +102 pydantic-core, +47 the
+  cyclic collector (−72 with `lovia.tune_gc()`), +54 generators and exceptions.
+  Ablations on the code of 2026-12-03:
+  the default `Compaction` against `FullView` 161; pricing 65. What would meet it:
+  transcript entries as slotted classes like the events (pydantic kept for validation at
+  the edges: an attribute read on a pydantic model costs 32 ns against 9 ns, building an
+  entry 3.3 µs, stamping one 2 µs) and still fewer async-generator layers between the
+  model call and the caller (about 10 lovia generators a round-trip remain, each phase
+  one). Each is a change to a core type or to the phase structure; none fits behind the
+  current API in one step.
 - *lovia+otel, lovia+otel+sqlite*: below the telemetry floor (see *The telemetry floor*).
   About 5 spans per round-trip (turn, view, chat, two execute_tool) with ~65 attribute
   values, and ~5 histogram records; the counters are lovia-kept sums the SDK reads at
