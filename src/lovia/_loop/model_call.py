@@ -289,7 +289,7 @@ async def _build_view(state: RunState, attempt: int) -> AsyncIterator[ev.Event |
         yield ev.CompactionApplied(
             **state.base(), kind=kind, entry_ids=ids, tokens_before=before, tokens_after=after
         )
-    injected = await _run_injectors(state, active)
+    injected = await _run_injectors(state, active) if active.injectors else []
     if built.evicted:  # a tool result was stubbed: the model may read it back
         _add_recall_tool(active)
     request = _request(active, built, injected)

@@ -322,6 +322,8 @@ def _ledger(state: RunState, plan: Plan, status: LedgerStatus) -> None:
     state.progress.ledger[call_id] = status
     # an agent tool: its child run's usage, kept with the result
     total = state.settle_child(call_id) if status != "started" else None
+    if state.checkpointer is None:
+        return  # nothing is noted without a checkpointer: no record to build
     key = call_key(state.run_id, call_id)  # the key the tool saw as ctx.idempotency_key
     state.note(LedgerRecord(call_id=call_id, status=status, key=key, child_usage=total))
 
