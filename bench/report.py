@@ -570,38 +570,42 @@ def targets_section(report: dict[str, Any]) -> list[str]:
 
 PROFILE = """## Where the time goes (profiles)
 
-Measured 2026-12-04, every suite on the code of this report. The CPU suites ran on a
-machine whose spreads reached 54% (see Targets); the instruction table is the figure to
-compare, and since this report it runs with a fixed hash seed (`PYTHONHASHSEED=0`): two
-runs of the same code then agree within 0.02%, where a random seed moved a figure by about
-±1%. The sampled profile below is from 2026-12-01. Two views: instructions by
+Measured 2026-12-04. The CPU, import, scale and long suites ran on the code before the
+last change of the day (no ledger records without a checkpointer: −34 for lovia json ×1),
+on a machine whose spreads reached 54% (see Targets); the instruction table ran on the
+code of this report and is the figure to compare, and since this report it runs with a fixed hash seed (`PYTHONHASHSEED=0`): two
+runs of the same code then agree within 0.02% where one thread does all the work (the
+floor, lovia, json), where a random seed moved a figure by about ±1%; with the SDK's
+export thread or the store's worker, their timing still moves a figure by up to about 1%
+(lovia+otel+sqlite json ×1 gave 7,573 and 7,632 on code that differs only where no store
+runs). The sampled profile below is from 2026-12-01. Two views: instructions by
 configuration (deterministic: what each layer adds), and a sampled profile (what the
 process is busy with).
 
 **What each layer adds** (the instruction table above, json ×1, thousands of instructions
-per round-trip): the httpx floor 2,918; lovia's own work +1,066 (3,984); the OTel SDK
-+2,126 on top of lovia (6,110), of which +1,729 is what the SDK costs for the same
-telemetry written by hand (`floor+otel`, 4,647: about a third of it the histogram records,
-the rest the spans); recording on SQLite +1,506 on top of lovia (5,490); both +3,589
-(7,573). On httpx2 (2.17.0) the floor is 2,256 and lovia's own work +1,108 (json ×1),
-+1,139 at 50 in flight. So each target needs: lovia ≤ 1.2× → its own work ≤ 584 (−45%);
-lovia+otel ≤ 1.45× → 4,231 in all, below the 4,647 the hand-written telemetry alone
+per round-trip): the httpx floor 2,918; lovia's own work +1,019 (3,937); the OTel SDK
++2,173 on top of lovia (6,110), of which +1,738 is what the SDK costs for the same
+telemetry written by hand (`floor+otel`, 4,656: about a third of it the histogram records,
+the rest the spans); recording on SQLite +1,533 on top of lovia (5,470); both +3,695
+(7,632). On httpx2 (2.17.0) the floor is 2,256 and lovia's own work +1,051 (json ×1),
++1,099 at 50 in flight. So each target needs: lovia ≤ 1.2× → its own work ≤ 584 (−43%);
+lovia+otel ≤ 1.45× → 4,231 in all, below the 4,656 the hand-written telemetry alone
 costs: no loop that emits these spans and metrics through the SDK can meet it;
 lovia+otel+sqlite ≤ 1.6× → 4,669, the same wall; lovia[fast] ≤ 1.3× at 50 in flight →
-own ≤ 962: not met (1.36×). The previous report had it met at 1.29× on httpx2 2.16.2;
-httpx2 2.17.0 made the floor at 50 in flight 14% cheaper (3,736 → 3,208) and lovia[fast]
-10% (4,824 → 4,347), so the same own work is a larger share. The changes of this report
-took lovia json ×1 from 4,054.5 to 3,990.3 (−64, measured on the main environment's
+own ≤ 962: not met (1.34×). The previous report had it met at 1.29× on httpx2 2.16.2;
+httpx2 2.17.0 made the floor at 50 in flight 14% cheaper (3,736 → 3,205) and lovia[fast]
+11% (4,824 → 4,304), so the same own work is a larger share. The changes of this report
+took lovia json ×1 from 4,054.5 to 3,956.1 (−98, measured on the main environment's
 interpreter with the fixed seed, before and after): a commit point with nothing noted,
 a one-shot model call, the watch around a provider's stream and the layer between the
 turns and the run no longer make an async generator each (creating and draining one
 costs about 6.7 thousand instructions, and each layer about 1 more for every item that
-passes it), and guardrails, session writes and plugin closing make none when the run has
-none.
+passes it); guardrails, session writes, plugin closing and view injectors make none when
+the run has none; and a run without a checkpointer builds no ledger records.
 
 **Per model call and per tool call** (json ×1, the same method with the driver's
 `--calls 1` and `--calls 4`; six round-trips a run, five of them with tool calls): lovia's
-own work is about 538 per model round-trip plus about 314 per tool call, where the floor
+own work is about 537 per model round-trip plus about 295 per tool call, where the floor
 pays about 89 per tool call (parsing the arguments, one more message to encode). A tool
 call in lovia is a transcript entry for the call and one for its result (pydantic models,
 validated, with fresh ids), the arguments validated against the tool's schema, the
