@@ -20,6 +20,7 @@ from .. import errors
 from .. import events as ev
 from ..guardrails import Guardrail
 from ..result import RunResult
+from ..stores.base import SessionStore
 from .checkpoint import end_released, entries_in, finish_info, store_name
 from .outcomes import Final
 from .state import RunState
@@ -102,7 +103,7 @@ async def finish(state: RunState, final: Final) -> AsyncIterator[ev.Event]:
     state.undelivered = list(state.ctx.mailbox.drain())
     cp = state.checkpointer
     if cp is None:
-        if _has_session(state):
+        if _session_of(state) is not None:  # (no generator for none)
             async for event in write_session(state, state.new_entries()):
                 yield event
         return
@@ -152,15 +153,17 @@ async def _write_end(state: RunState, final: Final, together: bool) -> AsyncIter
         )
 
 
-def _has_session(state: RunState) -> bool:
-    """The run writes a session segment at its end."""
-    return state.session is not None and state.params.session_id is not None
+def _session_of(state: RunState) -> tuple[SessionStore, str] | None:
+    """Where the run writes its session segment at its end (None: it writes none)."""
+    session, session_id = state.session, state.params.session_id
+    return None if session is None or session_id is None else (session, session_id)
 
 
 async def write_session(state: RunState, entries: Sequence[Any]) -> AsyncIterator[ev.Event]:
-    session, session_id = state.session, state.params.session_id
-    if session is None or session_id is None:
+    target = _session_of(state)
+    if target is None:
         return
+    session, session_id = target
     t0 = time.perf_counter()
     # fenced when the session lives in the checkpointer's store (its leases are there)
     fence = state.runtime.lease.token if _same(session, state.checkpointer) else None

@@ -245,8 +245,9 @@ async def prepare(
     if snapshot is not None and snapshot.info.status != "running":  # it failed at setup,
         assert begin is not None  # or was cancelled while queued: this run's row now
         await _reopen(state, begin)
-    if state.active.input_guardrails:
-        async for event in run_guardrails(state, "input", state.active.input_guardrails, inputs):
+    guards = state.active.input_guardrails
+    if guards:  # (no generator for none: every run passes here)
+        async for event in run_guardrails(state, "input", guards, inputs):
             yield event
 
 

@@ -117,9 +117,10 @@ def _is_content(item: StreamItem) -> bool:
     return isinstance(item, _CONTENT)
 
 
-Attempt = Callable[[], AsyncGenerator[StreamItem, None] | Coroutine[Any, Any, list[StreamItem]]]
+AttemptItems = AsyncGenerator[StreamItem, None] | Coroutine[Any, Any, list[StreamItem]]
 """One try of a call: a streamed attempt yields its items as they arrive; a one-shot
 attempt is a coroutine returning them all (no generator: it has nothing to stream)."""
+Attempt = Callable[[], AttemptItems]
 
 
 async def retrying(
@@ -290,7 +291,7 @@ class HttpSeam:
         """One model call with retries and deadlines: chunks, then one ModelResponse."""
         deadlines = Deadlines(self.limits, self.provider)
 
-        def attempt() -> AsyncGenerator[StreamItem, None] | Coroutine[Any, Any, list[StreamItem]]:
+        def attempt() -> AttemptItems:
             if streaming:
                 return self._attempt(path, body, decoder(), deadlines)
             return self._fetched(path, body, parse, deadlines)
