@@ -16,6 +16,7 @@ import inspect
 import logging
 import time
 from collections.abc import AsyncIterator, Collection, Sequence
+from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -33,7 +34,7 @@ from ..tools.tool import ResultNotSerializable
 from ..transcript import HandoffEntry, ToolCallEntry, ToolResultEntry
 from .checkpoint import commit, write_progress
 from .engine import host_stop
-from .lease import confirm_lease
+from .lease import confirm_lease, lease_fresh
 from .lifelog import approval_event, note_approval
 from .limits import check_budget
 from .model_call import stamp
@@ -334,7 +335,8 @@ async def _run_one(state: RunState, plan: Plan, carried: bool) -> AsyncIterator[
     if not plan.will_run:
         yield _complete(state, plan, _decided(plan), 0.0, started=False)
         return
-    await confirm_lease(state)
+    if not lease_fresh(state):
+        await confirm_lease(state)
     started = _started(state, plan)
     yield started
     _ledger(state, plan, "started")
@@ -496,7 +498,7 @@ async def _execute(state: RunState, plan: Plan) -> Outcome:
         for attempt in range(t.retries + 1):
             call: Any = None
             try:
-                async with asyncio.timeout(t.timeout):
+                async with _time_limit(t.timeout):
                     call = t.start(ctx, plan.kwargs)
                     thread = isinstance(call, asyncio.Future)
                     value = await (asyncio.shield(call) if thread else call)
@@ -527,6 +529,14 @@ async def _execute(state: RunState, plan: Plan) -> Outcome:
         current_run.reset(running)
         if token is not None:
             otel_context.detach(token)
+
+
+_NO_LIMIT: AbstractAsyncContextManager[object] = nullcontext()
+"""A tool with no timeout: no ``asyncio.Timeout`` made and entered per call."""
+
+
+def _time_limit(seconds: float | None) -> AbstractAsyncContextManager[object]:
+    return _NO_LIMIT if seconds is None else asyncio.timeout(seconds)
 
 
 async def _settle(

@@ -397,7 +397,7 @@ class Compaction:
                 orphans.append(older)
             st.calls_open[entry.call_id] = entry.id
             st.hidden[entry.id] = pos
-        elif isinstance(entry, ToolResultEntry):
+        if isinstance(entry, ToolResultEntry):  # its size is known from the eviction check
             call = st.calls_open.pop(entry.call_id, None)
             if call is None:  # no call in the view to pair with: leave it out
                 orphans.append(entry.id)
@@ -411,11 +411,13 @@ class Compaction:
                 st.replaced[entry.id] = entry
                 st.stubbed = True
                 evicted.append(entry.id)
+                tokens = self.estimator(stub)
             elif tokens >= self.clear_min_tokens and entry.name != RECALL_TOOL_NAME:
                 st.clear_q.append((st.responses, pos))
+        else:
+            tokens = self.estimator(entry)
         st.items.append(entry)
         st.ids.append(entry.id)
-        tokens = self.estimator(entry)
         st.toks.append(tokens)
         st.total += tokens
 
