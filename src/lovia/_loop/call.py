@@ -46,9 +46,9 @@ from ..model import (
 )
 from ..pricing import price_call
 from ..transcript import DeltaCleaner, TranscriptEntry, clean_text
-from .lease import confirm_lease
+from .lease import confirm_lease, lease_fresh
 from .limits import cancelled_error, check_budget
-from .share import reserve
+from .share import budgeted, reserve
 from .spend import check_spend, note_usage, settle
 from .state import EventBase, RunState
 from .watch import RunWatch
@@ -109,15 +109,17 @@ async def call_model(
     ``record(response)`` returns the entries ``MessageCompleted`` carries (the main call
     appends them to the transcript there); default: the response's own entries.
     """
-    hold = None
-    if state is not None:
-        check_budget(state, before="call")
-        await confirm_lease(state)  # a worker fenced out while stalled stops unpaid
-        hold = await reserve(state, call.request, call.provider)  # parallel children share
+    hold = spend = response = None
     provider = call.provider
-    spend = response = None
+    if state is not None:  # each await only where it has work: a guard costs less
+        check_budget(state, before="call")
+        if not lease_fresh(state):  # a worker fenced out while stalled stops unpaid
+            await confirm_lease(state)
+        if budgeted(state):  # parallel children share the budget
+            hold = await reserve(state, call.request, provider)
     try:
-        spend = await check_spend(state, call.request, provider) if state is not None else None
+        if state is not None and state.params.labels:  # spend limits apply by label
+            spend = await check_spend(state, call.request, provider)
         started = _started(call)
         yield started
         call.span = state.span_of(started) if state is not None else None
@@ -144,7 +146,8 @@ async def call_model(
     finally:
         if hold is not None:
             hold.release()  # the usage is counted: calls waiting for room check again
-        await settle(spend, response)  # spend limits: the real cost replaces the estimate
+        if spend is not None:  # spend limits: the real cost replaces the estimate
+            await settle(spend, response)
     assert response is not None
     entries = record(response) if record is not None else response.entries
     done = ev.SummaryCompleted if call.purpose == "summary" else ev.MessageCompleted

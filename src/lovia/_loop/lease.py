@@ -38,6 +38,7 @@ from .state import RunState
 __all__ = [
     "cancel_if_asked",
     "confirm_lease",
+    "lease_fresh",
     "lease_held",
     "start_heartbeat",
     "stop_heartbeat",
@@ -106,19 +107,26 @@ async def _renew_once(state: RunState, ttl: float) -> bool:
     return True
 
 
+def lease_fresh(state: RunState) -> bool:
+    """True when a side effect may go ahead without asking the store: the run holds no
+    lease, or renewed it less than half its TTL ago (it then has at least that long
+    left). Raises LeaseLost once the lease was lost. A sync check, so the common case
+    awaits nothing; :func:`confirm_lease` does the rest."""
+    lease = state.runtime.lease
+    if lease.lost is not None:
+        raise lease.lost
+    return lease.token is None or time.monotonic() - lease.renewed < lease.ttl_s / 2
+
+
 async def confirm_lease(state: RunState) -> None:
     """Raise LeaseLost unless the run's lease is still ours (call before a side effect).
 
-    Trusts a renewal younger than half the TTL (the lease then has at least that long
-    left); otherwise renews it in the store, which fails when another worker took it.
+    Trusts a fresh lease (:func:`lease_fresh`); otherwise renews it in the store, which
+    fails when another worker took it.
     """
-    if state.runtime.lease.lost is not None:
-        raise state.runtime.lease.lost
-    if state.runtime.lease.token is None:
+    if lease_fresh(state):
         return
     ttl = state.runtime.lease.ttl_s
-    if time.monotonic() - state.runtime.lease.renewed < ttl / 2:
-        return
     if not await _renew_once(state, ttl):
         state.runtime.lease.lost = _lost(state)
         raise state.runtime.lease.lost

@@ -51,13 +51,21 @@ async def model_step(state: RunState) -> AsyncIterator[ev.Event | Answer]:
     attempt = 1
     purpose = _purpose(state)
     while True:
-        view: PreparedView | None = None
-        async for item in _build_view(state, attempt):
-            if isinstance(item, PreparedView):
-                view = item
-            else:
-                yield item
-        assert view is not None
+        started = ev.ViewStarted(**state.base(), attempt=attempt)  # phase 3: the view
+        yield started
+        span = state.span_of(started)  # the view's span: ViewBuilt is built with it
+        work = _start_view(state, attempt)
+        if not isinstance(work.step, Done):  # it awaits more than it did inline
+            async for event in _finish_build(work):
+                yield event
+        assert isinstance(work.step, Done)
+        for event in _compactions(state, work.step.value):
+            yield event
+        active = state.active
+        assert active is not None
+        injected = await _run_injectors(state, active) if active.injectors else []
+        built, view = _end_view(state, work, injected, span)
+        yield built
         call = _main_call(state, view, attempt, purpose)
         answer: Returned | None = None
         retries = 0
@@ -241,18 +249,27 @@ class PreparedView:
     view_hash: str
 
 
-async def _build_view(state: RunState, attempt: int) -> AsyncIterator[ev.Event | PreparedView]:
-    """Phase 3: the view for this attempt; ends with the :class:`PreparedView`."""
+@dataclass(slots=True)
+class ViewWork:
+    """Phase 3 under way: the strategy's build (its :class:`Done` once it returned)."""
+
+    step: Awaitable[BuiltView] | Done[BuiltView]
+    relay: Relay
+    summaries: list[ViewRecord]
+    """The view records of the summaries it asked for."""
+    attempt: int
+
+
+def _start_view(state: RunState, attempt: int) -> ViewWork:
+    """Phase 3 begins (``ViewStarted`` emitted): the strategy builds the view, inline
+    when it awaits nothing but ``summarize`` and asks for no summary (the common case:
+    then no generator is made for it)."""
     active = state.active
     assert active is not None and active.strategy is not None
-    name = active.agent.name
-    started = ev.ViewStarted(**state.base(), attempt=attempt)
-    yield started
-    span = state.span_of(started)  # the view's span: ViewBuilt is built with it
     inp = ViewInput(
         entries=state.transcript.view(),
         system=active.system,
-        agent_name=name,
+        agent_name=active.agent.name,
         profile=active.provider.profile,
         turn=state.progress.turn,
         attempt=attempt,
@@ -260,7 +277,6 @@ async def _build_view(state: RunState, attempt: int) -> AsyncIterator[ev.Event |
         last_view_size=state.last_view_size,
         result_caps=_result_caps(active),
     )
-
     relay = Relay()
     summaries: list[ViewRecord] = []
 
@@ -276,40 +292,58 @@ async def _build_view(state: RunState, attempt: int) -> AsyncIterator[ev.Event |
     # lovia's own strategies await nothing but summarize: their build runs inline
     if type(strategy) in _INLINE and inspect.iscoroutine(step):
         step = relay.step_inline(step)
-    if not isinstance(step, Done):  # it awaits more than it did inline: events may come
-        async for item in relay.run(step):
-            if isinstance(item, Done):
-                step = item
-            else:
-                yield item
-    assert isinstance(step, Done)
-    built = step.value
+    return ViewWork(step, relay, summaries, attempt)
+
+
+async def _finish_build(work: ViewWork) -> AsyncIterator[ev.Event]:
+    """A build that awaits more than it did inline: the events its summaries send."""
+    assert not isinstance(work.step, Done)
+    async for item in work.relay.run(work.step):
+        if isinstance(item, Done):
+            work.step = item
+        else:
+            yield item
+
+
+def _compactions(state: RunState, built: BuiltView) -> list[ev.CompactionApplied]:
     before, after = built.tokens_before, built.tokens_after
-    for kind, ids in built.compactions:
-        yield ev.CompactionApplied(
+    return [
+        ev.CompactionApplied(
             **state.base(), kind=kind, entry_ids=ids, tokens_before=before, tokens_after=after
         )
-    injected = await _run_injectors(state, active) if active.injectors else []
+        for kind, ids in built.compactions
+    ]
+
+
+def _end_view(
+    state: RunState, work: ViewWork, injected: list[TranscriptEntry], span: Any
+) -> tuple[ev.ViewBuilt, PreparedView]:
+    """Phase 3 ends: the request, its record (when someone reads it) and ``ViewBuilt``."""
+    active = state.active
+    assert active is not None and isinstance(work.step, Done)
+    built = work.step.value
     if built.evicted:  # a tool result was stubbed: the model may read it back
         _add_recall_tool(active)
     request = _request(active, built, injected)
     compacted = _compacted(built)
     record = None
     if views_read(state):
-        record = _record(state, active, built, injected, request, attempt, summaries, compacted)
+        record = _record(
+            state, active, built, injected, request, work.attempt, work.summaries, compacted
+        )
     state.last_view_size = len(request.messages)
     view_hash = record.hash if record is not None else ""
-    yield ev.ViewBuilt(
+    event = ev.ViewBuilt(
         **state.base(),
         view_hash=view_hash,
         entries=len(request.messages),
         injected=len(injected),
         compacted=compacted,
         record=record,
-        attempt=attempt,
+        attempt=work.attempt,
         span=span,
     )
-    yield PreparedView(request, view_hash)
+    return event, PreparedView(request, view_hash)
 
 
 def views_read(state: RunState) -> bool:
