@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import operator
 import threading
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -186,15 +187,18 @@ class RunContext(Generic[DepsT]):
     def for_call(self, call: ToolCallEntry) -> RunContext[DepsT]:
         """A copy of this context for one tool call (shares everything else)."""
         cls = type(self)
-        names = _FIELD_NAMES.get(cls)
-        if names is None:
-            names = _FIELD_NAMES[cls] = tuple(f.name for f in dataclasses.fields(cls))
+        known = _FIELDS.get(cls)
+        if known is None:
+            names = tuple(f.name for f in dataclasses.fields(cls))
+            known = _FIELDS[cls] = (names, operator.attrgetter(*names))
+        names, read = known
         new = cls.__new__(cls)  # a field-by-field copy: dataclasses.replace re-runs __init__
-        for name in names:
-            object.__setattr__(new, name, getattr(self, name))
+        for name, value in zip(names, read(self), strict=True):  # every value in one call
+            setattr(new, name, value)
         new.tool_call = call
         return new
 
 
-_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
-"""Field names of RunContext and its subclasses (for ``for_call``)."""
+_FIELDS: dict[type, tuple[tuple[str, ...], Callable[[Any], tuple[Any, ...]]]] = {}
+"""Field names of RunContext and its subclasses, and a reader of all their values (for
+``for_call``)."""
