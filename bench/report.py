@@ -570,47 +570,48 @@ def targets_section(report: dict[str, Any]) -> list[str]:
 
 PROFILE = """## Where the time goes (profiles)
 
-Measured 2026-12-04. The CPU, import, scale and long suites ran on the code before the
-last change of the day (no ledger records without a checkpointer: −34 for lovia json ×1),
-on a machine whose spreads reached 54% (see Targets); the instruction table ran on the
-code of this report and is the figure to compare, and since this report it runs with a fixed hash seed (`PYTHONHASHSEED=0`): two
-runs of the same code then agree within 0.02% where one thread does all the work (the
-floor, lovia, json), where a random seed moved a figure by about ±1%; with the SDK's
-export thread or the store's worker, their timing still moves a figure by up to about 1%
-(lovia+otel+sqlite json ×1 gave 7,573 and 7,632 on code that differs only where no store
-runs). The sampled profile below is from 2026-12-01. Two views: instructions by
-configuration (deterministic: what each layer adds), and a sampled profile (what the
-process is busy with).
+Measured 2026-12-07 on the code of this report; the CPU, import and scale suites ran a
+second time on an idle machine (the first pass shared it with profiling). The instruction
+table is the figure to compare: it runs with a fixed hash seed (`PYTHONHASHSEED=0`), so
+two runs of the same code agree within 0.02% where one thread does all the work (the
+floor, lovia, json), and within about 1% where the SDK's export thread or the store's
+worker runs beside the loop. The sampled profile below is from 2026-12-01. Two views:
+instructions by configuration (deterministic: what each layer adds), and a sampled
+profile (what the process is busy with).
 
 **What each layer adds** (the instruction table above, json ×1, thousands of instructions
-per round-trip): the httpx floor 2,918; lovia's own work +1,019 (3,937); the OTel SDK
-+2,173 on top of lovia (6,110), of which +1,738 is what the SDK costs for the same
+per round-trip): the httpx floor 2,929; lovia's own work +972 (3,901); the OTel SDK
++2,126 on top of lovia (6,027), of which +1,727 is what the SDK costs for the same
 telemetry written by hand (`floor+otel`, 4,656: about a third of it the histogram records,
-the rest the spans); recording on SQLite +1,533 on top of lovia (5,470); both +3,695
-(7,632). On httpx2 (2.17.0) the floor is 2,256 and lovia's own work +1,051 (json ×1),
-+1,099 at 50 in flight. So each target needs: lovia ≤ 1.2× → its own work ≤ 584 (−43%);
-lovia+otel ≤ 1.45× → 4,231 in all, below the 4,656 the hand-written telemetry alone
-costs: no loop that emits these spans and metrics through the SDK can meet it;
-lovia+otel+sqlite ≤ 1.6× → 4,669, the same wall; lovia[fast] ≤ 1.3× at 50 in flight →
-own ≤ 962: not met (1.34×). The previous report had it met at 1.29× on httpx2 2.16.2;
-httpx2 2.17.0 made the floor at 50 in flight 14% cheaper (3,736 → 3,205) and lovia[fast]
-11% (4,824 → 4,304), so the same own work is a larger share. The changes of this report
-took lovia json ×1 from 4,054.5 to 3,956.1 (−98, measured on the main environment's
-interpreter with the fixed seed, before and after): a commit point with nothing noted,
-a one-shot model call, the watch around a provider's stream and the layer between the
-turns and the run no longer make an async generator each (creating and draining one
-costs about 6.7 thousand instructions, and each layer about 1 more for every item that
-passes it); guardrails, session writes, plugin closing and view injectors make none when
-the run has none; and a run without a checkpointer builds no ledger records.
+the rest the spans); recording on SQLite +1,537 on top of lovia (5,438); both +3,632
+(7,533). On httpx2 (2.17.0) the floor is 2,258 and lovia's own work +1,017 (json ×1),
++1,050 at 50 in flight (3,207 and 4,257). So each target needs: lovia ≤ 1.2× → its own
+work ≤ 586 (−40%); lovia+otel ≤ 1.45× → 4,247 in all, below the 4,656 the hand-written
+telemetry alone costs: no loop that emits these spans and metrics through the SDK can
+meet it; lovia+otel+sqlite ≤ 1.6× → 4,686, the same wall; lovia[fast] ≤ 1.3× at 50 in
+flight → own ≤ 962: not met (1.33×, 88 short). The changes of this report took lovia
+json ×1 from 3,937 to 3,901 and lovia[fast] at 50 in flight from 4,304 to 4,257 (the
+floors moved by under 0.4%): a tool that declares no timeout no longer enters an
+`asyncio.timeout` per call (a Timeout object and its enter and exit coroutines, about
+1.7 µs); the view phase is plain calls inside the model step instead of a generator of
+its own (one only when a strategy suspends, e.g. for a summary); the checks before a
+model call (lease, shared budget, spend limits) are awaited only when they have work; a
+tool call's context copies its fields with one `attrgetter` (2.5 → 1.3 µs). The report of
+2026-12-04 took it from 4,054.5 to 3,956.1 with the same method: no generator for a
+commit point with nothing noted, a one-shot model call, the watch around a provider's
+stream, or the layer between the turns and the run (creating and draining an async
+generator costs about 6.7 thousand instructions, each layer about 1 more for every item
+that passes it).
 
 **Per model call and per tool call** (json ×1, the same method with the driver's
 `--calls 1` and `--calls 4`; six round-trips a run, five of them with tool calls): lovia's
-own work is about 537 per model round-trip plus about 295 per tool call, where the floor
-pays about 89 per tool call (parsing the arguments, one more message to encode). A tool
+own work is about 480 per model round-trip plus about 300 per tool call, where the floor
+pays about 88 per tool call (parsing the arguments, one more message to encode). A tool
 call in lovia is a transcript entry for the call and one for its result (pydantic models,
 validated, with fresh ids), the arguments validated against the tool's schema, the
 pre-checks (budget, approval, unknown tool), a ledger entry on start and on end, the
-call's deadline (`asyncio.timeout`), its own context, two events, and next turn the view's
+run's watch around it (an `asyncio.timeout`, and the tool's own only when it declares a
+timeout), its own context, two events, and next turn the view's
 bookkeeping for both entries: about 300 Python calls, 84 of them lovia functions, none of
 them large. Meeting the lovia target at two calls a turn would take both halves near what
 the floor itself pays.
@@ -639,14 +640,15 @@ the span export thread), HTTP 20%, lovia's loop 5%. lovia[fast] at 50 in flight:
   transcript entries as slotted classes like the events (pydantic kept for validation at
   the edges: an attribute read on a pydantic model costs 32 ns against 9 ns, building an
   entry 3.3 µs, stamping one 2 µs) and still fewer async-generator layers between the
-  model call and the caller (about 10 lovia generators a round-trip remain, each phase
-  one). Each is a change to a core type or to the phase structure; none fits behind the
+  model call and the caller (about 8 lovia generators a round-trip remain: the run,
+  the turn, the model step, the model call and its stream, the provider's retry loop,
+  one per tool call). Each is a change to a core type or to the phase structure; none fits behind the
   current API in one step.
 - *lovia+otel, lovia+otel+sqlite*: below the telemetry floor (see *The telemetry floor*).
   About 5 spans per round-trip (turn, view, chat, two execute_tool) with ~65 attribute
   values, and ~5 histogram records; the counters are lovia-kept sums the SDK reads at
   collection. lovia's own telemetry work over the hand-written floor is what
-  `lovia+otel` × `floor+otel` shows (1.33× in instructions, json ×1). Only fewer spans,
+  `lovia+otel` × `floor+otel` shows (1.29× in instructions, json ×1). Only fewer spans,
   attributes or histogram records would go below the floor, which takes away telemetry
   the docs promise; sampling traces (`OTEL_TRACES_SAMPLER`) is the deployment's lever:
   35% of telemetry's cost at 10% sampling, metrics exact (see Observability).
@@ -662,7 +664,7 @@ the span export thread), HTTP 20%, lovia's loop 5%. lovia[fast] at 50 in flight:
   path (building and encoding ~9 records per round-trip: entries, ledger, view, usage,
   state) is about 780 (measured on the in-memory store) and SQLite about 440.
 
-**10,000 runs in flight** (targets met in this run: 1.05× and 1.12× the 1,000-run CPU per
+**10,000 runs in flight** (targets met in this run: 1.1× and 1.14× the 1,000-run CPU per
 round-trip, 0 errors): requests beyond a provider's pool wait in lovia's FIFO, the garbage
 collector is tuned by `lovia.tune_gc()`, and a plugin-less agent's tool specs, settings,
 output mode and prompt are built once and shared by its runs (~63 KB per run in flight).
