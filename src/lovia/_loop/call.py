@@ -48,7 +48,7 @@ from ..pricing import price_call
 from ..transcript import DeltaCleaner, TranscriptEntry, clean_text
 from .lease import confirm_lease, lease_fresh
 from .limits import cancelled_error, check_budget
-from .share import budgeted, reserve
+from .share import budgeted_runs, reserve
 from .spend import check_spend, note_usage, settle
 from .state import EventBase, RunState
 from .watch import RunWatch
@@ -115,8 +115,9 @@ async def call_model(
         check_budget(state, before="call")
         if not lease_fresh(state):  # a worker fenced out while stalled stops unpaid
             await confirm_lease(state)
-        if budgeted(state):  # parallel children share the budget
-            hold = await reserve(state, call.request, provider)
+        runs = budgeted_runs(state)
+        if runs:  # parallel children share the budget
+            hold = await reserve(state, runs, call.request, provider)
     try:
         if state is not None and state.params.labels:  # spend limits apply by label
             spend = await check_spend(state, call.request, provider)

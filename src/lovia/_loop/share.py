@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from ..model import ModelRequest, Provider
     from .state import RunState
 
-__all__ = ["BudgetShare", "Hold", "budgeted", "estimate", "reserve"]
+__all__ = ["BudgetShare", "Hold", "budgeted_runs", "estimate", "reserve"]
 
 _LIMITS = ("max_input_tokens", "max_output_tokens", "max_total_tokens", "max_cost_usd")
 
@@ -114,8 +114,10 @@ def _fits(run: RunState, share: BudgetShare, amount: Usage) -> bool:
     return True
 
 
-def _budgeted_runs(state: RunState) -> list[RunState]:
-    """``state`` and the runs above it that limit tokens or cost."""
+def budgeted_runs(state: RunState) -> list[RunState]:
+    """``state`` and the runs above it that limit tokens or cost: where a call's estimate
+    is reserved (:func:`reserve`). A sync walk, so a run without such limits awaits
+    nothing per call."""
     runs: list[RunState] = []
     run: RunState | None = state
     while run is not None:
@@ -126,18 +128,11 @@ def _budgeted_runs(state: RunState) -> list[RunState]:
     return runs
 
 
-def budgeted(state: RunState) -> bool:
-    """True when ``state`` or a run above it limits tokens or cost (:func:`reserve` has
-    work); a sync check, so a run without such limits awaits nothing per call."""
-    return bool(_budgeted_runs(state))
-
-
-async def reserve(state: RunState, request: ModelRequest, provider: Provider) -> Hold | None:
-    """Reserve this call's estimate in every budgeted run above ``state`` (waiting while
-    one has no room beside the calls in flight); None when no run limits tokens or cost."""
-    runs = _budgeted_runs(state)
-    if not runs:
-        return None
+async def reserve(
+    state: RunState, runs: list[RunState], request: ModelRequest, provider: Provider
+) -> Hold:
+    """Reserve this call's estimate in ``runs`` (:func:`budgeted_runs`, not empty),
+    waiting while one has no room beside the calls in flight."""
     amount = _estimate(state, request, provider)
     while True:
         shares = [_share(r) for r in runs]
