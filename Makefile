@@ -39,10 +39,16 @@ format: $(STAMP)  ## apply ruff fixes and formatting
 	$(VENV)/bin/ruff check --fix src tests examples bench
 	$(VENV)/bin/ruff format src tests examples
 
-test: lint typecheck  ## lint, typecheck and the whole suite in random order (SEED=n repeats one)
+# The suite runs in JOBS worker processes (pytest-xdist); each test file runs whole in one
+# worker, so its module fixtures (a browser, a Prometheus) start once. JOBS=0 runs it in
+# one process, where SEED=n repeats an order exactly (with workers, which file a worker
+# takes next depends on timing).
+JOBS ?= 2
+test: lint typecheck  ## lint, typecheck and the whole suite in random order (SEED=n, JOBS=n)
 	@seed=$${SEED:-$$(od -An -N2 -tu2 /dev/urandom | tr -d ' ')}; \
-	echo "test order: pytest-randomly seed $$seed (repeat with: make test SEED=$$seed)"; \
-	$(PY) -m pytest -q -p no:cacheprovider -p randomly --randomly-seed=$$seed
+	echo "test order: pytest-randomly seed $$seed (repeat with: make test SEED=$$seed JOBS=0)"; \
+	$(PY) -m pytest -q -p no:cacheprovider -p randomly --randomly-seed=$$seed \
+		-n $(JOBS) --dist loadfile
 
 test-fast: $(STAMP)  ## only the tests
 	$(PY) -m pytest -q -x
