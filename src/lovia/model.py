@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal, Protocol, cast, runtime_checkable
 
-from .transcript import ReasoningEntry, TextEntry, ToolCallEntry, TranscriptEntry
+from .transcript import EntryStamp, ReasoningEntry, TextEntry, ToolCallEntry, TranscriptEntry
 from .usage import Usage
 
 __all__ = [
@@ -141,6 +141,11 @@ class ModelRequest:
     tools: Sequence[ToolSpec] = ()
     settings: ModelSettings = field(default_factory=ModelSettings)
     output_schema: OutputSchema | None = None
+    stamp: EntryStamp = field(default_factory=lambda: EntryStamp(), compare=False, repr=False)
+    """The run id, turn and agent the entries of this call's response are recorded with
+    (empty outside a run). Not sent to the model. A provider that builds its entries with
+    them (``TextEntry(text=..., **request.stamp)``) spares the loop a copy of each; one
+    that does not gets its entries copied with them."""
 
 
 @dataclass(slots=True)

@@ -21,7 +21,7 @@ import os
 import re
 import time
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Annotated, Any, Literal, TypeVar, cast, overload
+from typing import Annotated, Any, Literal, TypedDict, TypeVar, cast, overload
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
@@ -29,6 +29,7 @@ from .errors import UserError
 
 __all__ = [
     "EntriesView",
+    "EntryStamp",
     "HandoffEntry",
     "InputEntry",
     "ReasoningEntry",
@@ -138,8 +139,21 @@ class _Entry(BaseModel):
 _E = TypeVar("_E", bound=_Entry)
 
 
+class EntryStamp(TypedDict, total=False):
+    """The run id, turn and agent an entry is recorded with, as keyword arguments:
+    ``TextEntry(text=..., **stamp)``. A model call's request carries the ones its
+    response's entries get (:attr:`lovia.model.ModelRequest.stamp`)."""
+
+    run_id: str
+    turn: int
+    agent: str
+
+
 def stamped(entry: _E, run_id: str, turn: int, agent: str) -> _E:
-    """A copy of ``entry`` with this run's id, turn and agent (entries are frozen)."""
+    """``entry`` with this run's id, turn and agent: itself when it has them already
+    (built with its request's stamp), else a copy (entries are frozen)."""
+    if entry.run_id == run_id and entry.turn == turn and entry.agent == agent:
+        return entry
     return entry.model_copy(update={"run_id": run_id, "turn": turn, "agent": agent})
 
 

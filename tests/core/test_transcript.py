@@ -64,10 +64,20 @@ def test_stamped_is_model_copy_with_the_three_fields(
 ) -> None:
     want = entry.model_copy(update={"run_id": run_id, "turn": turn, "agent": agent})  # type: ignore[attr-defined]
     got = stamped(entry, run_id, turn, agent)  # type: ignore[type-var]
-    assert type(got) is type(want) and got == want and got is not entry
+    assert type(got) is type(want) and got == want
     assert got.__dict__ == want.__dict__ and list(got.__dict__) == list(want.__dict__)
-    assert got.model_fields_set == want.model_fields_set
     assert got.model_dump_json() == want.model_dump_json()
+    already = (entry.run_id, entry.turn, entry.agent) == (run_id, turn, agent)  # type: ignore[attr-defined]
+    assert (got is entry) == already  # a copy only where a field changes
+
+
+def test_an_entry_built_with_its_stamp_is_not_copied() -> None:
+    entry = TextEntry(text="hi", message_id="m", run_id="r1", turn=3, agent="a")
+    assert stamped(entry, "r1", 3, "a") is entry
+    for run_id, turn, agent in (("r2", 3, "a"), ("r1", 4, "a"), ("r1", 3, "b")):
+        copy = stamped(entry, run_id, turn, agent)
+        assert copy is not entry and (copy.run_id, copy.turn, copy.agent) == (run_id, turn, agent)
+        assert (copy.id, copy.text, copy.ts) == (entry.id, entry.text, entry.ts)
 
 
 def test_stamped_leaves_the_original_entry_unchanged() -> None:

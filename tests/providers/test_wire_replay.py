@@ -17,8 +17,14 @@ from lovia.errors import (
     RateLimited,
     StreamInterrupted,
 )
-from lovia.providers.base import ModelResponse, ReasoningChunk, TextChunk, ToolCallChunk
-from lovia.transcript import ReasoningEntry, TextEntry, ToolCallEntry
+from lovia.providers.base import (
+    ModelRequest,
+    ModelResponse,
+    ReasoningChunk,
+    TextChunk,
+    ToolCallChunk,
+)
+from lovia.transcript import EntryStamp, ReasoningEntry, TextEntry, ToolCallEntry
 
 from .wire import FAKE_KEY, SIMPLE, all_cases, collect, provider_for, replay_client
 
@@ -468,3 +474,41 @@ async def test_recorded_error(c: Any, http: Any) -> None:
         text = "".join(e.text for e in partial.entries if isinstance(e, TextEntry))
         assert text.startswith(want["partial_text"])
     assert FAKE_KEY not in str(err)
+
+
+STAMP = EntryStamp(run_id="run-7", turn=3, agent="triage")
+
+
+def _unstamped(r: ModelResponse) -> list[dict[str, Any]]:
+    """The entries as data, without what differs by construction (id, time) or stamp."""
+    skip = {"id", "ts", "run_id", "turn", "agent"}
+    return [{k: v for k, v in e.model_dump().items() if k not in skip} for e in r.entries]
+
+
+@pytest.mark.parametrize("c", [c for c in CASES if c.id in OK], ids=lambda c: c.id)
+async def test_entries_are_built_with_the_requests_stamp(c: Any) -> None:
+    """The loop records an answer's entries as the provider built them: with the stamp
+    its request carries (run, turn, agent), and otherwise the same entries as without."""
+    stamped_request = ModelRequest(system="", messages=(), stamp=STAMP)
+    async with provider_for(c, replay_client(c)) as provider:
+        _, plain = await collect(provider.stream(SIMPLE))
+        _, r = await collect(provider.stream(stamped_request))
+    assert _unstamped(r) == _unstamped(plain)
+    stamps = {(e.run_id, e.turn, e.agent) for e in r.entries}
+    defaults = {(e.run_id, e.turn, e.agent) for e in plain.entries}
+    if plain.entries:  # some recorded answers are empty (a filter, a length cut)
+        assert (stamps, defaults) == ({("run-7", 3, "triage")}, {("", 0, "")})
+    else:
+        assert not r.entries
+
+
+@pytest.mark.parametrize(
+    "c", [c for c in CASES if "partial_text" in ERRORS.get(c.id, {})], ids=lambda c: c.id
+)
+async def test_a_broken_streams_partial_answer_carries_the_stamp(c: Any) -> None:
+    async with provider_for(c, replay_client(c)) as provider:
+        with pytest.raises(StreamInterrupted) as info:
+            await collect(provider.stream(ModelRequest(system="", messages=(), stamp=STAMP)))
+    partial = info.value.partial
+    assert isinstance(partial, ModelResponse) and partial.entries
+    assert {(e.run_id, e.turn, e.agent) for e in partial.entries} == {("run-7", 3, "triage")}

@@ -21,7 +21,14 @@ from .._observers import OBSERVERS
 from ..errors import ContextOverflow
 from ..model import ModelRequest, ModelResponse, Provider
 from ..stores.records import ViewNote
-from ..transcript import InputEntry, TextEntry, ToolCallEntry, TranscriptEntry, stamped
+from ..transcript import (
+    EntryStamp,
+    InputEntry,
+    TextEntry,
+    ToolCallEntry,
+    TranscriptEntry,
+    stamped,
+)
 from ..view.base import BuiltView, FullView, ViewInput, ViewRecord
 from ..view.compaction import Compaction
 from ..view.record import ViewHasher, view_parts
@@ -324,7 +331,8 @@ def _end_view(
     built = work.step.value
     if built.evicted:  # a tool result was stubbed: the model may read it back
         _add_recall_tool(active)
-    request = _request(active, built, injected)
+    stamp = EntryStamp(run_id=state.run_id, turn=state.progress.turn, agent=active.agent.name)
+    request = _request(active, built, injected, stamp)
     compacted = _compacted(built)
     record = None
     if views_read(state):
@@ -382,9 +390,10 @@ def _add_recall_tool(active: ActiveAgent) -> None:
 
 
 def _request(
-    active: ActiveAgent, built: BuiltView, injected: list[TranscriptEntry]
+    active: ActiveAgent, built: BuiltView, injected: list[TranscriptEntry], stamp: EntryStamp
 ) -> ModelRequest:
-    """The request for this view (pure: reads the active agent, changes nothing)."""
+    """The request for this view (pure: reads the active agent, changes nothing);
+    ``stamp``: what its answer's entries are recorded with."""
     messages = list(built.messages)
     if active.handoff_filter is not None:
         messages = list(active.handoff_filter(messages))
@@ -398,6 +407,7 @@ def _request(
         tools=specs,
         settings=active.settings,
         output_schema=schema,
+        stamp=stamp,
     )
 
 

@@ -15,6 +15,7 @@ import logging
 import os
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any, Self, TypeVar
 
 import httpx
@@ -29,6 +30,7 @@ from ..model import (
     StreamItem,
 )
 from ..transcript import (
+    EntryStamp,
     InputEntry,
     ReasoningEntry,
     TextEntry,
@@ -41,6 +43,7 @@ from ..usage import Usage
 from ._http import HttpSeam, RetryPolicy, StreamDecoder
 
 __all__ = [
+    "NO_STAMP",
     "AssistantTurn",
     "HttpProvider",
     "InputTurn",
@@ -246,13 +249,22 @@ def same_provider(entry: ReasoningEntry, provider: str) -> bool:
     return False
 
 
+NO_STAMP: EntryStamp = EntryStamp()
+"""No stamp (a provider called outside a run): entries keep the defaults. Shared: never
+changed."""
+
+
 def partial_response(
-    text: str, calls: Sequence[ToolCallEntry], message_id: str, model: str | None
+    text: str,
+    calls: Sequence[ToolCallEntry],
+    message_id: str,
+    model: str | None,
+    stamp: EntryStamp = NO_STAMP,
 ) -> ModelResponse:
     """What arrived before a stream broke: text so far and the complete tool calls."""
     entries: list[ResponseEntry] = []
     if text:
-        entries.append(TextEntry(text=text, message_id=message_id))
+        entries.append(TextEntry(text=text, message_id=message_id, **stamp))
     entries.extend(calls)
     return ModelResponse(
         entries=tuple(entries),
@@ -431,18 +443,21 @@ class HttpProvider(ProviderBase):
     def render_request(self, request: ModelRequest) -> dict[str, Any]:
         raise NotImplementedError
 
-    def _decoder(self) -> StreamDecoder:
+    def _decoder(self, stamp: EntryStamp) -> StreamDecoder:
+        """A decoder for one streamed attempt; its entries are built with ``stamp``."""
         raise NotImplementedError
 
-    def _parse(self, data: dict[str, Any]) -> ModelResponse:
+    def _parse(self, data: dict[str, Any], stamp: EntryStamp) -> ModelResponse:
+        """The response of a one-shot call; its entries are built with ``stamp``."""
         raise NotImplementedError
 
     def stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
         """Stream one call: chunks, retry notices, then exactly one ModelResponse."""
+        stamp = request.stamp
         return self._seam.call(
             self._path,
             self.render_request(request),
             streaming=self._stream,
-            decoder=self._decoder,
-            parse=self._parse,
+            decoder=partial(self._decoder, stamp),
+            parse=partial(self._parse, stamp=stamp),
         )

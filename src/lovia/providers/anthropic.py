@@ -36,9 +36,10 @@ from ..model import (
     ToolCallChunk,
     ToolSpec,
 )
-from ..transcript import ReasoningEntry, TextEntry, ToolCallEntry, ToolResultEntry
+from ..transcript import EntryStamp, ReasoningEntry, TextEntry, ToolCallEntry, ToolResultEntry
 from ..usage import Usage
 from ._common import (
+    NO_STAMP,
     AssistantTurn,
     HttpProvider,
     InputTurn,
@@ -235,10 +236,12 @@ def anthropic_finish(raw: str | None) -> FinishReason:
     return _FINISH.get(raw or "end_turn", "stop")
 
 
-def _block_entry(block: Mapping[str, Any], message_id: str, provider: str) -> ResponseEntry | None:
+def _block_entry(
+    block: Mapping[str, Any], message_id: str, provider: str, stamp: EntryStamp
+) -> ResponseEntry | None:
     kind = block.get("type")
     if kind == "text":
-        return TextEntry(text=str(block.get("text", "")), message_id=message_id)
+        return TextEntry(text=str(block.get("text", "")), message_id=message_id, **stamp)
     if kind == "thinking":
         signature = block.get("signature")
         return ReasoningEntry(
@@ -246,6 +249,7 @@ def _block_entry(block: Mapping[str, Any], message_id: str, provider: str) -> Re
             signature=signature if isinstance(signature, str) else None,
             provider=provider,
             message_id=message_id,
+            **stamp,
         )
     if kind == "redacted_thinking":
         return ReasoningEntry(
@@ -253,6 +257,7 @@ def _block_entry(block: Mapping[str, Any], message_id: str, provider: str) -> Re
             encrypted=str(block.get("data", "")),
             provider=provider,
             message_id=message_id,
+            **stamp,
         )
     if kind == "tool_use":
         return ToolCallEntry(
@@ -260,17 +265,22 @@ def _block_entry(block: Mapping[str, Any], message_id: str, provider: str) -> Re
             name=str(block.get("name", "")),
             arguments=json.dumps(block.get("input") or {}),
             message_id=message_id,
+            **stamp,
         )
     return None
 
 
-def parse_message(data: Mapping[str, Any], provider: str) -> ModelResponse:
-    """Map a non-streaming ``message`` object."""
+def parse_message(
+    data: Mapping[str, Any], provider: str, stamp: EntryStamp | None = None
+) -> ModelResponse:
+    """Map a non-streaming ``message`` object (``stamp``: what its entries are recorded
+    with, see ``ModelRequest.stamp``)."""
     message_id = str(data.get("id") or new_message_id())
+    stamp = stamp or NO_STAMP
     entries = [
         entry
         for block in as_list(data.get("content"))
-        if (entry := _block_entry(as_dict(block), message_id, provider)) is not None
+        if (entry := _block_entry(as_dict(block), message_id, provider, stamp)) is not None
     ]
     raw = data.get("stop_reason")
     model = data.get("model")
@@ -310,10 +320,12 @@ class _Block:
 
 
 class AnthropicStreamDecoder:
-    """Anthropic stream events in, chunks out."""
+    """Anthropic stream events in, chunks out (``stamp``: what the entries of its
+    response are recorded with)."""
 
-    def __init__(self, provider: str) -> None:
+    def __init__(self, provider: str, stamp: EntryStamp | None = None) -> None:
         self._provider = provider
+        self._stamp = stamp or NO_STAMP
         self._message: dict[str, Any] = {}
         self._usage: dict[str, Any] = {}
         self._blocks: dict[int, _Block] = {}
@@ -401,7 +413,7 @@ class AnthropicStreamDecoder:
             "stop_reason": self._stop_reason,
             "usage": self._usage,
         }
-        return parse_message(message, self._provider)
+        return parse_message(message, self._provider, self._stamp)
 
     def partial(self) -> ModelResponse:
         text = "".join(
@@ -413,10 +425,11 @@ class AnthropicStreamDecoder:
             e
             for _, b in sorted(self._blocks.items())
             if b.call_index is not None and b.done
-            for e in [_block_entry(b.as_block(), self.message_id, self._provider)]
+            for e in [_block_entry(b.as_block(), self.message_id, self._provider, self._stamp)]
             if isinstance(e, ToolCallEntry)
         ]
-        return partial_response(text, calls, self.message_id, self._message.get("model"))
+        model = self._message.get("model")
+        return partial_response(text, calls, self.message_id, model, self._stamp)
 
 
 def _index(data: Mapping[str, Any]) -> int:
@@ -493,10 +506,10 @@ class Anthropic(HttpProvider):
         )
         return body
 
-    def _decoder(self) -> AnthropicStreamDecoder:
-        return AnthropicStreamDecoder(self.name)
+    def _decoder(self, stamp: EntryStamp) -> AnthropicStreamDecoder:
+        return AnthropicStreamDecoder(self.name, stamp)
 
-    def _parse(self, data: dict[str, Any]) -> ModelResponse:
+    def _parse(self, data: dict[str, Any], stamp: EntryStamp) -> ModelResponse:
         if data.get("type") == "error":
             raise error_from_payload(data, self.name)
-        return parse_message(data, self.name)
+        return parse_message(data, self.name, stamp)

@@ -37,9 +37,10 @@ from ..model import (
     ToolCallChunk,
     ToolSpec,
 )
-from ..transcript import ReasoningEntry, TextEntry, ToolCallEntry, new_id
+from ..transcript import EntryStamp, ReasoningEntry, TextEntry, ToolCallEntry, new_id
 from ..usage import Usage
 from ._common import (
+    NO_STAMP,
     AssistantTurn,
     HttpProvider,
     IdentityMemo,
@@ -237,19 +238,22 @@ def _entries(
     calls: Sequence[ToolCallEntry],
     message_id: str,
     provider: str,
+    stamp: EntryStamp,
 ) -> tuple[ResponseEntry, ...]:
     entries: list[ResponseEntry] = []
     if reasoning:
-        entries.append(ReasoningEntry(text=reasoning, provider=provider, message_id=message_id))
+        entries.append(
+            ReasoningEntry(text=reasoning, provider=provider, message_id=message_id, **stamp)
+        )
     if text:
-        entries.append(TextEntry(text=text, message_id=message_id))
+        entries.append(TextEntry(text=text, message_id=message_id, **stamp))
     if refusal:
-        entries.append(TextEntry(text=refusal, refusal=True, message_id=message_id))
+        entries.append(TextEntry(text=refusal, refusal=True, message_id=message_id, **stamp))
     entries.extend(calls)
     return tuple(entries)
 
 
-def _tool_call(raw: Mapping[str, Any], message_id: str) -> ToolCallEntry:
+def _tool_call(raw: Mapping[str, Any], message_id: str, stamp: EntryStamp) -> ToolCallEntry:
     function: Mapping[str, Any] = raw.get("function") or {}
     arguments = function.get("arguments")
     if not isinstance(arguments, str):  # a few servers send an object
@@ -259,18 +263,24 @@ def _tool_call(raw: Mapping[str, Any], message_id: str) -> ToolCallEntry:
         name=str(function.get("name") or ""),
         arguments=arguments or "{}",
         message_id=message_id,
+        **stamp,
     )
 
 
-def parse_chat_completion(data: Mapping[str, Any], provider: str) -> ModelResponse:
-    """Map a non-streaming ``chat.completion`` object to a :class:`ModelResponse`."""
+def parse_chat_completion(
+    data: Mapping[str, Any], provider: str, stamp: EntryStamp | None = None
+) -> ModelResponse:
+    """Map a non-streaming ``chat.completion`` object to a :class:`ModelResponse`
+    (``stamp``: what its entries are recorded with, see ``ModelRequest.stamp``)."""
+    stamp = stamp or NO_STAMP
     message_id = str(data.get("id") or new_message_id())
     choices = as_list(data.get("choices"))
     choice = as_dict(choices[0] if choices else None)
     message = as_dict(choice.get("message"))
     refusal = message.get("refusal") or ""
     raw_finish = choice.get("finish_reason")
-    calls = [_tool_call(as_dict(c), message_id) for c in as_list(message.get("tool_calls"))]
+    raw_calls = as_list(message.get("tool_calls"))
+    calls = [_tool_call(as_dict(c), message_id, stamp) for c in raw_calls]
     entries = _entries(
         reasoning=_reasoning_text(message),
         text=message.get("content") or "",
@@ -278,6 +288,7 @@ def parse_chat_completion(data: Mapping[str, Any], provider: str) -> ModelRespon
         calls=calls,
         message_id=message_id,
         provider=provider,
+        stamp=stamp,
     )
     return ModelResponse(
         entries=entries,
@@ -298,12 +309,13 @@ class _CallBuffer:
     name: str = ""
     arguments: list[str] = field(default_factory=list[str])
 
-    def entry(self, message_id: str) -> ToolCallEntry:
+    def entry(self, message_id: str, stamp: EntryStamp) -> ToolCallEntry:
         return ToolCallEntry(
             call_id=self.call_id or new_id("call"),
             name=self.name,
             arguments="".join(self.arguments) or "{}",
             message_id=message_id,
+            **stamp,
         )
 
     def is_complete(self) -> bool:
@@ -315,10 +327,12 @@ class _CallBuffer:
 
 
 class ChatStreamDecoder:
-    """Accumulates ``chat.completion.chunk`` events; yields chunks as they arrive."""
+    """Accumulates ``chat.completion.chunk`` events; yields chunks as they arrive
+    (``stamp``: what the entries of its response are recorded with)."""
 
-    def __init__(self, provider: str) -> None:
+    def __init__(self, provider: str, stamp: EntryStamp | None = None) -> None:
         self._provider = provider
+        self._stamp = stamp or NO_STAMP
         self._id: str | None = None
         self._model: str | None = None
         self._text: list[str] = []
@@ -395,9 +409,10 @@ class ChatStreamDecoder:
             reasoning="".join(self._reasoning),
             text="".join(self._text),
             refusal=refusal,
-            calls=[c.entry(self.message_id) for c in self._calls_in_order()],
+            calls=[c.entry(self.message_id, self._stamp) for c in self._calls_in_order()],
             message_id=self.message_id,
             provider=self._provider,
+            stamp=self._stamp,
         )
         return ModelResponse(
             entries=entries,
@@ -409,8 +424,9 @@ class ChatStreamDecoder:
         )
 
     def partial(self) -> ModelResponse:
-        calls = [c.entry(self.message_id) for c in self._calls_in_order() if c.is_complete()]
-        return partial_response("".join(self._text), calls, self.message_id, self._model)
+        stamp = self._stamp
+        calls = [c.entry(self.message_id, stamp) for c in self._calls_in_order() if c.is_complete()]
+        return partial_response("".join(self._text), calls, self.message_id, self._model, stamp)
 
 
 # --------------------------------------------------------------------------- provider
@@ -516,10 +532,10 @@ class OpenAIChat(HttpProvider):
 
         return memo.get(settings, make)
 
-    def _decoder(self) -> ChatStreamDecoder:
-        return ChatStreamDecoder(self.name)
+    def _decoder(self, stamp: EntryStamp) -> ChatStreamDecoder:
+        return ChatStreamDecoder(self.name, stamp)
 
-    def _parse(self, data: dict[str, Any]) -> ModelResponse:
+    def _parse(self, data: dict[str, Any], stamp: EntryStamp) -> ModelResponse:
         if data.get("error") and not data.get("choices"):
             raise error_from_payload(data, self.name)
-        return parse_chat_completion(data, self.name)
+        return parse_chat_completion(data, self.name, stamp)

@@ -32,9 +32,10 @@ from ..model import (
     ToolCallChunk,
     ToolSpec,
 )
-from ..transcript import ReasoningEntry, TextEntry, ToolCallEntry
+from ..transcript import EntryStamp, ReasoningEntry, TextEntry, ToolCallEntry
 from ..usage import Usage
 from ._common import (
+    NO_STAMP,
     AssistantTurn,
     HttpProvider,
     InputTurn,
@@ -208,7 +209,9 @@ def responses_finish(
     return "stop", str(status) if status else None
 
 
-def _reasoning_entry(item: Mapping[str, Any], message_id: str, provider: str) -> ReasoningEntry:
+def _reasoning_entry(
+    item: Mapping[str, Any], message_id: str, provider: str, stamp: EntryStamp
+) -> ReasoningEntry:
     summary = [str(as_dict(s).get("text", "")) for s in as_list(item.get("summary"))]
     content = [str(as_dict(c).get("text", "")) for c in as_list(item.get("content"))]
     encrypted = item.get("encrypted_content")
@@ -218,13 +221,16 @@ def _reasoning_entry(item: Mapping[str, Any], message_id: str, provider: str) ->
         provider=provider,
         message_id=message_id,
         details={"id": item.get("id"), "summary": summary},
+        **stamp,
     )
 
 
-def _item_entries(item: Mapping[str, Any], message_id: str, provider: str) -> list[ResponseEntry]:
+def _item_entries(
+    item: Mapping[str, Any], message_id: str, provider: str, stamp: EntryStamp
+) -> list[ResponseEntry]:
     kind = item.get("type")
     if kind == "reasoning":
-        return [_reasoning_entry(item, message_id, provider)]
+        return [_reasoning_entry(item, message_id, provider, stamp)]
     if kind == "function_call":
         return [
             ToolCallEntry(
@@ -232,6 +238,7 @@ def _item_entries(item: Mapping[str, Any], message_id: str, provider: str) -> li
                 name=str(item.get("name") or ""),
                 arguments=str(item.get("arguments") or "{}"),
                 message_id=message_id,
+                **stamp,
             )
         ]
     if kind != "message":
@@ -239,20 +246,23 @@ def _item_entries(item: Mapping[str, Any], message_id: str, provider: str) -> li
     entries: list[ResponseEntry] = []
     for part in map(as_dict, as_list(item.get("content"))):
         if part.get("type") == "refusal":
-            entries.append(
-                TextEntry(text=str(part.get("refusal", "")), refusal=True, message_id=message_id)
-            )
+            refusal = str(part.get("refusal", ""))
+            entries.append(TextEntry(text=refusal, refusal=True, message_id=message_id, **stamp))
         elif part.get("text"):
-            entries.append(TextEntry(text=str(part["text"]), message_id=message_id))
+            entries.append(TextEntry(text=str(part["text"]), message_id=message_id, **stamp))
     return entries
 
 
-def parse_response(data: Mapping[str, Any], provider: str) -> ModelResponse:
-    """Map a ``response`` object (non-streamed, or from the final stream event)."""
+def parse_response(
+    data: Mapping[str, Any], provider: str, stamp: EntryStamp | None = None
+) -> ModelResponse:
+    """Map a ``response`` object (non-streamed, or from the final stream event);
+    ``stamp``: what its entries are recorded with (see ``ModelRequest.stamp``)."""
     message_id = str(data.get("id") or new_message_id())
+    stamp = stamp or NO_STAMP
     entries: list[ResponseEntry] = []
     for item in as_list(data.get("output")):
-        entries.extend(_item_entries(as_dict(item), message_id, provider))
+        entries.extend(_item_entries(as_dict(item), message_id, provider, stamp))
     finish, raw = responses_finish(data, entries)
     model = data.get("model")
     return ModelResponse(
@@ -269,10 +279,12 @@ def parse_response(data: Mapping[str, Any], provider: str) -> ModelResponse:
 
 
 class ResponsesStreamDecoder:
-    """Typed Responses events in, chunks out; the final event carries the whole response."""
+    """Typed Responses events in, chunks out; the final event carries the whole response
+    (``stamp``: what the entries of its response are recorded with)."""
 
-    def __init__(self, provider: str) -> None:
+    def __init__(self, provider: str, stamp: EntryStamp | None = None) -> None:
         self._provider = provider
+        self._stamp = stamp or NO_STAMP
         self._id: str | None = None
         self._model: str | None = None
         self._text: list[str] = []
@@ -294,7 +306,8 @@ class ResponsesStreamDecoder:
             self._id = self._id or response.get("id")
             self._model = self._model or response.get("model")
         elif kind in ("response.completed", "response.incomplete"):
-            self._final = parse_response(as_dict(data.get("response")), self._provider)
+            response = as_dict(data.get("response"))
+            self._final = parse_response(response, self._provider, self._stamp)
         elif kind.startswith("response.output_item."):
             return self._item(kind, as_dict(data.get("item")))
         return self._delta(kind, data)
@@ -323,7 +336,7 @@ class ResponsesStreamDecoder:
             return [ToolCallChunk(index, call_id, name, str(item.get("arguments") or ""))]
         self._done_calls.extend(
             e
-            for e in _item_entries(item, self.message_id, self._provider)
+            for e in _item_entries(item, self.message_id, self._provider, self._stamp)
             if isinstance(e, ToolCallEntry)
         )
         return []
@@ -339,7 +352,8 @@ class ResponsesStreamDecoder:
         return self._final
 
     def partial(self) -> ModelResponse:
-        return partial_response("".join(self._text), self._done_calls, self.message_id, self._model)
+        text = "".join(self._text)
+        return partial_response(text, self._done_calls, self.message_id, self._model, self._stamp)
 
 
 # --------------------------------------------------------------------------- provider
@@ -409,10 +423,10 @@ class OpenAIResponses(HttpProvider):
         responses_settings(body, request.settings, has_tools=bool(request.tools))
         return body
 
-    def _decoder(self) -> ResponsesStreamDecoder:
-        return ResponsesStreamDecoder(self.name)
+    def _decoder(self, stamp: EntryStamp) -> ResponsesStreamDecoder:
+        return ResponsesStreamDecoder(self.name, stamp)
 
-    def _parse(self, data: dict[str, Any]) -> ModelResponse:
+    def _parse(self, data: dict[str, Any], stamp: EntryStamp) -> ModelResponse:
         if data.get("status") == "failed":
             raise error_from_payload(as_dict(data.get("error")) or data, self.name)
-        return parse_response(data, self.name)
+        return parse_response(data, self.name, stamp)

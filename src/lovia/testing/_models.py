@@ -175,19 +175,22 @@ class FakeProvider(ProviderBase):
         if step.delay:
             await asyncio.sleep(step.delay)
         message_id = new_id("msg")
+        stamp = request.stamp  # the entries are recorded as built (no copy per entry)
         entries: list[ResponseEntry] = []
         if step.reasoning:
             for piece in _chunks(step.reasoning):
                 yield ReasoningChunk(piece)
             entries.append(
-                ReasoningEntry(text=step.reasoning, provider=self._name, message_id=message_id)
+                ReasoningEntry(
+                    text=step.reasoning, provider=self._name, message_id=message_id, **stamp
+                )
             )
         if step.text:
             for piece in _chunks(step.text, 16):
                 if step.chunk_delay:
                     await asyncio.sleep(step.chunk_delay)
                 yield TextChunk(piece)
-            entries.append(TextEntry(text=step.text, message_id=message_id))
+            entries.append(TextEntry(text=step.text, message_id=message_id, **stamp))
         if step.fail_after_text is not None:
             raise step.fail_after_text
         for index, spec in enumerate(step.tool_calls):
@@ -198,7 +201,11 @@ class FakeProvider(ProviderBase):
             yield ToolCallChunk(index, None, None, spec.arguments[half:])
             entries.append(
                 ToolCallEntry(
-                    call_id=call_id, name=spec.name, arguments=spec.arguments, message_id=message_id
+                    call_id=call_id,
+                    name=spec.name,
+                    arguments=spec.arguments,
+                    message_id=message_id,
+                    **stamp,
                 )
             )
         yield self._response(request, step, tuple(entries))
