@@ -201,14 +201,15 @@ async def _prechecks(state: RunState, calls: Sequence[ToolCallEntry]) -> Checked
     """Every call's pre-checks, in the model's order (calls the ledger has an outcome
     for are skipped: a resumed turn answers only the open ones)."""
     checked = Checked()
+    planned = 0  # calls of this turn that will run (they count for the budget)
     for call in calls:
         if state.progress.ledger.get(call.call_id) in ("completed", "failed"):
             continue
-        planned = sum(1 for p in checked.plans if p.will_run)
         plan = await _precheck(state, call, planned, checked)
         if plan.handoff is not None:
             checked.handoff = plan.handoff
         checked.plans.append(plan)
+        planned += plan.will_run
     return checked
 
 
@@ -239,6 +240,8 @@ async def _precheck(state: RunState, call: ToolCallEntry, planned: int, checked:
         return Plan(call, t, refusal=str(exc))
     if state.progress.ledger.get(call.call_id) == "started" and not t.idempotent:
         return Plan(call, t, refusal=UNKNOWN_OUTCOME, recovered=True)
+    if not t.requires_approval:  # the common case: no approval step, no await for it
+        return Plan(call, t, kwargs)
     decision = await _approval(state, t, call, checked.decided)
     if isinstance(decision, Wait):
         checked.waiting.append(call)
