@@ -650,8 +650,10 @@ the span export thread), HTTP 20%, lovia's loop 5%. lovia[fast] at 50 in flight:
   With `lovia.tune_gc()` the same workload is 4,146 kinstr, 1.30× (callgrind, 2026-12-08;
   4,239 without). The bench measures the default collector. A process that has imported
   more pays more: httpx imports its command line, and with it rich, pygments and click,
-  whenever those are installed, which here adds 120 kinstr per round-trip at 50 in flight
-  (not at 1 in flight) — the floor does not notice it, as its few objects die young.
+  whenever those are installed, which added 120 kinstr per round-trip at 50 in flight
+  (not at 1 in flight); the floor does not notice it, as its few objects die young.
+  lovia's adapters on httpx2 never import httpx (in a venv with those packages: 4,244
+  kinstr, against 4,409 when they did), so only a process that imports httpx itself pays.
 - *lovia+otel, lovia+otel+sqlite*: below the telemetry floor (see *The telemetry floor*).
   About 5 spans per round-trip (turn, view, chat, two execute_tool) with ~65 attribute
   values, and ~5 histogram records; the counters are lovia-kept sums the SDK reads at

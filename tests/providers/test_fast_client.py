@@ -47,6 +47,31 @@ def test_import_lovia_does_not_import_httpx2() -> None:
     assert out.stdout.strip() == "False"
 
 
+def test_building_providers_on_httpx2_never_imports_httpx() -> None:
+    """With httpx2 installed, a process that builds lovia's adapters (and their default
+    clients) never imports httpx: httpx loads its command line, and with it click, rich
+    and pygments, whenever those are installed (a heavier heap for every collector pass)."""
+    code = (
+        "import sys, lovia\n"
+        "from lovia.providers.openai_chat import OpenAIChat\n"
+        "from lovia.providers.openai_responses import OpenAIResponses\n"
+        "from lovia.providers.anthropic import Anthropic\n"
+        "built = [OpenAIChat('m', api_key='k'), OpenAIResponses('m', api_key='k'),\n"
+        "         Anthropic('m', api_key='k'), OpenAIChat('m', base_url='http://localhost:1/v1')]\n"
+        "print(type(built[0]._seam._client).__module__.split('.')[0], 'httpx' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["httpx2", "False"]
+
+
+async def test_a_timeout_object_keeps_its_four_parts_on_httpx2() -> None:
+    given = httpx.Timeout(connect=1.0, read=2.0, write=3.0, pool=4.0)
+    async with OpenAIChat("m", base_url="http://127.0.0.1:9/v1", timeout=given) as provider:
+        t = provider._seam._client.timeout
+        assert isinstance(t, httpx2.Timeout)
+        assert (t.connect, t.read, t.write, t.pool) == (1.0, 2.0, 3.0, 4.0)
+
+
 async def test_a_given_http_client_wins_over_httpx2() -> None:
     mine = httpx.AsyncClient()
     async with OpenAIChat("m", base_url="http://127.0.0.1:9/v1", http_client=mine) as provider:
@@ -62,6 +87,9 @@ async def test_the_default_client_keeps_lovias_timeout_and_pool_limits() -> None
         assert (client.timeout.read, client.timeout.connect) == (7.0, 10.0)
         pool = client._transport._pool
         assert (pool._max_connections, pool._max_keepalive_connections) == (100, 20)
+    async with OpenAIChat("m", base_url="http://127.0.0.1:9/v1") as provider:
+        t = provider._seam._client.timeout
+        assert (t.connect, t.read, t.write, t.pool) == (10.0, 600.0, 600.0, 600.0)
 
 
 def _closed_port() -> int:

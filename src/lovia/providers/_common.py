@@ -18,8 +18,6 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any, Self, TypeVar
 
-import httpx
-
 from ..errors import UserError
 from ..model import (
     ModelProfile,
@@ -40,6 +38,7 @@ from ..transcript import (
     new_id,
 )
 from ..usage import Usage
+from ._client import client_module
 from ._http import HttpSeam, RetryPolicy, StreamDecoder
 
 __all__ = [
@@ -285,7 +284,7 @@ def new_message_id() -> str:
 
 def is_local(base_url: str) -> bool:
     """True for servers on this machine (local compatible servers need no key)."""
-    host = httpx.URL(base_url).host
+    host: str = client_module().URL(base_url).host
     return host in {"localhost", "127.0.0.1", "::1", "0.0.0.0"} or host.endswith(".localhost")
 
 

@@ -10,9 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import httpx
-
 from ..errors import ContextOverflow, ProviderError
+from ._client import url_host
 
 __all__ = ["CONTEXT_FILLED", "hosted", "rejected_format_hint", "stream_cut_hint"]
 
@@ -27,10 +26,7 @@ CONTEXT_FILLED = (
 
 def hosted(base_url: str) -> bool:
     """Whether ``base_url`` is a hosted vendor API (not a self-run compatible server)."""
-    try:
-        return httpx.URL(base_url).host in _HOSTED
-    except (httpx.InvalidURL, TypeError):
-        return False
+    return url_host(base_url) in _HOSTED
 
 
 def stream_cut_hint(error: ProviderError, base_url: str, default: str) -> str:

@@ -34,15 +34,15 @@ from collections.abc import (
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from types import CoroutineType
-from typing import Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
-import httpx
 import pydantic_core
 
 from .._redact import excerpt, redact_error, redact_url, remember
 from ..errors import AnswerTooLarge, ProviderError, ProviderServerError, StreamInterrupted
 from ..model import ModelResponse, ReasoningChunk, RetryNotice, StreamItem, TextChunk, ToolCallChunk
 from ..transcript import ReasoningEntry, TextEntry
+from ._client import client_module
 from ._deadline import Deadlines, StreamLimits
 from ._error_map import (
     as_dict,
@@ -73,10 +73,17 @@ __all__ = [
 ]
 
 
-DEFAULT_TIMEOUT = httpx.Timeout(600.0, connect=10.0)
+if TYPE_CHECKING:
+    import httpx
+
+DEFAULT_TIMEOUT_S = 600.0
+"""Socket timeout (read, write, pool) of a client a provider creates; connect: below."""
+CONNECT_TIMEOUT_S = 10.0
 MAX_ERROR_BODY = 1024 * 1024
 """Bytes of an error response that are read (the rest is dropped unread)."""
-DEFAULT_LIMITS = httpx.Limits(max_connections=100, max_keepalive_connections=20)
+MAX_CONNECTIONS = 100
+"""Connections of a client a provider creates (more requests wait in lovia's FIFO)."""
+MAX_KEEPALIVE = 20
 
 
 # --------------------------------------------------------------------------- retries
@@ -231,7 +238,7 @@ class HttpSeam:
     ) -> None:
         self.provider = provider
         self.base_url = base_url.rstrip("/")
-        self._url = httpx.URL(self.base_url)  # parsed once: httpx re-parses strings per call
+        self._url = client_module().URL(self.base_url)  # parsed once, not per call
         self._endpoints: dict[str, Any] = {}
         self._headers = _with_json_type(headers)
         remember(secret)
@@ -246,8 +253,7 @@ class HttpSeam:
         # holds them as its defaults (merging a dict into Headers costs ~30 kinstr a call).
         self._request_headers: dict[str, str] | None = self._headers
         if http_client is None:
-            to = DEFAULT_TIMEOUT if timeout is None else _timeout(timeout)
-            http_client = default_client(to, self._headers)
+            http_client = default_client(timeout, self._headers)
             self._gate = asyncio.Semaphore(_max_connections())
             self._request_headers = None
         self._client: Any = http_client
@@ -256,7 +262,8 @@ class HttpSeam:
         return f"HttpSeam(provider={self.provider!r}, base_url={redact_url(self.base_url)!r})"
 
     @property
-    def url(self) -> httpx.URL:
+    def url(self) -> Any:
+        """The base URL, parsed by the client module (``host``, ``port``, ``scheme``)."""
         return self._url
 
     def endpoint(self, path: str) -> Any:
@@ -573,7 +580,7 @@ def _after_content(
 
 
 def _max_connections() -> int:
-    return DEFAULT_LIMITS.max_connections or 100
+    return MAX_CONNECTIONS
 
 
 def json_body(body: Mapping[str, Any]) -> bytes:
@@ -604,41 +611,44 @@ def _with_json_type(headers: Mapping[str, str]) -> dict[str, str]:
     return out
 
 
-def default_client(timeout: httpx.Timeout, headers: Mapping[str, str] | None = None) -> Any:
-    """The client a provider creates when given none: ``httpx2`` when it is installed.
+def default_client(
+    timeout: float | httpx.Timeout | None, headers: Mapping[str, str] | None = None
+) -> Any:
+    """The client a provider creates when given none: ``httpx2`` when it is installed,
+    else ``httpx`` (see :mod:`lovia.providers._client`).
 
     httpx2 has httpx's API (errors are matched by class name, see
     :func:`error_from_transport`) and costs about half of httpx's CPU per request with
-    tens of requests in flight (``docs/performance.md``). It is imported here, when a
-    provider is built, never by ``import lovia``.
+    tens of requests in flight (``docs/performance.md``). ``timeout``: seconds, or a
+    ``Timeout`` of either client; None: ``DEFAULT_TIMEOUT_S``.
     """
-    try:
-        import httpx2  # pyright: ignore[reportMissingImports] -- the optional extra "fast": absent unless installed
-    except ImportError:
-        return httpx.AsyncClient(timeout=timeout, limits=DEFAULT_LIMITS, headers=headers)
-    fast: Any = httpx2
-    return fast.AsyncClient(
+    module = client_module()
+    return module.AsyncClient(
         headers=headers,
-        timeout=fast.Timeout(
-            connect=timeout.connect, read=timeout.read, write=timeout.write, pool=timeout.pool
+        timeout=_timeout(module, DEFAULT_TIMEOUT_S if timeout is None else timeout),
+        limits=module.Limits(
+            max_connections=MAX_CONNECTIONS, max_keepalive_connections=MAX_KEEPALIVE
         ),
-        limits=fast.Limits(
-            max_connections=DEFAULT_LIMITS.max_connections,
-            max_keepalive_connections=DEFAULT_LIMITS.max_keepalive_connections,
-        ),
+    )
+
+
+def _timeout(module: Any, value: Any) -> Any:
+    """``value`` as the client module's ``Timeout``: seconds (connect: 10 s), or the four
+    parts of a ``Timeout`` (httpx's and httpx2's have the same)."""
+    if isinstance(value, int | float):
+        return module.Timeout(value, connect=CONNECT_TIMEOUT_S)
+    parts: Any = value
+    return module.Timeout(
+        connect=parts.connect, read=parts.read, write=parts.write, pool=parts.pool
     )
 
 
 def _parsed_url(client: Any, text: str) -> Any:
     """``text`` parsed once by the client's own URL class (httpx re-parses strings per
-    call); a client of another kind gets the text."""
-    if isinstance(client, httpx.AsyncClient):
-        return httpx.URL(text)
-    fast: Any = sys.modules.get("httpx2")
-    if fast is not None and isinstance(client, fast.AsyncClient):
-        return fast.URL(text)
+    call); a client of another kind gets the text. A module nobody imported made no
+    client, so it is not imported here."""
+    for name in ("httpx2", "httpx"):
+        module: Any = sys.modules.get(name)
+        if module is not None and isinstance(client, module.AsyncClient):
+            return module.URL(text)
     return text
-
-
-def _timeout(value: float | httpx.Timeout) -> httpx.Timeout:
-    return value if isinstance(value, httpx.Timeout) else httpx.Timeout(value, connect=10.0)

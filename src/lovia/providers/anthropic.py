@@ -19,9 +19,7 @@ import json
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from ..model import (
     FinishReason,
@@ -53,6 +51,9 @@ from ._common import (
     same_provider,
 )
 from ._http import HttpSeam, RetryPolicy, StreamLimits, as_dict, as_list, error_from_payload
+
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = [
     "Anthropic",

@@ -20,9 +20,7 @@ import json
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from ..model import (
     FinishReason,
@@ -39,6 +37,7 @@ from ..model import (
 )
 from ..transcript import EntryStamp, ReasoningEntry, TextEntry, ToolCallEntry, new_id
 from ..usage import Usage
+from ._client import client_module
 from ._common import (
     NO_STAMP,
     AssistantTurn,
@@ -56,6 +55,9 @@ from ._common import (
     resolve_api_key,
 )
 from ._http import HttpSeam, RetryPolicy, StreamLimits, as_dict, as_list, error_from_payload
+
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = [
     "ChatStreamDecoder",
@@ -471,7 +473,7 @@ class OpenAIChat(HttpProvider):
     ) -> None:
         url = (base_url or os.environ.get("OPENAI_BASE_URL") or OPENAI_BASE_URL).rstrip("/")
         key = resolve_api_key(api_key, "OPENAI_API_KEY", url, "OpenAI Chat Completions")
-        self._official = httpx.URL(url).host == "api.openai.com"
+        self._official = client_module().URL(url).host == "api.openai.com"
         auth = {"Authorization": f"Bearer {key}"} if key else {}
         seam = HttpSeam(
             provider=name,

@@ -15,9 +15,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from ..model import (
     FinishReason,
@@ -34,6 +32,7 @@ from ..model import (
 )
 from ..transcript import EntryStamp, ReasoningEntry, TextEntry, ToolCallEntry
 from ..usage import Usage
+from ._client import client_module
 from ._common import (
     NO_STAMP,
     AssistantTurn,
@@ -50,6 +49,9 @@ from ._common import (
     same_provider,
 )
 from ._http import HttpSeam, RetryPolicy, StreamLimits, as_dict, as_list, error_from_payload
+
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = [
     "OpenAIResponses",
@@ -392,7 +394,7 @@ class OpenAIResponses(HttpProvider):
             timeout=timeout,
             limits=limits,
         )
-        official = httpx.URL(url).host == "api.openai.com"
+        official = client_module().URL(url).host == "api.openai.com"
         default = openai_profile(model) if official else compat_profile(model)
         super().__init__(model, name=name, profile=profile or default, stream=stream, seam=seam)
 
