@@ -645,13 +645,15 @@ the span export thread), HTTP 20%, lovia's loop 5%. lovia[fast] at 50 in flight:
   one per tool call). Each is a change to a core type or to the phase structure; none fits behind the
   current API in one step.
 - *lovia[fast] at 50 in flight* (1.33× in instructions, target 1.3×): of its ~1,040 kinstr
-  over the httpx2 floor, about 93 are the cyclic collector's full passes (at 50 in flight a
-  run's objects outlive the youngest generation, and each full pass walks the whole heap).
-  With `lovia.tune_gc()` the same workload is 4,146 kinstr, 1.30× (callgrind, 2026-12-08;
-  4,239 without). The bench measures the default collector. A process that has imported
-  more pays more: httpx imports its command line, and with it rich, pygments and click,
-  whenever those are installed, which added 120 kinstr per round-trip at 50 in flight
-  (not at 1 in flight); the floor does not notice it, as its few objects die young.
+  over the httpx2 floor, about 140 are the cyclic collector (the same workload with the
+  collector disabled: 4,142 against 4,281, both started through the same wrapper): at 50
+  in flight a run's many small containers (entries, events, coroutines) outlive the
+  youngest generation and are walked again and again. With `lovia.tune_gc()` the same
+  workload is 4,146 kinstr, 1.30× (callgrind, 2026-12-08; 4,239 without). The bench
+  measures the default collector. What the process holds besides changes that cost:
+  httpx imports its command line, and with it rich, pygments and click, whenever those
+  are installed, which added 129 kinstr per round-trip at 50 in flight with the collector
+  on and nothing with it off; the floor does not notice it, as its few objects die young.
   lovia's adapters on httpx2 never import httpx (in a venv with those packages: 4,244
   kinstr, against 4,409 when they did), so only a process that imports httpx itself pays.
 - *lovia+otel, lovia+otel+sqlite*: below the telemetry floor (see *The telemetry floor*).

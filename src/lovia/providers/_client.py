@@ -4,7 +4,7 @@ by importing an adapter.
 
 A process on httpx2 never imports httpx for lovia: with click, rich and pygments installed,
 ``import httpx`` also loads its command line and them (tens of milliseconds, and thousands
-of objects that every full pass of the cyclic collector walks).
+of objects that make the cyclic collector's passes dearer).
 """
 
 from __future__ import annotations
