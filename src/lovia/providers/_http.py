@@ -637,9 +637,8 @@ def _timeout(module: Any, value: Any) -> Any:
     parts of a ``Timeout`` (httpx's and httpx2's have the same)."""
     if isinstance(value, int | float):
         return module.Timeout(value, connect=CONNECT_TIMEOUT_S)
-    parts: Any = value
     return module.Timeout(
-        connect=parts.connect, read=parts.read, write=parts.write, pool=parts.pool
+        connect=value.connect, read=value.read, write=value.write, pool=value.pool
     )
 
 

@@ -272,12 +272,11 @@ def _block_entry(
 
 
 def parse_message(
-    data: Mapping[str, Any], provider: str, stamp: EntryStamp | None = None
+    data: Mapping[str, Any], provider: str, stamp: EntryStamp = NO_STAMP
 ) -> ModelResponse:
     """Map a non-streaming ``message`` object (``stamp``: what its entries are recorded
     with, see ``ModelRequest.stamp``)."""
     message_id = str(data.get("id") or new_message_id())
-    stamp = stamp or NO_STAMP
     entries = [
         entry
         for block in as_list(data.get("content"))
@@ -324,9 +323,9 @@ class AnthropicStreamDecoder:
     """Anthropic stream events in, chunks out (``stamp``: what the entries of its
     response are recorded with)."""
 
-    def __init__(self, provider: str, stamp: EntryStamp | None = None) -> None:
+    def __init__(self, provider: str, stamp: EntryStamp = NO_STAMP) -> None:
         self._provider = provider
-        self._stamp = stamp or NO_STAMP
+        self._stamp = stamp
         self._message: dict[str, Any] = {}
         self._usage: dict[str, Any] = {}
         self._blocks: dict[int, _Block] = {}

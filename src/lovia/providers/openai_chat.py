@@ -270,11 +270,10 @@ def _tool_call(raw: Mapping[str, Any], message_id: str, stamp: EntryStamp) -> To
 
 
 def parse_chat_completion(
-    data: Mapping[str, Any], provider: str, stamp: EntryStamp | None = None
+    data: Mapping[str, Any], provider: str, stamp: EntryStamp = NO_STAMP
 ) -> ModelResponse:
     """Map a non-streaming ``chat.completion`` object to a :class:`ModelResponse`
     (``stamp``: what its entries are recorded with, see ``ModelRequest.stamp``)."""
-    stamp = stamp or NO_STAMP
     message_id = str(data.get("id") or new_message_id())
     choices = as_list(data.get("choices"))
     choice = as_dict(choices[0] if choices else None)
@@ -332,9 +331,9 @@ class ChatStreamDecoder:
     """Accumulates ``chat.completion.chunk`` events; yields chunks as they arrive
     (``stamp``: what the entries of its response are recorded with)."""
 
-    def __init__(self, provider: str, stamp: EntryStamp | None = None) -> None:
+    def __init__(self, provider: str, stamp: EntryStamp = NO_STAMP) -> None:
         self._provider = provider
-        self._stamp = stamp or NO_STAMP
+        self._stamp = stamp
         self._id: str | None = None
         self._model: str | None = None
         self._text: list[str] = []

@@ -256,12 +256,11 @@ def _item_entries(
 
 
 def parse_response(
-    data: Mapping[str, Any], provider: str, stamp: EntryStamp | None = None
+    data: Mapping[str, Any], provider: str, stamp: EntryStamp = NO_STAMP
 ) -> ModelResponse:
     """Map a ``response`` object (non-streamed, or from the final stream event);
     ``stamp``: what its entries are recorded with (see ``ModelRequest.stamp``)."""
     message_id = str(data.get("id") or new_message_id())
-    stamp = stamp or NO_STAMP
     entries: list[ResponseEntry] = []
     for item in as_list(data.get("output")):
         entries.extend(_item_entries(as_dict(item), message_id, provider, stamp))
@@ -284,9 +283,9 @@ class ResponsesStreamDecoder:
     """Typed Responses events in, chunks out; the final event carries the whole response
     (``stamp``: what the entries of its response are recorded with)."""
 
-    def __init__(self, provider: str, stamp: EntryStamp | None = None) -> None:
+    def __init__(self, provider: str, stamp: EntryStamp = NO_STAMP) -> None:
         self._provider = provider
-        self._stamp = stamp or NO_STAMP
+        self._stamp = stamp
         self._id: str | None = None
         self._model: str | None = None
         self._text: list[str] = []
